@@ -1,0 +1,194 @@
+"""Result types shared by the engine, the rules and every output format.
+
+Everything here is plain data with a stable JSON form (``to_json``/``from_json``),
+so reports can be diffed, cached and compared across releases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+JSON_SCHEMA_VERSION = 1
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 3, "warning": 2, "note": 1}[self.value]
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a finding's call chain: where it is and what happens there."""
+
+    path: str
+    line: int
+    function: str
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Hop":
+        return cls(data["path"], int(data["line"]), data["function"], data.get("note", ""))
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    """A class identified by the file that defines it (names repeat across platform copies)."""
+
+    path: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.path}::{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ClassRef":
+        return cls(data["path"], data["name"])
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: Severity
+    path: str
+    line: int
+    column: int
+    function: str
+    callee: str
+    message: str
+    trace: list[Hop] = field(default_factory=list)
+    affected_classes: list[ClassRef] = field(default_factory=list)
+    # Identity of the finding independent of line numbers: rule, file, enclosing
+    # function, callee and the semantic key a rule chooses (never a line).
+    fingerprint_key: str = ""
+    fingerprint: str = ""
+    suppressed: bool = False
+
+    def finalize(self) -> "Finding":
+        key = "|".join([self.rule, self.path, self.function, self.callee, self.fingerprint_key])
+        self.fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
+        self.affected_classes = sorted(set(self.affected_classes), key=lambda c: (c.path, c.name))
+        return self
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.rule, self.fingerprint)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity.value,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "function": self.function,
+            "callee": self.callee,
+            "message": self.message,
+            "trace": [h.to_json() for h in self.trace],
+            "affected_classes": [c.to_json() for c in self.affected_classes],
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        return cls(
+            rule=data["rule"],
+            severity=Severity(data["severity"]),
+            path=data["path"],
+            line=int(data["line"]),
+            column=int(data["column"]),
+            function=data["function"],
+            callee=data["callee"],
+            message=data["message"],
+            trace=[Hop.from_json(h) for h in data.get("trace", [])],
+            affected_classes=[ClassRef.from_json(c) for c in data.get("affected_classes", [])],
+            fingerprint=data.get("fingerprint", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file the scan could not analyse (it is listed and skipped, never fatal)."""
+
+    path: str
+    kind: str  # "parse-error", "decode-error", "unreadable", "too-large", "symlink", ...
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LoopReach:
+    """How one draft loop reaches one MTP model class."""
+
+    loop: str  # "path:line Class.method"
+    steps_reach_layers: bool  # True: step i selects layer i; False: every step selects layer 0
+    detail: str
+    trace: list[Hop] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "loop": self.loop,
+            "step_i_reaches_layer_i": self.steps_reach_layers,
+            "detail": self.detail,
+            "trace": [h.to_json() for h in self.trace],
+        }
+
+
+@dataclass
+class ClassReachability:
+    model_class: ClassRef
+    architectures: list[str]
+    layer_count_fields: list[str]
+    loops: list[LoopReach] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "class": self.model_class.to_json(),
+            "architectures": self.architectures,
+            "layer_count_fields": self.layer_count_fields,
+            "loops": [lp.to_json() for lp in self.loops],
+        }
+
+
+@dataclass
+class ScanResult:
+    """Everything one scan produced; ``to_json`` is the documented ``--format json`` document."""
+
+    root: str
+    findings: list[Finding] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    reachability: list[ClassReachability] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def sort(self) -> "ScanResult":
+        self.findings.sort(key=Finding.sort_key)
+        self.problems.sort(key=lambda p: (p.path, p.kind))
+        self.reachability.sort(key=lambda r: (r.model_class.path, r.model_class.name))
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        from . import __version__
+
+        return {
+            "version": JSON_SCHEMA_VERSION,
+            "tool": {"name": "mtp-audit", "version": __version__},
+            "root": self.root,
+            "findings": [f.to_json() for f in self.findings],
+            "problems": [p.to_json() for p in self.problems],
+            "reachability": [r.to_json() for r in self.reachability],
+            "stats": self.stats,
+        }

@@ -1,0 +1,135 @@
+"""Where the scanned code comes from: a directory, or a git tree read from objects.
+
+The engine only ever asks a :class:`SourceTree` for a list of ``.py`` paths
+(POSIX, relative to the scan root, which holds the ``vllm`` package) and for the
+bytes of one of them. Nothing here imports or executes scanned code.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .errors import UsageError
+
+MAX_FILE_BYTES = 8 * 1024 * 1024  # generated files beyond this are listed, not parsed
+
+
+class SourceTree(Protocol):
+    label: str
+
+    def python_files(self) -> list[str]: ...
+
+    def read(self, relpath: str) -> bytes: ...
+
+    def problems(self) -> list[tuple[str, str, str]]:
+        """(path, kind, message) for entries that were skipped while listing."""
+        ...
+
+
+@dataclass
+class DirectoryTree:
+    """A vLLM source tree on disk. ``root`` contains the ``vllm`` package directory."""
+
+    root: Path
+    label: str = ""
+    _problems: list[tuple[str, str, str]] = field(default_factory=list)
+    _files: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.root = self.root.resolve()
+        if not self.label:
+            self.label = str(self.root)
+
+    def python_files(self) -> list[str]:
+        if self._files is not None:
+            return self._files
+        files: list[str] = []
+        seen_dirs: set[tuple[int, int]] = set()
+        pkg = self.root / "vllm"
+        for dirpath, dirnames, filenames in os.walk(pkg, followlinks=False):
+            try:
+                st = os.stat(dirpath)
+                key = (st.st_dev, st.st_ino)
+                if key in seen_dirs:
+                    dirnames[:] = []
+                    continue
+                seen_dirs.add(key)
+            except OSError as exc:
+                self._problems.append((self._rel(dirpath), "unreadable", str(exc)))
+                continue
+            kept = []
+            for d in sorted(dirnames):
+                full = os.path.join(dirpath, d)
+                if os.path.islink(full):
+                    self._problems.append(
+                        (self._rel(full), "symlink", "symbolic link not followed: " + os.readlink(full))
+                    )
+                    continue
+                if d.startswith(".") or d == "__pycache__":
+                    continue
+                kept.append(d)
+            dirnames[:] = kept
+            for name in sorted(filenames):
+                if not name.endswith(".py"):
+                    continue
+                full = os.path.join(dirpath, name)
+                rel = self._rel(full)
+                if os.path.islink(full):
+                    self._problems.append((rel, "symlink", "symbolic link not followed: " + os.readlink(full)))
+                    continue
+                files.append(rel)
+        self._files = sorted(files)
+        return self._files
+
+    def _rel(self, full: str) -> str:
+        return Path(full).relative_to(self.root).as_posix()
+
+    def read(self, relpath: str) -> bytes:
+        full = self.root / relpath
+        st = os.lstat(full)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"not a regular file: {relpath}")
+        if st.st_size > MAX_FILE_BYTES:
+            raise FileTooLarge(f"{st.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
+        with open(full, "rb") as fh:
+            return fh.read()
+
+    def problems(self) -> list[tuple[str, str, str]]:
+        return list(self._problems)
+
+
+class FileTooLarge(OSError):
+    pass
+
+
+def locate_root(path: Path) -> Path:
+    """Return the directory that contains the ``vllm`` package for a user-given PATH.
+
+    PATH may be a repository root holding ``vllm/`` or the ``vllm`` package itself.
+    """
+    if not path.exists():
+        raise UsageError(f"path does not exist: {path}")
+    if not path.is_dir():
+        raise UsageError(f"expected a directory (a vLLM checkout or the vllm package), got a file: {path}")
+    path = path.resolve()
+    if (path / "vllm").is_dir():
+        return path
+    if path.name == "vllm" and (path / "__init__.py").exists():
+        return path.parent
+    raise UsageError(f"no vllm/ package under {path}: pass a vLLM repository root or its vllm/ directory")
+
+
+def locate_installed() -> Path:
+    """Find the installed vLLM's source directory without importing it."""
+    import importlib.machinery
+    import sys
+
+    spec = importlib.machinery.PathFinder.find_spec("vllm", sys.path)
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError("vLLM is not installed in this Python environment (no 'vllm' package on sys.path)")
+    pkg = Path(list(spec.submodule_search_locations)[0])
+    return pkg.parent
