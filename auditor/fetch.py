@@ -1,0 +1,715 @@
+"""Download and unpack vLLM release source distributions (``vllm-X.Y.Z.tar.gz``).
+
+The package index is the one pip is configured to use (``PIP_INDEX_URL``, else
+``index-url`` from pip's configuration files, else ``https://pypi.org/simple``);
+``extra-index-url`` entries are ignored. The index is read through the PEP 691 JSON
+simple API, with a fallback to PEP 503 HTML (``#sha256=`` fragments).
+
+Cache layout (``default_cache_dir()``, overridable with ``MTP_AUDIT_CACHE_DIR``)::
+
+    <cache>/sdists/vllm-X.Y.Z.tar.gz        verified download, renamed in atomically
+    <cache>/releases/vllm-X.Y.Z/            unpacked sdist (holds vllm/), renamed in atomically
+    <cache>/releases/vllm-X.Y.Z/.complete   written last; a directory without it is redone
+    <cache>/releases/vllm-X.Y.Z/.mtp-audit-release.json   where it came from (index, url, sha256)
+
+A complete release directory is reused without touching the network. Nothing here
+imports or executes anything from the downloaded source.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import configparser
+import errno
+import hashlib
+import html.parser
+import json
+import os
+import re
+import shutil
+import ssl
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import FetchError
+
+PROJECT = "vllm"
+DEFAULT_INDEX_URL = "https://pypi.org/simple"
+COMPLETE_MARKER = ".complete"
+METADATA_FILE = ".mtp-audit-release.json"
+JSON_ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, "
+    "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+)
+SDIST_SUFFIXES = (".tar.gz", ".tgz")
+_CHUNK = 1 << 16
+_MAX_INDEX_PAGE = 64 * 1024 * 1024
+
+
+# --------------------------------------------------------------------------- cache dir
+
+
+def default_cache_dir() -> Path:
+    """``$MTP_AUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/mtp-audit``, else ``~/.cache/mtp-audit``."""
+    env = os.environ.get("MTP_AUDIT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "mtp-audit"
+    return Path.home() / ".cache" / "mtp-audit"
+
+
+def release_dir(version: str, cache_dir: Path | None = None) -> Path:
+    """Where ``fetch_release(version)`` puts (or finds) the unpacked release."""
+    v = _parse_version(version)
+    return Path(cache_dir or default_cache_dir()) / "releases" / f"{PROJECT}-{v}"
+
+
+def is_cached(version: str, cache_dir: Path | None = None) -> bool:
+    return (release_dir(version, cache_dir) / COMPLETE_MARKER).is_file()
+
+
+# --------------------------------------------------------------------------- pip config
+
+
+def _pip_config_files() -> list[Path]:
+    """pip's configuration files in the order pip loads them (later ones win)."""
+    files: list[Path] = []
+    xdg_dirs = os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+    # global
+    for d in reversed([p for p in xdg_dirs.split(os.pathsep) if p]):
+        files.append(Path(d) / "pip" / "pip.conf")
+    files.append(Path("/etc/pip.conf"))
+    # user (legacy location first, then the XDG one)
+    home = Path.home()
+    files.append(home / ".pip" / "pip.conf")
+    xdg_home = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
+    files.append(Path(xdg_home) / "pip" / "pip.conf")
+    # site (the running interpreter's environment, and an activated virtualenv)
+    files.append(Path(sys.prefix) / "pip.conf")
+    venv = os.environ.get("VIRTUAL_ENV")
+    if venv and Path(venv) / "pip.conf" not in files:
+        files.append(Path(venv) / "pip.conf")
+    # PIP_CONFIG_FILE is loaded last (pip: "env" variant); os.devnull disables all files
+    env_file = os.environ.get("PIP_CONFIG_FILE")
+    if env_file:
+        if env_file == os.devnull:
+            return []
+        files.append(Path(env_file))
+    return files
+
+
+def _pip_setting(key: str) -> str | None:
+    """A pip option: ``PIP_<KEY>`` env, else ``[install]``/``[global]`` in pip's config files."""
+    env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
+    if env:
+        return env
+    value: str | None = None
+    for path in _pip_config_files():
+        if not path.is_file():
+            continue
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue  # pip would fail loudly; an unreadable file just contributes nothing here
+        for section in ("global", "install"):  # install overrides global
+            for k in (key, key.replace("-", "_")):
+                if parser.has_option(section, k):
+                    v = parser.get(section, k).strip()
+                    if v:
+                        value = v
+    return value
+
+
+def configured_index_url() -> str:
+    """The index pip would use: PIP_INDEX_URL, else config ``index-url``, else pypi.org/simple."""
+    url = _pip_setting("index-url") or DEFAULT_INDEX_URL
+    # pip accepts whitespace-separated lists only for extra-index-url; take the first token
+    url = url.split()[0]
+    return url.rstrip("/")
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***`` (for messages)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None and "@" not in parts.netloc:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    user = parts.username or ""
+    netloc = f"{user}:***@{host}" if user else host
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+@dataclass(frozen=True)
+class SdistFile:
+    filename: str
+    url: str
+    sha256: str
+    version: str
+    size: int | None = None
+    upload_time: str | None = None
+    yanked: bool = False
+
+
+def _timeout() -> float:
+    raw = _pip_setting("timeout") or _pip_setting("default-timeout") or "15"
+    try:
+        return max(1.0, float(raw))
+    except ValueError:
+        return 15.0
+
+
+def _ssl_context() -> ssl.SSLContext:
+    cert = _pip_setting("cert")
+    if cert and Path(cert).exists():
+        if Path(cert).is_dir():
+            return ssl.create_default_context(capath=cert)
+        return ssl.create_default_context(cafile=cert)
+    return ssl.create_default_context()
+
+
+def _request(url: str, accept: str | None = None) -> urllib.request.Request:
+    parts = urllib.parse.urlsplit(url)
+    headers = {"User-Agent": "mtp-audit (urllib)"}
+    if accept:
+        headers["Accept"] = accept
+    if parts.username is not None:
+        token = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        url = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return urllib.request.Request(url, headers=headers)
+
+
+def _open(url: str, accept: str | None = None):
+    req = _request(url, accept)
+    ctx = _ssl_context() if url.startswith("https:") else None
+    return urllib.request.urlopen(req, timeout=_timeout(), context=ctx)
+
+
+def _describe_urlerror(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, BaseException):
+        text = str(reason) or type(reason).__name__
+    else:
+        text = str(reason)
+    return text.replace("\n", " ")
+
+
+# --------------------------------------------------------------------------- index page
+
+
+class BadArchive(FetchError):
+    """The downloaded sdist is corrupt or unsafe to unpack (it is removed from the cache)."""
+
+
+class _LinkParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[dict[str, str | None]] = []
+        self.base: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "base" and self.base is None:
+            self.base = dict(attrs).get("href")
+        if tag == "a":
+            a = dict(attrs)
+            if a.get("href"):
+                self.links.append(a)
+
+
+def _sdist_version(filename: str) -> str | None:
+    """``vllm-0.10.0.tar.gz`` -> ``0.10.0``; None for anything that is not a vllm sdist."""
+    for suffix in SDIST_SUFFIXES:
+        if filename.endswith(suffix):
+            stem = filename[: -len(suffix)]
+            break
+    else:
+        return None
+    name, sep, ver = stem.rpartition("-")
+    if not sep or re.sub(r"[-_.]+", "-", name).lower() != PROJECT:
+        return None
+    try:
+        return str(Version(ver))
+    except InvalidVersion:
+        return None
+
+
+def _any_version(filename: str) -> str | None:
+    """The version of any vllm distribution file (sdist or wheel), for 'nearest versions'."""
+    v = _sdist_version(filename)
+    if v:
+        return v
+    if filename.endswith(".whl"):
+        parts = filename[:-4].split("-")
+        if len(parts) >= 2 and parts[0].lower().replace("_", "-") == PROJECT:
+            try:
+                return str(Version(parts[1]))
+            except InvalidVersion:
+                return None
+    return None
+
+
+def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[SdistFile], set[str]]:
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FetchError(f"index {redact(index)} returned invalid JSON for {PROJECT}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise FetchError(f"index {redact(index)} returned JSON without a 'files' list for {PROJECT}")
+    sdists: list[SdistFile] = []
+    versions: set[str] = set()
+    for v in data.get("versions") or []:
+        try:
+            versions.add(str(Version(str(v))))
+        except InvalidVersion:
+            pass
+    for entry in data["files"]:
+        if not isinstance(entry, dict):
+            raise FetchError(f"index {redact(index)} returned a malformed file entry for {PROJECT}")
+        filename, url = entry.get("filename"), entry.get("url")
+        if not isinstance(filename, str) or not isinstance(url, str):
+            raise FetchError(f"index {redact(index)} returned a file entry without filename/url for {PROJECT}")
+        anyv = _any_version(filename)
+        if anyv:
+            versions.add(anyv)
+        ver = _sdist_version(filename)
+        if ver is None:
+            continue
+        hashes = entry.get("hashes") if isinstance(entry.get("hashes"), dict) else {}
+        sha = str(hashes.get("sha256", "")).lower()
+        size = entry.get("size") if isinstance(entry.get("size"), int) else None
+        upload = entry.get("upload-time") if isinstance(entry.get("upload-time"), str) else None
+        sdists.append(
+            SdistFile(filename, urllib.parse.urljoin(page_url, url), sha, ver, size, upload, bool(entry.get("yanked")))
+        )
+    return sdists, versions
+
+
+def _parse_html_page(body: bytes, page_url: str, index: str) -> tuple[list[SdistFile], set[str]]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FetchError(f"index {redact(index)} returned a page that is not UTF-8 for {PROJECT}") from None
+    parser = _LinkParser()
+    try:
+        parser.feed(text)
+        parser.close()
+    except Exception as exc:  # html.parser is lenient; anything raised here means garbage
+        raise FetchError(f"index {redact(index)} returned unreadable HTML for {PROJECT}: {exc}") from None
+    base = urllib.parse.urljoin(page_url, parser.base) if parser.base else page_url
+    sdists: list[SdistFile] = []
+    versions: set[str] = set()
+    for a in parser.links:
+        href = a["href"] or ""
+        full = urllib.parse.urljoin(base, href)
+        url, _, fragment = full.partition("#")
+        filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+        anyv = _any_version(filename)
+        if anyv:
+            versions.add(anyv)
+        ver = _sdist_version(filename)
+        if ver is None:
+            continue
+        frag = urllib.parse.parse_qs(fragment)
+        sha = (frag.get("sha256") or [""])[0].lower()
+        sdists.append(SdistFile(filename, url, sha, ver, yanked="data-yanked" in a))
+    if not parser.links:
+        raise FetchError(f"index {redact(index)} returned a page with no distribution links for {PROJECT}")
+    return sdists, versions
+
+
+def _project_page_url(index: str) -> str:
+    if index.startswith("file:"):
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(index).path)) / PROJECT
+        if path.is_dir():
+            path = path / "index.html"
+        return path.as_uri()
+    return f"{index}/{PROJECT}/"
+
+
+def list_sdists(index_url: str | None = None) -> tuple[list[SdistFile], list[str]]:
+    """(sdist files, every version the index knows) for vllm on the configured index."""
+    index = (index_url or configured_index_url()).rstrip("/")
+    page = _project_page_url(index)
+    try:
+        with _open(page, accept=JSON_ACCEPT) as resp:
+            ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            body = resp.read(_MAX_INDEX_PAGE + 1)
+            final_url = resp.geturl()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise FetchError(f"index {redact(index)} has no project '{PROJECT}' (HTTP 404)") from None
+        raise FetchError(f"index {redact(index)} answered HTTP {exc.code} for {PROJECT}: {exc.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise FetchError(f"cannot reach package index {redact(index)}: {_describe_urlerror(exc)}") from None
+    if len(body) > _MAX_INDEX_PAGE:
+        raise FetchError(f"index {redact(index)} returned an oversized page for {PROJECT}")
+    if ctype.endswith("json"):
+        sdists, versions = _parse_json_page(body, final_url, index)
+    elif ctype in ("text/html", "application/vnd.pypi.simple.v1+html", "") or final_url.startswith("file:"):
+        stripped = body.lstrip()
+        if stripped.startswith(b"{"):
+            sdists, versions = _parse_json_page(body, final_url, index)
+        else:
+            sdists, versions = _parse_html_page(body, final_url, index)
+    else:
+        raise FetchError(f"index {redact(index)} returned unexpected content type '{ctype}' for {PROJECT}")
+    ordered = sorted(versions, key=Version)
+    return sdists, ordered
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _parse_version(version: str) -> str:
+    text = version.strip()
+    if text[:1] in ("v", "V"):
+        text = text[1:]
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        raise FetchError(f"not a version number: '{version}' (expected X.Y.Z, e.g. 0.10.0)") from None
+
+
+def _nearest(target: str, versions: list[str], k: int = 3) -> str:
+    if not versions:
+        return "none"
+    vs = sorted(versions, key=Version)
+    keys = [Version(v) for v in vs]
+    i = bisect.bisect_left(keys, Version(target))
+    near = vs[max(0, i - k) : i + k]
+    return ", ".join(near)
+
+
+def select_sdist(version: str, sdists: list[SdistFile], versions: list[str], index: str) -> SdistFile:
+    want = _parse_version(version)
+    matches = [s for s in sdists if Version(s.version) == Version(want)]
+    if not matches:
+        sdist_versions = sorted({s.version for s in sdists}, key=Version)
+        if any(Version(v) == Version(want) for v in versions):
+            raise FetchError(
+                f"vLLM {want} has no source distribution on {redact(index)} (wheels only); "
+                f"nearest versions with an sdist: {_nearest(want, sdist_versions)}"
+            )
+        raise FetchError(
+            f"vLLM {want} is not on {redact(index)}; nearest versions: {_nearest(want, sdist_versions or versions)}"
+        )
+    matches.sort(key=lambda s: (not s.filename.endswith(".tar.gz"), s.yanked))
+    chosen = matches[0]
+    if not re.fullmatch(r"[0-9a-f]{64}", chosen.sha256 or ""):
+        raise FetchError(f"index {redact(index)} gives no sha256 for {chosen.filename}; refusing an unverified download")
+    return chosen
+
+
+# --------------------------------------------------------------------------- download
+
+
+def _cache_error(path: Path, exc: OSError) -> FetchError:
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        reason = "no space left on device"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        reason = f"not writable ({reason})"
+    return FetchError(f"cannot write to cache directory {path}: {reason} (set MTP_AUDIT_CACHE_DIR to another directory)")
+
+
+def _progress_bar(enabled: bool, total: int | None, description: str):
+    if not (enabled and sys.stderr.isatty()):
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    prog = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    task = prog.add_task(description, total=total)
+    return prog, task
+
+
+def _download(sdist: SdistFile, dest: Path, index: str, progress: bool) -> None:
+    """Download to a temp file beside ``dest``, verify sha256, rename into place."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{sdist.filename}.", suffix=".part", dir=dest.parent)
+    except OSError as exc:
+        raise _cache_error(dest.parent, exc) from None
+    tmp = Path(tmp_name)
+    ok = False
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            try:
+                resp = _open(sdist.url)
+            except urllib.error.HTTPError as exc:
+                raise FetchError(f"download of {sdist.filename} from {redact(index)} failed: HTTP {exc.code} {exc.reason}") from None
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                raise FetchError(
+                    f"cannot download {sdist.filename} from {redact(index)}: {_describe_urlerror(exc)}"
+                ) from None
+            with resp:
+                length = resp.headers.get("Content-Length")
+                total = int(length) if length and length.isdigit() else sdist.size
+                bar = _progress_bar(progress, total, f"vllm {sdist.version}")
+                if bar:
+                    bar[0].start()
+                try:
+                    while True:
+                        try:
+                            chunk = resp.read(_CHUNK)
+                        except (OSError, ValueError) as exc:
+                            raise FetchError(
+                                f"download of {sdist.filename} from {redact(index)} broke off: {_describe_urlerror(exc)}"
+                            ) from None
+                        if not chunk:
+                            break
+                        digest.update(chunk)
+                        try:
+                            out.write(chunk)
+                        except OSError as exc:
+                            raise _cache_error(dest.parent, exc) from None
+                        if bar:
+                            bar[0].update(bar[1], advance=len(chunk))
+                finally:
+                    if bar:
+                        bar[0].stop()
+            try:
+                out.flush()
+                os.fsync(out.fileno())
+            except OSError as exc:
+                raise _cache_error(dest.parent, exc) from None
+        got = digest.hexdigest()
+        if got != sdist.sha256:
+            raise FetchError(
+                f"sha256 mismatch for {sdist.filename} from {redact(index)}: index says {sdist.sha256}, "
+                f"download is {got}; nothing was kept"
+            )
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, dest)
+        except OSError as exc:
+            raise _cache_error(dest.parent, exc) from None
+        ok = True
+    finally:
+        if not ok:
+            tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _verify_file(path: Path, sha256: str) -> bool:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest() == sha256
+
+
+# --------------------------------------------------------------------------- unpack
+
+
+def _safe_members(tar: tarfile.TarFile, archive: str) -> tuple[str, list[tarfile.TarInfo]]:
+    """Check every member and return (top-level directory, members with it stripped)."""
+    members = tar.getmembers()
+    tops = set()
+    for m in members:
+        name = m.name
+        p = PurePosixPath(name)
+        if name.startswith("/") or p.is_absolute() or re.match(r"^[A-Za-z]:", name) or "\\" in name:
+            raise BadArchive(f"unsafe sdist {archive}: absolute path {name!r}; nothing was unpacked")
+        if ".." in p.parts:
+            raise BadArchive(f"unsafe sdist {archive}: path with '..' {name!r}; nothing was unpacked")
+        if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            raise BadArchive(f"unsafe sdist {archive}: special file {name!r}; nothing was unpacked")
+        parts = [x for x in p.parts if x not in ("", ".")]
+        if parts:
+            tops.add(parts[0])
+    if len(tops) != 1:
+        raise BadArchive(f"sdist {archive} does not have a single top-level directory (found {len(tops)})")
+    top = tops.pop()
+    out: list[tarfile.TarInfo] = []
+    for m in members:
+        parts = [x for x in PurePosixPath(m.name).parts if x not in ("", ".")]
+        rel = parts[1:]
+        if not rel:
+            continue
+        new_name = "/".join(rel)
+        if m.issym():
+            target = PurePosixPath(m.linkname)
+            resolved = _normalize(PurePosixPath(*rel[:-1]) / target) if not target.is_absolute() else None
+            if resolved is None:
+                raise BadArchive(f"unsafe sdist {archive}: link {m.name!r} points outside the archive; nothing was unpacked")
+            m = _replace(m, name=new_name)
+        elif m.islnk():
+            lparts = [x for x in PurePosixPath(m.linkname).parts if x not in ("", ".")]
+            if not lparts or lparts[0] != top or ".." in lparts or PurePosixPath(m.linkname).is_absolute():
+                raise BadArchive(f"unsafe sdist {archive}: hard link {m.name!r} points outside the archive; nothing was unpacked")
+            m = _replace(m, name=new_name, linkname="/".join(lparts[1:]))
+        else:
+            m = _replace(m, name=new_name)
+        out.append(m)
+    return top, out
+
+
+def _normalize(p: PurePosixPath) -> PurePosixPath | None:
+    """Resolve '..' lexically; None when it climbs above the root."""
+    stack: list[str] = []
+    for part in p.parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not stack:
+                return None
+            stack.pop()
+        else:
+            stack.append(part)
+    return PurePosixPath(*stack) if stack else PurePosixPath(".")
+
+
+def _replace(m: tarfile.TarInfo, **kw) -> tarfile.TarInfo:
+    if hasattr(m, "replace"):
+        return m.replace(**kw, deep=False)
+    import copy
+
+    m = copy.copy(m)
+    for k, v in kw.items():
+        setattr(m, k, v)
+    return m
+
+
+def _unpack(archive: Path, target: Path, meta: dict) -> None:
+    """Unpack ``archive`` (top directory stripped) into ``target`` via a temp dir and one rename."""
+    parent = target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise _cache_error(parent, exc) from None
+    ok = False
+    try:
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                _top, members = _safe_members(tar, archive.name)
+                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+                tar.extractall(tmp, members=members, **kwargs)
+        except FetchError:
+            raise
+        except (tarfile.TarError, EOFError, zlib.error) as exc:
+            raise BadArchive(f"cannot unpack {archive.name}: {exc}") from None
+        except OSError as exc:
+            raise _cache_error(parent, exc) from None
+        if not (tmp / PROJECT / "__init__.py").is_file():
+            raise BadArchive(f"sdist {archive.name} has no {PROJECT}/ package")
+        try:
+            (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            (tmp / COMPLETE_MARKER).write_text("ok\n")
+            os.chmod(tmp, 0o777 & ~_umask())
+            try:
+                os.rename(tmp, target)
+            except OSError as exc:
+                # another process finished the same release first: keep theirs
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and (target / COMPLETE_MARKER).is_file():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    ok = True
+                    return
+                raise
+        except OSError as exc:
+            raise _cache_error(parent, exc) from None
+        ok = True
+    finally:
+        if not ok:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = True) -> Path:
+    """Return the directory holding the ``vllm/`` package of vLLM release ``version``.
+
+    Downloads and unpacks ``vllm-<version>.tar.gz`` on first use; a complete cached copy
+    is returned without any network access. Raises :class:`FetchError` with one line.
+    """
+    want = _parse_version(version)
+    cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    target = cache / "releases" / f"{PROJECT}-{want}"
+    if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
+        return target
+    if cache.exists() and not cache.is_dir():
+        raise FetchError(f"cannot write to cache directory {cache}: it is not a directory")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        if target.exists() or target.is_symlink():
+            # half-written (no marker): remove and redo
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+    except OSError as exc:
+        raise _cache_error(cache, exc) from None
+
+    index = configured_index_url()
+    sdists, versions = list_sdists(index)
+    sdist = select_sdist(want, sdists, versions, index)
+    archive = cache / "sdists" / sdist.filename
+    if archive.is_file() and not _verify_file(archive, sdist.sha256):
+        try:
+            archive.unlink()
+        except OSError as exc:
+            raise _cache_error(archive.parent, exc) from None
+    if not archive.is_file():
+        _download(sdist, archive, index, progress)
+    meta = {
+        "project": PROJECT,
+        "version": want,
+        "filename": sdist.filename,
+        "sha256": sdist.sha256,
+        "url": redact(sdist.url),
+        "index": redact(index),
+        "upload_time": sdist.upload_time,
+        "size": archive.stat().st_size,
+    }
+    try:
+        _unpack(archive, target, meta)
+    except BadArchive:
+        # an archive that will not unpack is useless in the cache
+        archive.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def release_metadata(root: Path) -> dict:
+    """The provenance record ``fetch_release`` wrote beside ``vllm/`` (empty if absent)."""
+    try:
+        return json.loads((Path(root) / METADATA_FILE).read_text())
+    except (OSError, ValueError):
+        return {}

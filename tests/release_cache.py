@@ -1,0 +1,38 @@
+"""Shared, reusable cache of real vLLM release sdists for tests.
+
+``release_root("0.10.0")`` returns the directory holding ``vllm/`` of that release,
+downloading it through the configured package index on first use only. The cache is
+``$MTP_AUDIT_CACHE_DIR`` when set, else ``<repo>/.cache/mtp-audit`` (gitignored), so
+downloads survive between test runs and are shared by every test module.
+
+Tests that use it should be marked ``@pytest.mark.release``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from auditor.fetch import fetch_release
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def release_cache_dir() -> Path:
+    env = os.environ.get("MTP_AUDIT_CACHE_DIR")
+    return Path(env).expanduser() if env else REPO_ROOT / ".cache" / "mtp-audit"
+
+
+@lru_cache(maxsize=None)
+def release_root(version: str) -> Path:
+    """Directory containing the ``vllm/`` package of release ``version`` (fetched once)."""
+    return fetch_release(version, release_cache_dir(), progress=False)
+
+
+def shared_cache_dir(tmp_path_factory) -> Path:
+    """``$MTP_AUDIT_CACHE_DIR`` when set, else a fresh per-session temporary directory."""
+    env = os.environ.get("MTP_AUDIT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return tmp_path_factory.getbasetemp() / "mtp-audit-cache"
