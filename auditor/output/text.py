@@ -1,0 +1,189 @@
+"""``--format text``: the human report, rendered with rich into a string.
+
+Layout (stable order, no timestamps):
+
+1. findings grouped by file (files sorted; findings by line, column, rule), each
+   with rule code and name, severity, ``path:line:col``, the enclosing function and
+   the callee, the message, the call chain (one hop per line,
+   ``path:line function — note``) and the affected MTP classes;
+2. ``Skipped files``: the problems (parse errors and the like);
+3. ``Layer reachability``: per MTP model class, its architectures and layer-count
+   config fields, and per draft loop whether step i reaches layer i
+   (``✓ step i → layer i`` / ``✗ layer 0 every step``);
+4. one summary line.
+
+Columns are shown 1-based (``path:line:col`` as editors expect); ``Finding.column`` is
+0-based.
+"""
+
+from __future__ import annotations
+
+import io
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.text import Text
+
+from auditor.model import Finding, Hop, ScanResult, Severity
+
+from ._common import (
+    rule_index,
+    rule_title,
+    sorted_findings,
+    sorted_problems,
+    sorted_reachability,
+    summary_line,
+)
+
+if TYPE_CHECKING:
+    from rules.base import Rule
+
+DEFAULT_WIDTH = 100
+
+SEVERITY_STYLE = {
+    Severity.ERROR: "bold red",
+    Severity.WARNING: "bold yellow",
+    Severity.NOTE: "cyan",
+}
+
+REACHES = "✓ step i → layer i"
+STUCK = "✗ layer 0 every step"
+
+
+def _console(width: int | None, color: bool) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width or DEFAULT_WIDTH,
+        force_terminal=color,
+        force_jupyter=False,
+        force_interactive=False,
+        color_system="standard" if color else None,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+        # An empty environment: COLUMNS, NO_COLOR, FORCE_COLOR, TTY_* and friends of
+        # whoever runs the tool must not change the bytes of the report.
+        _environ={},
+    )
+    return console, buf
+
+
+def _location(path: str, line: int, column: int | None = None) -> str:
+    if column is None:
+        return f"{path}:{line}"
+    return f"{path}:{line}:{column + 1}"
+
+
+def _hop_text(hop: Hop) -> Text:
+    t = Text("      ")
+    t.append(_location(hop.path, hop.line), style="blue")
+    t.append(f" {hop.function}")
+    if hop.note:
+        t.append(f" — {hop.note}", style="dim")
+    return t
+
+
+def _finding(console: Console, f: Finding, rules: dict) -> None:
+    head = Text("  ")
+    head.append(rule_title(f.rule, rules), style="bold")
+    head.append(" ")
+    head.append(f.severity.value, style=SEVERITY_STYLE.get(f.severity, ""))
+    if f.suppressed:
+        head.append(" (suppressed)", style="dim")
+    head.append("  ")
+    head.append(_location(f.path, f.line, f.column), style="blue")
+    if f.function:
+        head.append(f"  {f.function}", style="bold")
+    if f.callee:
+        head.append(f" → {f.callee}")
+    console.print(head, soft_wrap=True)
+    console.print(Padding(Text(f.message), (0, 0, 0, 4), expand=False))
+    if f.trace:
+        console.print(Text("    call chain:", style="dim"))
+        for hop in f.trace:
+            console.print(_hop_text(hop), soft_wrap=True)
+    if f.affected_classes:
+        console.print(Text("    affected MTP classes:", style="dim"))
+        for ref in f.affected_classes:
+            console.print(Text(f"      {ref.name}  ({ref.path})"), soft_wrap=True)
+
+
+def _findings(console: Console, result: ScanResult, rules: dict) -> None:
+    findings = sorted_findings(result.findings)
+    if not findings:
+        console.print(Text("No findings.", style="green"))
+        return
+    console.print(Text("Findings", style="bold underline"))
+    for path, group in groupby(findings, key=lambda f: f.path):
+        console.print()
+        console.print(Text(path, style="bold magenta"), soft_wrap=True)
+        for f in group:
+            _finding(console, f, rules)
+
+
+def _problems(console: Console, result: ScanResult) -> None:
+    problems = sorted_problems(result.problems)
+    if not problems:
+        return
+    console.print()
+    console.print(Text(f"Skipped files ({len(problems)})", style="bold underline"))
+    for p in problems:
+        t = Text("  ")
+        t.append(p.path, style="blue")
+        t.append(f"  [{p.kind}] ", style="yellow")
+        t.append(p.message)
+        console.print(t, soft_wrap=True)
+
+
+def _reachability(console: Console, result: ScanResult) -> None:
+    """One record per MTP model class, loops aligned under a verdict column.
+
+    Laid out as aligned lines rather than a boxed rich ``Table``: its cells would fold
+    the long repo paths and ``path:line`` loop names at any usual width, and those must
+    stay intact to be clicked, copied and grepped.
+    """
+    items = sorted_reachability(result.reachability)
+    if not items:
+        return
+    console.print()
+    classes = f"{len(items)} MTP model class" + ("" if len(items) == 1 else "es")
+    console.print(Text(f"Layer reachability ({classes})", style="bold underline"))
+    pad = max(len(REACHES), len(STUCK)) + 2
+    for item in items:
+        head = Text("  ")
+        head.append(item.model_class.name, style="bold")
+        head.append(f"  {item.model_class.path}", style="dim")
+        console.print(head, soft_wrap=True)
+        console.print(Text(f"    architectures: {', '.join(item.architectures) or '—'}"), soft_wrap=True)
+        console.print(
+            Text(f"    layer-count fields: {', '.join(item.layer_count_fields) or '—'}"), soft_wrap=True
+        )
+        if not item.loops:
+            console.print(Text("    — no draft loop reaches it", style="dim"))
+        for loop in item.loops:
+            line = Text("    ")
+            if loop.steps_reach_layers:
+                line.append(REACHES.ljust(pad), style="green")
+            else:
+                line.append(STUCK.ljust(pad), style="red")
+            line.append(loop.loop)
+            console.print(line, soft_wrap=True)
+            if loop.detail:
+                console.print(Text(" " * (4 + pad) + loop.detail, style="dim"), soft_wrap=True)
+
+
+def render(result: ScanResult, rules: "list[type[Rule]]", *, width: int | None = None, color: bool = False) -> str:
+    console, buf = _console(width, color)
+    by_code = rule_index(rules)
+    _findings(console, result, by_code)
+    _problems(console, result)
+    _reachability(console, result)
+    console.print()
+    console.print(Text(summary_line(result), style="bold"), soft_wrap=True)
+    lines = [line.rstrip() for line in buf.getvalue().splitlines()]
+    return "\n".join(lines) + "\n"
