@@ -1,0 +1,278 @@
+"""Tiny synthetic MTP checkpoints: configs and tensor layouts, per architecture.
+
+Pure Python (no torch): the driver turns the (name, shape) lists into random tensors.
+Tensor names follow the Hugging Face checkpoints that vLLM's loaders read (the names
+vLLM's ``load_weights`` maps, not vLLM's fused parameter names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+# Small, but within the CPU kernels' limits: attention head_dim >= 32 and the CPU
+# gated-delta-net kernel's linear head dims of 64.
+H = 128  # hidden size
+V = 1024  # vocab
+I_DENSE = 256
+I_MOE = 64
+N_EXPERTS = 4
+TOPK = 2
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = 32
+LIN_K_HEADS = 2
+LIN_V_HEADS = 2
+LIN_K_DIM = 64
+LIN_V_DIM = 64
+CONV_K = 4
+
+Tensors = list[tuple[str, tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class Arch:
+    key: str
+    title: str
+    target_architecture: str
+    # Class names of the draft model vLLM builds for this target (wrapper, inner predictor).
+    draft_architecture: str
+    model_classes: tuple[str, ...]
+    build_config: Callable[[int], dict]
+    build_tensors: Callable[[dict], Tensors]
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _dense_mlp(p: str, inter: int = I_DENSE) -> Tensors:
+    return [(f"{p}.gate_proj.weight", (inter, H)), (f"{p}.up_proj.weight", (inter, H)),
+            (f"{p}.down_proj.weight", (H, inter))]
+
+
+def _experts(p: str) -> Tensors:
+    out: Tensors = []
+    for e in range(N_EXPERTS):
+        out += _dense_mlp(f"{p}.experts.{e}", I_MOE)
+    return out
+
+
+def _qwen_moe(p: str) -> Tensors:
+    return ([(f"{p}.gate.weight", (N_EXPERTS, H))] + _experts(p)
+            + _dense_mlp(f"{p}.shared_expert", I_MOE) + [(f"{p}.shared_expert_gate.weight", (1, H))])
+
+
+def _ds_moe(p: str) -> Tensors:
+    return ([(f"{p}.gate.weight", (N_EXPERTS, H)), (f"{p}.gate.e_score_correction_bias", (N_EXPERTS,))]
+            + _experts(p) + _dense_mlp(f"{p}.shared_experts", I_MOE))
+
+
+def _norms(p: str) -> Tensors:
+    return [(f"{p}.input_layernorm.weight", (H,)), (f"{p}.post_attention_layernorm.weight", (H,))]
+
+
+# ---------------------------------------------------------------- Qwen3-Next / Qwen3.5
+# 3 linear-attention layers + 1 full-attention layer: with 3 full-attention MTP layers the
+# full-attention bucket has 4 layers, the linear one 3 (< 1.5x), so vLLM makes one KV-cache
+# group of 4 per type and every MTP layer lands in the same group (the drafter requires it).
+QWEN_LAYER_TYPES = ["linear_attention", "linear_attention", "linear_attention", "full_attention"]
+
+
+def _qwen_gated_attn(p: str) -> Tensors:
+    return [(f"{p}.q_proj.weight", (HEADS * HEAD_DIM * 2, H)),  # query + output gate
+            (f"{p}.k_proj.weight", (KV_HEADS * HEAD_DIM, H)),
+            (f"{p}.v_proj.weight", (KV_HEADS * HEAD_DIM, H)),
+            (f"{p}.o_proj.weight", (H, HEADS * HEAD_DIM)),
+            (f"{p}.q_norm.weight", (HEAD_DIM,)), (f"{p}.k_norm.weight", (HEAD_DIM,))]
+
+
+def _gdn(p: str, fused: bool) -> Tensors:
+    kd, vd = LIN_K_HEADS * LIN_K_DIM, LIN_V_HEADS * LIN_V_DIM
+    if fused:  # Qwen3-Next ships the projections fused
+        proj = [(f"{p}.in_proj_qkvz.weight", (2 * kd + 2 * vd, H)),
+                (f"{p}.in_proj_ba.weight", (2 * LIN_V_HEADS, H))]
+    else:  # Qwen3.5 ships them separately
+        proj = [(f"{p}.in_proj_qkv.weight", (2 * kd + vd, H)), (f"{p}.in_proj_z.weight", (vd, H)),
+                (f"{p}.in_proj_b.weight", (LIN_V_HEADS, H)), (f"{p}.in_proj_a.weight", (LIN_V_HEADS, H))]
+    return proj + [(f"{p}.conv1d.weight", (2 * kd + vd, 1, CONV_K)),
+                   (f"{p}.A_log", (LIN_V_HEADS,)), (f"{p}.dt_bias", (LIN_V_HEADS,)),
+                   (f"{p}.norm.weight", (LIN_V_DIM,)), (f"{p}.out_proj.weight", (H, vd))]
+
+
+def _qwen_common_config(n_mtp: int) -> dict:
+    return {
+        "vocab_size": V, "hidden_size": H, "num_hidden_layers": len(QWEN_LAYER_TYPES),
+        "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM,
+        "hidden_act": "silu", "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0, "partial_rotary_factor": 0.25, "attention_bias": False,
+        "attn_output_gate": True, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "layer_types": list(QWEN_LAYER_TYPES), "full_attention_interval": 4,
+        "linear_conv_kernel_dim": CONV_K, "linear_key_head_dim": LIN_K_DIM,
+        "linear_value_head_dim": LIN_V_DIM, "linear_num_key_heads": LIN_K_HEADS,
+        "linear_num_value_heads": LIN_V_HEADS,
+    }
+
+
+def _qwen_moe_config() -> dict:
+    return {"num_experts": N_EXPERTS, "num_experts_per_tok": TOPK, "moe_intermediate_size": I_MOE,
+            "shared_expert_intermediate_size": I_MOE, "decoder_sparse_step": 1,
+            "mlp_only_layers": [], "norm_topk_prob": True, "intermediate_size": I_DENSE}
+
+
+def _qwen_tensors(cfg: dict, *, moe: bool, fused_gdn: bool, n_mtp: int) -> Tensors:
+    out: Tensors = [("model.embed_tokens.weight", (V, H)), ("model.norm.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    mlp = _qwen_moe if moe else _dense_mlp
+    for i, kind in enumerate(QWEN_LAYER_TYPES):
+        p = f"model.layers.{i}"
+        out += _norms(p) + mlp(f"{p}.mlp")
+        out += _gdn(f"{p}.linear_attn", fused_gdn) if kind == "linear_attention" else _qwen_gated_attn(f"{p}.self_attn")
+    out += [("mtp.fc.weight", (H, 2 * H)), ("mtp.norm.weight", (H,)),
+            ("mtp.pre_fc_norm_hidden.weight", (H,)), ("mtp.pre_fc_norm_embedding.weight", (H,))]
+    for k in range(n_mtp):
+        p = f"mtp.layers.{k}"
+        out += _norms(p) + _qwen_gated_attn(f"{p}.self_attn") + mlp(f"{p}.mlp")
+    return out
+
+
+def qwen3_next_config(n: int) -> dict:
+    c = _qwen_common_config(n) | _qwen_moe_config()
+    c.update(architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", num_nextn_predict_layers=n)
+    return c
+
+
+def qwen3_5_config(n: int) -> dict:
+    c = _qwen_common_config(n)
+    c.update(architectures=["Qwen3_5ForCausalLM"], model_type="qwen3_5_text",
+             intermediate_size=I_DENSE, mtp_num_hidden_layers=n)
+    return c
+
+
+def qwen3_5_moe_config(n: int) -> dict:
+    c = _qwen_common_config(n) | _qwen_moe_config()
+    c.update(architectures=["Qwen3_5MoeForCausalLM"], model_type="qwen3_5_moe_text", mtp_num_hidden_layers=n)
+    return c
+
+
+# ---------------------------------------------------------------- DeepSeek-V3 / GLM-4 MoE
+Q_LORA = 64
+KV_LORA = 512  # the CPU MLA decode kernel only takes kv_lora_rank + rope = 576
+ROPE_D = 64
+NOPE_D = 32
+V_D = 32
+TARGET_LAYERS = 2  # layer 0 dense (first_k_dense_replace=1), layer 1 MoE
+
+
+def _mla(p: str) -> Tensors:
+    return [(f"{p}.q_a_proj.weight", (Q_LORA, H)), (f"{p}.q_a_layernorm.weight", (Q_LORA,)),
+            (f"{p}.q_b_proj.weight", (HEADS * (NOPE_D + ROPE_D), Q_LORA)),
+            (f"{p}.kv_a_proj_with_mqa.weight", (KV_LORA + ROPE_D, H)),
+            (f"{p}.kv_a_layernorm.weight", (KV_LORA,)),
+            (f"{p}.kv_b_proj.weight", (HEADS * (NOPE_D + V_D), KV_LORA)),
+            (f"{p}.o_proj.weight", (H, HEADS * V_D))]
+
+
+def _glm_attn(p: str) -> Tensors:
+    return [(f"{p}.q_proj.weight", (HEADS * HEAD_DIM, H)), (f"{p}.q_proj.bias", (HEADS * HEAD_DIM,)),
+            (f"{p}.k_proj.weight", (KV_HEADS * HEAD_DIM, H)), (f"{p}.k_proj.bias", (KV_HEADS * HEAD_DIM,)),
+            (f"{p}.v_proj.weight", (KV_HEADS * HEAD_DIM, H)), (f"{p}.v_proj.bias", (KV_HEADS * HEAD_DIM,)),
+            (f"{p}.o_proj.weight", (H, HEADS * HEAD_DIM))]
+
+
+def _ds_style_tensors(cfg: dict, attn: Callable[[str], Tensors]) -> Tensors:
+    n_mtp = cfg["num_nextn_predict_layers"]
+    out: Tensors = [("model.embed_tokens.weight", (V, H)), ("model.norm.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    for i in range(TARGET_LAYERS + n_mtp):
+        p = f"model.layers.{i}"
+        out += _norms(p) + attn(f"{p}.self_attn")
+        out += _dense_mlp(f"{p}.mlp") if i < cfg["first_k_dense_replace"] else _ds_moe(f"{p}.mlp")
+        if i >= TARGET_LAYERS:  # MTP layer: its own projections, norms, head and embedding copy
+            out += [(f"{p}.enorm.weight", (H,)), (f"{p}.hnorm.weight", (H,)),
+                    (f"{p}.eh_proj.weight", (H, 2 * H)), (f"{p}.shared_head.norm.weight", (H,)),
+                    (f"{p}.shared_head.head.weight", (V, H)), (f"{p}.embed_tokens.weight", (V, H))]
+    return out
+
+
+def _ds_common(n: int) -> dict:
+    return {
+        "vocab_size": V, "hidden_size": H, "intermediate_size": I_DENSE, "moe_intermediate_size": I_MOE,
+        "num_hidden_layers": TARGET_LAYERS, "num_nextn_predict_layers": n,
+        "num_attention_heads": HEADS, "n_shared_experts": 1, "n_routed_experts": N_EXPERTS,
+        "num_experts_per_tok": TOPK, "routed_scaling_factor": 1.0, "n_group": 1, "topk_group": 1,
+        "first_k_dense_replace": 1, "norm_topk_prob": True, "hidden_act": "silu",
+        "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "attention_bias": False,
+    }
+
+
+def deepseek_v3_config(n: int) -> dict:
+    c = _ds_common(n)
+    c.update(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3",
+             num_key_value_heads=HEADS, q_lora_rank=Q_LORA, kv_lora_rank=KV_LORA,
+             qk_rope_head_dim=ROPE_D, qk_nope_head_dim=NOPE_D, v_head_dim=V_D,
+             topk_method="noaux_tc", scoring_func="sigmoid", moe_layer_freq=1, rope_scaling=None)
+    return c
+
+
+def glm4_moe_config(n: int) -> dict:
+    c = _ds_common(n)
+    c.update(architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", num_key_value_heads=KV_HEADS,
+             head_dim=HEAD_DIM, partial_rotary_factor=0.5, attention_bias=True, use_qk_norm=False)
+    return c
+
+
+ARCHS: dict[str, Arch] = {a.key: a for a in [
+    Arch("qwen3_5", "Qwen3.5 dense", "Qwen3_5ForCausalLM", "Qwen3_5MTP",
+         ("Qwen3_5MTP", "Qwen3_5MultiTokenPredictor"), qwen3_5_config,
+         lambda c: _qwen_tensors(c, moe=False, fused_gdn=False, n_mtp=c["mtp_num_hidden_layers"]),
+         ("qwen3.5", "qwen3_5_dense", "qwen3_5_text", "qwen3_5_mtp")),
+    Arch("qwen3_5_moe", "Qwen3.5 MoE", "Qwen3_5MoeForCausalLM", "Qwen3_5MoeMTP",
+         ("Qwen3_5MoeMTP", "Qwen3_5MTP", "Qwen3_5MultiTokenPredictor"), qwen3_5_moe_config,
+         lambda c: _qwen_tensors(c, moe=True, fused_gdn=False, n_mtp=c["mtp_num_hidden_layers"]),
+         ("qwen3.5-moe", "qwen3_5_moe_text")),
+    Arch("qwen3_next", "Qwen3-Next", "Qwen3NextForCausalLM", "Qwen3NextMTP",
+         ("Qwen3NextMTP", "Qwen3NextMultiTokenPredictor"), qwen3_next_config,
+         lambda c: _qwen_tensors(c, moe=True, fused_gdn=True, n_mtp=c["num_nextn_predict_layers"]),
+         ("qwen3-next", "qwen3_next_mtp")),
+    Arch("glm4_moe", "GLM-4 MoE", "Glm4MoeForCausalLM", "Glm4MoeMTPModel",
+         ("Glm4MoeMTP", "Glm4MoeMultiTokenPredictor"), glm4_moe_config,
+         lambda c: _ds_style_tensors(c, _glm_attn), ("glm4-moe", "glm4_moe_mtp", "glm")),
+    Arch("deepseek_v3", "DeepSeek-V3 (MLA)", "DeepseekV3ForCausalLM", "DeepSeekMTPModel",
+         ("DeepSeekMTP", "DeepSeekMultiTokenPredictor"), deepseek_v3_config,
+         lambda c: _ds_style_tensors(c, _mla), ("deepseek-v3", "deepseek_mtp", "deepseek")),
+]}
+
+
+def resolve(name: str) -> Arch | None:
+    n = name.strip().lower().replace("-", "_").replace(".", "_")
+    for a in ARCHS.values():
+        if n == a.key or n in {x.lower().replace("-", "_").replace(".", "_") for x in a.aliases}:
+            return a
+        if n == a.target_architecture.lower():
+            return a
+    return None
+
+
+def arch_for_class(class_name: str) -> Arch | None:
+    """The architecture whose draft model uses ``class_name`` (wrapper or predictor)."""
+    hits = [a for a in ARCHS.values() if class_name in a.model_classes]
+    # Prefer the arch whose own wrapper it is (Qwen3_5MTP belongs to dense first).
+    for a in hits:
+        if a.model_classes[0] == class_name:
+            return a
+    return hits[0] if hits else None
+
+
+def arch_for_config(cfg: dict) -> Arch | None:
+    for name in cfg.get("architectures") or []:
+        for a in ARCHS.values():
+            if name in (a.target_architecture, a.draft_architecture):
+                return a
+    return None
+
+
+def num_mtp_layers(cfg: dict) -> int:
+    for key in ("mtp_num_hidden_layers", "num_nextn_predict_layers", "n_predict"):
+        if cfg.get(key):
+            return int(cfg[key])
+    tc = cfg.get("text_config") or {}
+    return int(tc.get("mtp_num_hidden_layers") or tc.get("num_nextn_predict_layers") or 0)

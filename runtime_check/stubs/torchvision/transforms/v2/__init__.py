@@ -1,0 +1,7 @@
+from ..._stub import InterpolationMode  # noqa: F401
+from ..._stub import missing as _missing
+from . import functional  # noqa: F401
+
+
+def __getattr__(name):
+    return _missing("torchvision.transforms.v2", name)
