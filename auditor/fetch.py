@@ -652,6 +652,32 @@ def _unpack(archive: Path, target: Path, meta: dict) -> None:
 
 # --------------------------------------------------------------------------- entry point
 
+_STALE_SECONDS = 6 * 3600
+
+
+def _remove_stale_temps(cache: Path) -> None:
+    """Remove temp files/dirs that a killed run left behind (only ones hours old)."""
+    import time
+
+    now = time.time()
+    for sub, suffix in (("sdists", ".part"), ("releases", ".tmp")):
+        d = cache / sub
+        if not d.is_dir():
+            continue
+        for entry in d.iterdir():
+            if not (entry.name.startswith(".") and entry.name.endswith(suffix)):
+                continue
+            try:
+                if now - entry.lstat().st_mtime < _STALE_SECONDS:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink()
+            except OSError:
+                pass
+
+
 
 def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = True) -> Path:
     """Return the directory holding the ``vllm/`` package of vLLM release ``version``.
@@ -668,6 +694,9 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
         raise FetchError(f"cannot write to cache directory {cache}: it is not a directory")
     try:
         cache.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(cache)
+        if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
+            return target  # another process just finished it
         if target.exists() or target.is_symlink():
             # half-written (no marker): remove and redo
             if target.is_dir() and not target.is_symlink():

@@ -458,3 +458,35 @@ def test_real_release_0_10_0(monkeypatch, tmp_path_factory):
     # the second call must not touch the network
     monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed_port()}/simple")
     assert fetch_release("0.10.0", cache, progress=False) == root
+
+
+def test_file_index(monkeypatch, tmp_path):
+    """A local file:// mirror laid out like PEP 503 (pip accepts these as index-url)."""
+    data = make_sdist("0.3.0")
+    sha = hashlib.sha256(data).hexdigest()
+    simple = tmp_path / "mirror" / "simple"
+    (simple / "vllm").mkdir(parents=True)
+    (tmp_path / "mirror" / "files").mkdir()
+    (tmp_path / "mirror" / "files" / "vllm-0.3.0.tar.gz").write_bytes(data)
+    (simple / "vllm" / "index.html").write_text(
+        f'<html><body><a href="../../files/vllm-0.3.0.tar.gz#sha256={sha}">vllm-0.3.0.tar.gz</a></body></html>'
+    )
+    monkeypatch.setenv("PIP_INDEX_URL", simple.as_uri())
+    root = fetch_release("0.3.0", tmp_path / "cache", progress=False)
+    assert (root / "vllm" / "__init__.py").is_file()
+
+
+def test_stale_temp_files_are_cleaned(index, cache):
+    index.add_release("0.1.0", make_sdist("0.1.0"))
+    old_dir = cache / "releases" / ".vllm-0.0.9.abc.tmp"
+    old_part = cache / "sdists" / ".vllm-0.0.9.tar.gz.abc.part"
+    fresh = cache / "releases" / ".vllm-0.0.8.def.tmp"
+    old_dir.mkdir(parents=True)
+    old_part.parent.mkdir(parents=True)
+    old_part.write_bytes(b"partial")
+    fresh.mkdir()
+    for p in (old_dir, old_part):
+        os.utime(p, (1_000_000, 1_000_000))
+    fetch_release("0.1.0", cache, progress=False)
+    assert not old_dir.exists() and not old_part.exists()
+    assert fresh.exists()  # may belong to a run in progress
