@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import sys
 from importlib import resources
@@ -505,3 +506,114 @@ def test_text_width_and_no_trailing_whitespace():
     assert f"    ✓ step i → layer i    {loop}\n" in narrow
     assert f"    ✗ layer 0 every step  {EAGLE}:240 EagleProposer.propose\n" in narrow
     assert f"  DeepSeekMTP  {MTP}\n" in narrow
+
+
+def test_text_neutralizes_control_characters():
+    r = ScanResult(
+        root="x",
+        findings=[_finding(message="evil \x1b[2J\rcleared", function="A.\x07b")],
+        problems=[Problem("vllm/\x1bp.py", "parse-error", "bad\x9b")],
+    )
+    for color in (False, True):
+        out = render(r, "text", rules=RULES, color=color)
+        assert "\x1b[2J" not in out and "\r" not in out and "\x07" not in out and "\x9b" not in out
+    out = render(r, "text", rules=RULES)
+    assert "evil \\x1b[2J\\x0dcleared" in out
+    assert "vllm/\\x1bp.py" in out
+
+
+def test_text_unknown_line_shows_the_file():
+    r = ScanResult(root="x", findings=[_finding(line=0, trace=[])])
+    out = render(r, "text", rules=RULES)
+    assert f"error  {MTP}  DeepSeekMTP.forward" in out
+
+
+# ---------------------------------------------------------------------------- properties
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_any_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_path = st.builds(
+    lambda parts: "vllm/" + "/".join(parts) + ".py",
+    st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\\"), min_size=1, max_size=8),
+             min_size=1, max_size=3),
+)
+_hop = st.builds(Hop, _path, st.integers(0, 10**6), _any_text, _any_text)
+_ref = st.builds(ClassRef, _path, _any_text.filter(bool))
+_findings = st.builds(
+    lambda rule, sev, path, line, col, fn, callee, msg, trace, refs, key, sup: Finding(
+        rule, sev, path, line, col, fn, callee, msg, trace, refs, key, suppressed=sup
+    ).finalize(),
+    st.sampled_from(["MTP001", "MTP002", "MTP003", "MTP042"]),
+    st.sampled_from(list(Severity)),
+    _path,
+    st.integers(0, 10**6),
+    st.integers(0, 500),
+    _any_text,
+    _any_text,
+    _any_text.filter(bool),
+    st.lists(_hop, max_size=4),
+    st.lists(_ref, max_size=3),
+    _any_text,
+    st.booleans(),
+)
+_problems = st.builds(Problem, _path, _any_text.filter(bool), _any_text)
+_loops = st.builds(LoopReach, _any_text.filter(bool), st.booleans(), _any_text, st.lists(_hop, max_size=2))
+_reach = st.builds(
+    ClassReachability, _ref, st.lists(_any_text, max_size=2), st.lists(_any_text, max_size=2), st.lists(_loops, max_size=3)
+)
+_results = st.builds(
+    ScanResult,
+    _any_text,
+    st.lists(_findings, max_size=5),
+    st.lists(_problems, max_size=3),
+    st.lists(_reach, max_size=3),
+    st.just({"files_scanned": 3}),
+)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_validators():
+    return {"sarif": jsonschema.Draft4Validator(_sarif_schema()), "json": _json_validator()}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_results)
+def test_any_result_renders_valid_documents(result):
+    sarif_validator = _cached_validators()["sarif"]
+    json_validator = _cached_validators()["json"]
+
+    doc = json.loads(render(result, "json", rules=RULES))
+    json_validator.validate(doc)
+
+    log = json.loads(render(result, "sarif", rules=RULES))
+    sarif_validator.validate(log)
+    assert len(log["runs"][0]["results"]) == len(result.findings)
+
+    # the runner splits stdout on \n only (str.splitlines would also split on \x1e, \u2028 ...)
+    lines = render(result, "github", rules=RULES).split("\n")[:-1]
+    assert len(lines) == sum(not f.suppressed for f in result.findings) + len(result.problems)
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+
+    out = render(result, "text", rules=RULES, console_width=80)
+    assert out == render(result, "text", rules=RULES, console_width=80)
+    assert "\x1b" not in out and "\r" not in out
+
+
+@given(_any_text)
+def test_github_escaping_properties(value):
+    prop = gh.escape_property(value)
+    data = gh.escape_data(value)
+    for forbidden in ("\r", "\n", ",", ":"):
+        assert forbidden not in prop
+    assert "\r" not in data and "\n" not in data
+
+    def unescape(s):
+        for enc, raw in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"), ("%2C", ","), ("%25", "%")):
+            s = s.replace(enc, raw)
+        return s
+
+    # the runner decodes %25 last, so escaping is lossless
+    assert unescape(prop) == value
+    assert unescape(data) == value

@@ -52,6 +52,18 @@ REACHES = "✓ step i → layer i"
 STUCK = "✗ layer 0 every step"
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
+
+
+def _clean(value: object) -> str:
+    """Text from the scanned tree with control characters shown as ``\\xNN``.
+
+    Messages and names come from scanned source; an ESC or CR in them must not reach
+    the user's terminal as a control sequence.
+    """
+    return str(value).translate(_CONTROL)
+
+
 def _console(width: int | None, color: bool) -> tuple[Console, io.StringIO]:
     buf = io.StringIO()
     console = Console(
@@ -74,7 +86,10 @@ def _console(width: int | None, color: bool) -> tuple[Console, io.StringIO]:
 
 
 def _location(path: str, line: int, column: int | None = None) -> str:
-    if column is None:
+    path = _clean(path)
+    if line < 1:  # unknown line: the file itself
+        return path
+    if column is None or column < 0:
         return f"{path}:{line}"
     return f"{path}:{line}:{column + 1}"
 
@@ -82,15 +97,15 @@ def _location(path: str, line: int, column: int | None = None) -> str:
 def _hop_text(hop: Hop) -> Text:
     t = Text("      ")
     t.append(_location(hop.path, hop.line), style="blue")
-    t.append(f" {hop.function}")
+    t.append(f" {_clean(hop.function)}")
     if hop.note:
-        t.append(f" — {hop.note}", style="dim")
+        t.append(f" — {_clean(hop.note)}", style="dim")
     return t
 
 
 def _finding(console: Console, f: Finding, rules: dict) -> None:
     head = Text("  ")
-    head.append(rule_title(f.rule, rules), style="bold")
+    head.append(_clean(rule_title(f.rule, rules)), style="bold")
     head.append(" ")
     head.append(f.severity.value, style=SEVERITY_STYLE.get(f.severity, ""))
     if f.suppressed:
@@ -98,11 +113,11 @@ def _finding(console: Console, f: Finding, rules: dict) -> None:
     head.append("  ")
     head.append(_location(f.path, f.line, f.column), style="blue")
     if f.function:
-        head.append(f"  {f.function}", style="bold")
+        head.append(f"  {_clean(f.function)}", style="bold")
     if f.callee:
-        head.append(f" → {f.callee}")
+        head.append(f" → {_clean(f.callee)}")
     console.print(head, soft_wrap=True)
-    console.print(Padding(Text(f.message), (0, 0, 0, 4), expand=False))
+    console.print(Padding(Text(_clean(f.message)), (0, 0, 0, 4), expand=False))
     if f.trace:
         console.print(Text("    call chain:", style="dim"))
         for hop in f.trace:
@@ -110,7 +125,7 @@ def _finding(console: Console, f: Finding, rules: dict) -> None:
     if f.affected_classes:
         console.print(Text("    affected MTP classes:", style="dim"))
         for ref in f.affected_classes:
-            console.print(Text(f"      {ref.name}  ({ref.path})"), soft_wrap=True)
+            console.print(Text(f"      {_clean(ref.name)}  ({_clean(ref.path)})"), soft_wrap=True)
 
 
 def _findings(console: Console, result: ScanResult, rules: dict) -> None:
@@ -121,7 +136,7 @@ def _findings(console: Console, result: ScanResult, rules: dict) -> None:
     console.print(Text("Findings", style="bold underline"))
     for path, group in groupby(findings, key=lambda f: f.path):
         console.print()
-        console.print(Text(path, style="bold magenta"), soft_wrap=True)
+        console.print(Text(_clean(path), style="bold magenta"), soft_wrap=True)
         for f in group:
             _finding(console, f, rules)
 
@@ -134,9 +149,9 @@ def _problems(console: Console, result: ScanResult) -> None:
     console.print(Text(f"Skipped files ({len(problems)})", style="bold underline"))
     for p in problems:
         t = Text("  ")
-        t.append(p.path, style="blue")
-        t.append(f"  [{p.kind}] ", style="yellow")
-        t.append(p.message)
+        t.append(_clean(p.path), style="blue")
+        t.append(f"  [{_clean(p.kind)}] ", style="yellow")
+        t.append(_clean(p.message))
         console.print(t, soft_wrap=True)
 
 
@@ -156,12 +171,12 @@ def _reachability(console: Console, result: ScanResult) -> None:
     pad = max(len(REACHES), len(STUCK)) + 2
     for item in items:
         head = Text("  ")
-        head.append(item.model_class.name, style="bold")
-        head.append(f"  {item.model_class.path}", style="dim")
+        head.append(_clean(item.model_class.name), style="bold")
+        head.append(f"  {_clean(item.model_class.path)}", style="dim")
         console.print(head, soft_wrap=True)
-        console.print(Text(f"    architectures: {', '.join(item.architectures) or '—'}"), soft_wrap=True)
+        console.print(Text(f"    architectures: {_clean(', '.join(item.architectures)) or '—'}"), soft_wrap=True)
         console.print(
-            Text(f"    layer-count fields: {', '.join(item.layer_count_fields) or '—'}"), soft_wrap=True
+            Text(f"    layer-count fields: {_clean(', '.join(item.layer_count_fields)) or '—'}"), soft_wrap=True
         )
         if not item.loops:
             console.print(Text("    — no draft loop reaches it", style="dim"))
@@ -171,10 +186,10 @@ def _reachability(console: Console, result: ScanResult) -> None:
                 line.append(REACHES.ljust(pad), style="green")
             else:
                 line.append(STUCK.ljust(pad), style="red")
-            line.append(loop.loop)
+            line.append(_clean(loop.loop))
             console.print(line, soft_wrap=True)
             if loop.detail:
-                console.print(Text(" " * (4 + pad) + loop.detail, style="dim"), soft_wrap=True)
+                console.print(Text(" " * (4 + pad) + _clean(loop.detail), style="dim"), soft_wrap=True)
 
 
 def render(result: ScanResult, rules: "list[type[Rule]]", *, width: int | None = None, color: bool = False) -> str:
@@ -185,5 +200,8 @@ def render(result: ScanResult, rules: "list[type[Rule]]", *, width: int | None =
     _reachability(console, result)
     console.print()
     console.print(Text(summary_line(result), style="bold"), soft_wrap=True)
-    lines = [line.rstrip() for line in buf.getvalue().splitlines()]
+    # split on "\n" only: str.splitlines would also break at \u2028 and friends in messages
+    lines = [line.rstrip() for line in buf.getvalue().split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
     return "\n".join(lines) + "\n"
