@@ -1,0 +1,336 @@
+"""Whole-tree index: modules, classes, functions and import resolution, loaded lazily.
+
+Only files that can matter are parsed: the *seeds* (files whose text mentions a
+threaded parameter, a draft-loop count or a registry table) and, on demand, every
+module that resolution reaches from them (base classes, called functions,
+attribute types, registry targets). Each parsed file's facts come from
+:mod:`auditor.facts`, through the content-hash cache.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from .cache import FactsCache, content_key
+from .config import Config
+from .facts import extract
+from .model import Problem
+from .source import FileTooLarge, SourceTree
+
+# A class or function is identified by (path, qualname): the same class name in
+# several files (platform copies) stays distinct.
+ClassKey = tuple[str, str]
+FuncKey = tuple[str, str]
+
+EXTERNAL = ("<external>", "")
+
+
+@dataclass(frozen=True)
+class Symbol:
+    kind: str  # "class" | "function" | "module" | "table"
+    path: str
+    name: str  # qualname, or module name for kind == "module"
+
+
+def module_name(relpath: str) -> tuple[str, bool]:
+    parts = relpath[:-3].split("/")
+    is_pkg = parts[-1] == "__init__"
+    if is_pkg:
+        parts = parts[:-1]
+    return ".".join(parts), is_pkg
+
+
+def _decode(data: bytes) -> str:
+    # PEP 263: honour a coding cookie; fall back to utf-8 (and report otherwise).
+    import io
+    import tokenize
+
+    if b"\0" in data:
+        raise ValueError("file contains NUL bytes")
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+
+def _extract_worker(args: tuple[str, bytes, str, bool]) -> tuple[str, dict[str, Any] | None, tuple[str, str] | None]:
+    path, data, module, is_pkg = args
+    try:
+        text = _decode(data)
+    except (UnicodeDecodeError, LookupError, SyntaxError, ValueError) as exc:
+        return path, None, ("decode-error", f"cannot decode: {exc}")
+    try:
+        return path, extract(text, path, module, is_pkg), None
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}: " if exc.lineno else ""
+        return path, None, ("parse-error", f"{where}{exc.msg}")
+    except (RecursionError, MemoryError):
+        return path, None, ("parse-error", "expression nesting too deep to analyse")
+    except ValueError as exc:
+        return path, None, ("parse-error", str(exc))
+
+
+class Index:
+    def __init__(self, tree: SourceTree, config: Config, cache: FactsCache | None = None, workers: int = 1) -> None:
+        self.tree = tree
+        self.config = config
+        self.cache = cache or FactsCache(None)
+        self.workers = workers
+        self.files = tree.python_files()
+        self.path_of_module: dict[str, str] = {}
+        for p in self.files:
+            mod, _ = module_name(p)
+            self.path_of_module[mod] = p
+        self.packages: set[str] = set()
+        for mod in self.path_of_module:
+            parts = mod.split(".")
+            for i in range(1, len(parts)):
+                self.packages.add(".".join(parts[:i]))
+        self._file_set = set(self.files)
+        self.facts: dict[str, dict[str, Any] | None] = {}
+        self.problems: dict[str, Problem] = {}
+        for path, kind, msg in tree.problems():
+            self.problems[path] = Problem(path, kind, msg)
+        self._import_map: dict[str, dict[str, list[tuple[str, str | None]]]] = {}
+        self._resolve_memo: dict[tuple[str, str], list[Symbol]] = {}
+        self._mro_memo: dict[ClassKey, list[ClassKey]] = {}
+        self.parsed = 0
+        self.seeds: list[str] = []
+
+    # -- loading -------------------------------------------------------
+    def _read(self, path: str) -> bytes | None:
+        try:
+            return self.tree.read(path)
+        except FileTooLarge as exc:
+            self.problems[path] = Problem(path, "too-large", str(exc))
+        except OSError as exc:
+            self.problems[path] = Problem(path, "unreadable", exc.strerror or str(exc))
+        return None
+
+    def load_seeds(self) -> None:
+        words = self.config.threaded_params + self.config.draft_loop_counts + self.config.registry_tables
+        pattern = re.compile("|".join(re.escape(w) for w in words).encode())
+        pending: list[tuple[str, bytes, str]] = []
+        for path in self.files:
+            data = self._read(path)
+            if data is None:
+                self.facts[path] = None
+                continue
+            if pattern.search(data):
+                self.seeds.append(path)
+                pending.append((path, data, content_key(data)))
+        self._load_many(pending)
+
+    def _load_many(self, pending: list[tuple[str, bytes, str]]) -> None:
+        todo: list[tuple[str, bytes, str, bool]] = []
+        keys: dict[str, str] = {}
+        for path, data, key in pending:
+            cached = self.cache.get(key, path)
+            if cached is not None:
+                self.facts[path] = cached
+                continue
+            mod, is_pkg = module_name(path)
+            todo.append((path, data, mod, is_pkg))
+            keys[path] = key
+        if not todo:
+            return
+        if self.workers > 1 and len(todo) > 8:
+            with ProcessPoolExecutor(max_workers=self.workers) as pool:
+                results = list(pool.map(_extract_worker, todo, chunksize=4))
+        else:
+            results = [_extract_worker(t) for t in todo]
+        for path, facts, problem in results:
+            self.parsed += 1
+            if facts is None:
+                assert problem is not None
+                self.problems[path] = Problem(path, problem[0], problem[1])
+                self.facts[path] = None
+                continue
+            self.facts[path] = facts
+            self.cache.put(keys[path], facts)
+
+    def load(self, path: str) -> dict[str, Any] | None:
+        if path in self.facts:
+            return self.facts[path]
+        data = self._read(path)
+        if data is None:
+            self.facts[path] = None
+            return None
+        self._load_many([(path, data, content_key(data))])
+        return self.facts.get(path)
+
+    def module_facts(self, module: str) -> dict[str, Any] | None:
+        path = self.path_of_module.get(module)
+        return self.load(path) if path else None
+
+    def loaded(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for path in sorted(self.facts):
+            f = self.facts[path]
+            if f is not None:
+                yield path, f
+
+    # -- symbols -------------------------------------------------------
+    def imports_of(self, path: str) -> dict[str, list[tuple[str, str | None]]]:
+        m = self._import_map.get(path)
+        if m is None:
+            m = {}
+            facts = self.facts.get(path)
+            for local, module, name in (facts or {}).get("imports", []):
+                m.setdefault(local, []).append((module, name))
+            self._import_map[path] = m
+        return m
+
+    def resolve(self, path: str, name: str, _depth: int = 0) -> list[Symbol]:
+        """What a module-level ``name`` in file ``path`` can be (all alternatives)."""
+        memo_key = (path, name)
+        if memo_key in self._resolve_memo:
+            return self._resolve_memo[memo_key]
+        if _depth > 12:
+            return []
+        self._resolve_memo[memo_key] = []  # cycle guard
+        facts = self.load(path)
+        out: list[Symbol] = []
+        if facts is not None:
+            if name in facts["classes"]:
+                out.append(Symbol("class", path, name))
+            if name in facts["functions"]:
+                out.append(Symbol("function", path, name))
+            if name in facts.get("tables", {}):
+                out.append(Symbol("table", path, name))
+            if not out:
+                for module, attr in self.imports_of(path).get(name, []):
+                    out.extend(self._resolve_import(module, attr, _depth))
+                if not out:
+                    for module, attr in self.imports_of(path).get("*", []):
+                        target = self.path_of_module.get(module)
+                        if target:
+                            out.extend(self.resolve(target, name, _depth + 1))
+                if not out:
+                    # module-level alias: Foo = Bar
+                    for e in facts.get("module_assigns", {}).get(name, []):
+                        ch = e.get("ch")
+                        if ch and len(ch) == 1 and ch[0] != name:
+                            out.extend(self.resolve(path, ch[0], _depth + 1))
+        out = list(dict.fromkeys(out))
+        self._resolve_memo[memo_key] = out
+        return out
+
+    def _resolve_import(self, module: str, attr: str | None, depth: int) -> list[Symbol]:
+        if attr is None:
+            known = module in self.path_of_module or module in self.packages
+            return [Symbol("module", self.path_of_module.get(module, ""), module)] if known else []
+        sub = f"{module}.{attr}"
+        if sub in self.path_of_module:
+            return [Symbol("module", self.path_of_module[sub], sub)]
+        target = self.path_of_module.get(module)
+        if target is None:
+            return []
+        return self.resolve(target, attr, depth + 1)
+
+    def resolve_chain(self, path: str, chain: list[str]) -> list[Symbol]:
+        """Resolve a dotted chain (``mod.sub.Cls``) from the module namespace of ``path``."""
+        syms = self.resolve(path, chain[0])
+        for part in chain[1:]:
+            nxt: list[Symbol] = []
+            for s in syms:
+                if s.kind == "module":
+                    sub = f"{s.name}.{part}"
+                    if sub in self.path_of_module:
+                        nxt.append(Symbol("module", self.path_of_module[sub], sub))
+                    elif s.path:
+                        nxt.extend(self.resolve(s.path, part))
+                elif s.kind == "class":
+                    nested = f"{s.name}.{part}"
+                    facts = self.load(s.path)
+                    if facts and nested in facts["classes"]:
+                        nxt.append(Symbol("class", s.path, nested))
+                    elif facts and part in self.class_facts((s.path, s.name)).get("methods", {}):
+                        nxt.append(Symbol("function", s.path, f"{s.name}.{part}"))
+            syms = nxt
+        return syms
+
+    def resolve_module_path(self, module: str, relative_to: str) -> str | None:
+        """Registry tables name modules either absolutely or relative to their own package."""
+        if module in self.path_of_module:
+            return self.path_of_module[module]
+        pkg = module_name(relative_to)[0].rsplit(".", 1)[0]
+        cand = f"{pkg}.{module}"
+        return self.path_of_module.get(cand)
+
+    # -- classes -------------------------------------------------------
+    def class_facts(self, key: ClassKey) -> dict[str, Any]:
+        facts = self.load(key[0]) if key[0] in self._file_set else None
+        if facts is None:
+            return {}
+        return facts["classes"].get(key[1], {})
+
+    def bases(self, key: ClassKey) -> list[ClassKey]:
+        cf = self.class_facts(key)
+        out: list[ClassKey] = []
+        for chain in cf.get("bases", []):
+            if not chain or not re.match(r"^[A-Za-z_()]", chain[0]):
+                continue
+            for s in self.resolve_chain(key[0], chain):
+                if s.kind == "class":
+                    out.append((s.path, s.name))
+        return out
+
+    def mro(self, key: ClassKey) -> list[ClassKey]:
+        if key in self._mro_memo:
+            return self._mro_memo[key]
+        self._mro_memo[key] = [key]
+        seqs = [self.mro(b) for b in self.bases(key)]
+        seqs.append(self.bases(key))
+        result = [key]
+        # C3 linearisation; on inconsistent hierarchies fall back to DFS order.
+        seqs = [list(s) for s in seqs if s]
+        while seqs:
+            for seq in seqs:
+                head = seq[0]
+                if not any(head in s[1:] for s in seqs):
+                    break
+            else:
+                head = seqs[0][0]
+            result.append(head)
+            seqs = [[c for c in s if c != head] for s in seqs]
+            seqs = [s for s in seqs if s]
+        result = list(dict.fromkeys(result))
+        self._mro_memo[key] = result
+        return result
+
+    def method(self, key: ClassKey, name: str, after: ClassKey | None = None) -> tuple[ClassKey, dict[str, Any]] | None:
+        mro = self.mro(key)
+        if after is not None and after in mro:
+            mro = mro[mro.index(after) + 1 :]
+        for cls in mro:
+            m = self.class_facts(cls).get("methods", {}).get(name)
+            if m is not None:
+                return cls, m
+        return None
+
+    def function(self, key: FuncKey) -> dict[str, Any] | None:
+        facts = self.load(key[0])
+        if facts is None:
+            return None
+        qual = key[1]
+        if qual in facts["functions"]:
+            return facts["functions"][qual]
+        cls, _, meth = qual.rpartition(".")
+        c = facts["classes"].get(cls)
+        if c:
+            return c["methods"].get(meth)
+        return None
+
+    def all_classes(self) -> Iterable[ClassKey]:
+        for path, facts in self.loaded():
+            for qual in facts["classes"]:
+                yield (path, qual)
+
+    def subclasses(self, key: ClassKey) -> list[ClassKey]:
+        return [c for c in self.all_classes() if c != key and key in self.mro(c)]
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))

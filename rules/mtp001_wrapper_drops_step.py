@@ -1,0 +1,103 @@
+"""MTP001: a wrapper receives the step and calls a step-selecting callee without it."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from auditor.analysis import Analysis
+from auditor.model import Finding, Severity
+
+from ._examples import wrapper
+from .base import Rule
+
+
+class WrapperDropsStep(Rule):
+    """A function receives ``spec_step_idx`` — as a parameter or inside ``**kwargs`` — and
+    calls a callee that selects an MTP layer with it, without passing it on.
+
+    The callee then runs with its default (``spec_step_idx=0``), so every draft step
+    uses layer 0 and layers 1..N-1 of a multi-layer MTP checkpoint are dead weight,
+    even when the draft loop above passes the right step (as vLLM's multi-module MTP
+    speculator does). Passing a constant in place of the received value is the same
+    defect.
+
+    Arguments are bound to the callee's signature, so positional passing counts;
+    forwarding ``**kwargs`` counts; a dict built in the function and expanded with
+    ``**d`` counts when it holds the key. A callee that has no step parameter, or
+    never uses it to pick a layer, is not a drop.
+
+    Fix: pass it on by keyword, ``self.model(..., spec_step_idx=spec_step_idx)``
+    (``mtp-audit fix`` does this).
+    """
+
+    code = "MTP001"
+    name = "wrapper-drops-step"
+    severity = Severity.ERROR
+    summary = "Wrapper receives spec_step_idx but calls a layer-selecting callee without it"
+
+    VALID = [
+        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, spec_step_idx)",
+                                         "self, input_ids, positions, hidden_states, spec_step_idx=0")},
+        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")},
+        {"vllm/models/m_mtp.py": wrapper(
+            "kw = {'spec_step_idx': kwargs.get('spec_step_idx', 0)}\n        return self.model(input_ids, positions, hidden_states, **kw)")},
+    ]
+    INVALID = [
+        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)")},
+        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)",
+                                         "self, input_ids, positions, hidden_states, spec_step_idx=0")},
+        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, spec_step_idx=0)",
+                                         "self, input_ids, positions, hidden_states, spec_step_idx=0")},
+    ]
+
+    def check(self, analysis: Analysis) -> Iterable[Finding]:
+        for fkey, fn in analysis.relevant_functions():
+            names = analysis.param_names(fn)
+            kwargs = analysis.kwargs_param(fn)
+            ctx = analysis.defining_class(fkey)
+            for param in analysis.params:
+                named = param in names
+                if not named and kwargs is None:
+                    continue
+                received = "parameter" if named else f"**{kwargs}"
+                reported: set[tuple[int, str]] = set()
+                for ci, call in enumerate(fn["calls"]):
+                    for tgt in analysis.targets(fkey, fn, ctx, ci):
+                        b = analysis.bind(call, fn, tgt)
+                        if b.forwards_kwargs and not named:
+                            continue
+                        if b.opaque_dicts or param in b.unknown_keywords:
+                            continue
+                        src = b.params.get(param)
+                        if src is not None:
+                            if not named or not src["expr"].get("c"):
+                                continue
+                            if param in src["expr"]["n"]:
+                                continue
+                        sel = analysis.selects(tgt.func, tgt.ctx, param)
+                        if sel is None:
+                            continue
+                        if (call["line"], tgt.func[1]) in reported:
+                            continue
+                        reported.add((call["line"], tgt.func[1]))
+                        how = "without it" if src is None else f"with the constant {src['expr']['t']}"
+                        yield Finding(
+                            rule=self.code,
+                            severity=self.severity,
+                            path=fkey[0],
+                            line=call["line"],
+                            column=call["col"],
+                            function=fkey[1],
+                            callee=tgt.func[1],
+                            message=(
+                                f"{fkey[1]} receives {param} ({received}) but calls {tgt.func[1]} {how}; "
+                                f"{tgt.func[1]} selects {sel.container} by {param}, so every draft step uses layer 0"
+                            ),
+                            trace=[
+                                analysis.hop(fkey, fn["line"], f"receives {param} ({received})"),
+                                analysis.hop(fkey, call["line"], f"calls {tgt.func[1]} {how}"),
+                                *sel.hops,
+                            ],
+                            affected_classes=analysis.affected_models(fkey),
+                            fingerprint_key=f"{param}|{call['func'] and '.'.join(call['func'])}",
+                        )

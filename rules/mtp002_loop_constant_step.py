@@ -1,0 +1,76 @@
+"""MTP002: a draft loop reaches the MTP model with no per-step value."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from auditor.analysis import Analysis
+from auditor.model import ClassRef, Finding, Severity
+
+from ._examples import draft_tree
+from .base import Rule
+
+
+class LoopPassesConstantStep(Rule):
+    """A loop over draft steps (``range`` over ``num_speculative_tokens`` /
+    ``num_speculative_steps``) reaches a step-selecting draft-model entry
+    (``forward``, ``compute_logits``, ``get_top_tokens``; directly or through helper
+    methods such as ``_sample_draft_tokens`` → ``_greedy_sample``) without a value
+    that changes per step.
+
+    Every draft step then selects MTP layer 0. vLLM's maintainers call this
+    EAGLE-style reuse intentional for the V1 proposer; it still means that layers
+    1..N-1 of a checkpoint trained with N distinct MTP layers are never used, which
+    is what this warning records. The first draft step runs before the loop, where a
+    constant 0 is correct, so only calls inside the loop count.
+    """
+
+    code = "MTP002"
+    name = "loop-constant-step"
+    severity = Severity.WARNING
+    summary = "Draft loop reaches the MTP model without a per-step spec_step_idx (layers 1..N-1 unused)"
+
+    VALID = [
+        draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"),
+        draft_tree("out.append(self._run(token_index + 1, hidden_states))",
+                   helpers="\n    def _run(self, step, h):\n        kw = dict(hidden_states=h, input_ids=None, positions=None)\n"
+                           "        kw['spec_step_idx'] = step\n        return self.model(**kw)\n"),
+    ]
+    INVALID = [
+        draft_tree("out.append(self.model(input_ids, positions, hidden_states))"),
+        draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=0))"),
+        draft_tree("out.append(self._run(hidden_states))",
+                   helpers="\n    def _run(self, h):\n        return self.model(None, None, h)\n"),
+    ]
+
+    def check(self, analysis: Analysis) -> Iterable[Finding]:
+        for result in analysis.loop_results():
+            for param in analysis.params:
+                groups = analysis.entry_groups(result, param)
+                if not groups or any(g["kind"] == "varying" for g in groups):
+                    continue
+                methods = sorted({g["entry"].method for g in groups})
+                classes = sorted({c for g in groups for c in g["classes"]})
+                first = groups[0]["entry"]
+                sel = next(
+                    (s for s in result.selections if s.model_class == first.model_class and s.method == first.method),
+                    None,
+                )
+                trace = list(sel.hops) if sel else list(first.hops)
+                yield Finding(
+                    rule=self.code,
+                    severity=self.severity,
+                    path=result.func[0],
+                    line=result.loop["line"],
+                    column=result.loop["col"],
+                    function=result.func[1],
+                    callee=", ".join(methods),
+                    message=(
+                        f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
+                        f"{param} ({'/'.join(sorted({g['kind'] for g in groups}))}): every draft step selects layer 0, "
+                        f"so layers 1..N-1 are never used (EAGLE-style reuse, intentional per vLLM maintainers)"
+                    ),
+                    trace=trace,
+                    affected_classes=[ClassRef(*c) for c in classes],
+                    fingerprint_key=f"{param}|loop:{result.loop['iter']['t']}",
+                )

@@ -1,0 +1,82 @@
+"""MTP003: one draft loop threads the step into some model entries and not others."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from auditor.analysis import Analysis
+from auditor.model import ClassRef, Finding, Severity
+
+from ._examples import draft_tree, wrapper
+from .base import Rule
+
+_HEADS = wrapper(
+    "return self.model(input_ids, positions, hidden_states, spec_step_idx)",
+    "self, input_ids, positions, hidden_states, spec_step_idx=0",
+) + '''
+    def compute_logits(self, hidden_states, spec_step_idx=0):
+        return self.heads[spec_step_idx](hidden_states)
+
+    def get_top_tokens(self, hidden_states, spec_step_idx=0):
+        return self.heads[spec_step_idx](hidden_states).argmax(-1)
+'''
+
+
+class InconsistentThreading(Rule):
+    """The same draft loop passes the per-step ``spec_step_idx`` to some draft-model
+    entries and not to others that take it — for example ``forward`` gets the step
+    while the ``get_top_tokens`` path (local argmax reduction) does not.
+
+    The entries that miss it run with the default step: the hidden state comes from
+    layer *i* but the logits from layer 0's head, or the other way round. This is the
+    defect the public fix attempt (vLLM PR #36910) was reviewed for.
+    """
+
+    code = "MTP003"
+    name = "inconsistent-threading"
+    severity = Severity.ERROR
+    summary = "Draft loop passes spec_step_idx to some draft-model entries but not to others"
+
+    VALID = [
+        draft_tree(
+            "h = self.model(input_ids, positions, hidden_states, spec_step_idx=token_index)\n"
+            "            out.append(self.model.get_top_tokens(h, spec_step_idx=token_index))",
+            model=_HEADS,
+        ),
+    ]
+    INVALID = [
+        draft_tree(
+            "h = self.model(input_ids, positions, hidden_states, spec_step_idx=token_index)\n"
+            "            out.append(self.model.get_top_tokens(h))",
+            model=_HEADS,
+        ),
+    ]
+
+    def check(self, analysis: Analysis) -> Iterable[Finding]:
+        for result in analysis.loop_results():
+            for param in analysis.params:
+                groups = analysis.entry_groups(result, param)
+                threaded = [g for g in groups if g["kind"] == "varying"]
+                if not threaded:
+                    continue
+                good = sorted({g["entry"].method for g in threaded})
+                for g in groups:
+                    if g["kind"] == "varying":
+                        continue
+                    e = g["entry"]
+                    yield Finding(
+                        rule=self.code,
+                        severity=self.severity,
+                        path=e.call_hop.path,
+                        line=e.call_hop.line,
+                        column=0,
+                        function=e.call_hop.function,
+                        callee=e.method,
+                        message=(
+                            f"the draft loop in {result.func[1]} passes the per-step {param} to {', '.join(good)} "
+                            f"but reaches {e.method} with it {g['kind']}: that entry always uses step 0"
+                        ),
+                        trace=[result.hop, *e.hops[1:]],
+                        affected_classes=[ClassRef(*c) for c in sorted(g["classes"])],
+                        fingerprint_key=f"{param}|{result.func[1]}|{e.method}",
+                    )
