@@ -1,0 +1,49 @@
+"""A real vLLM engine, K=3, 3 MTP layers: which physical MTP layer runs at each draft step."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.runtime
+
+ALL = ["deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"]
+
+
+@pytest.mark.parametrize("arch", ALL)
+def test_as_shipped_runs_layer0_only(run_check, arch):
+    doc = run_check(arch)  # also proves the synthetic checkpoint loads in vLLM
+    (run,) = doc["runs"]
+    assert run["mode"] == "shipped" and run["k"] == 3 and run["num_mtp_layers"] == 3
+    assert run["propose_calls"] >= 2
+    steps = run["steps"]
+    assert [r["step"] for r in steps[:3]] == [0, 1, 2]
+    assert all(r["layers"] == [0] for r in steps)
+    assert run["layer_calls"]["0"] == len(steps) and run["layer_calls"]["1"] == run["layer_calls"]["2"] == 0
+    assert run["layer0_only"] and not run["step_i_runs_layer_i"]
+    assert all(len(t) == 6 for t in run["generated_token_ids"])
+
+
+@pytest.mark.parametrize("arch", ["deepseek_v3", "glm4_moe"])
+def test_forced_step_reaches_each_layer(run_check, arch):
+    (run,) = run_check(arch, forced=True)["runs"]
+    assert run["step_i_runs_layer_i"]
+    assert [r["layers"] for r in run["steps"][:3]] == [[0], [1], [2]]
+    assert all(r["inner_spec_step_idx"] == r["step"] for r in run["steps"])
+    assert run["layer_calls"]["0"] == run["layer_calls"]["1"] == run["layer_calls"]["2"] > 0
+
+
+def test_forced_step_lost_in_qwen3_next_wrapper(run_check):
+    (run,) = run_check("qwen3_next", forced=True)["runs"]
+    assert run["layer0_only"]
+    # The step reached the wrapper but not the predictor (it got its default).
+    assert [r["wrapper_spec_step_idx"] for r in run["steps"][:3]] == [0, 1, 2]
+    assert all(r["inner_received"] == "default" and r["inner_spec_step_idx"] == 0 for r in run["steps"])
+
+
+def test_text_table(runtime_py):
+    from .conftest import cli
+
+    r = cli("check", "--arch", "glm4_moe", "--k", "3", "--force-step-idx")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "mode=forced" in r.stdout and "per-layer calls:" in r.stdout
+    assert "step i runs layer i: yes" in r.stdout

@@ -1,0 +1,142 @@
+"""Verdicts on a scan's findings, --patch overlays, and the one-line errors."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runtime_check import verdicts
+
+from .conftest import cli
+
+pytestmark = pytest.mark.runtime
+
+
+def _finding(rule, function, cls, path):
+    return {"rule": rule, "severity": "error", "path": path, "line": 10, "column": 4,
+            "function": function, "callee": "self.model", "message": "m", "trace": [],
+            "affected_classes": [{"path": path, "name": cls}], "fingerprint": f"fp-{rule}-{cls}"}
+
+
+FIXTURE = {
+    "version": 1,
+    "reachability": [],
+    "findings": [
+        _finding("MTP001", "Qwen3NextMTP.forward", "Qwen3NextMTP",
+                 "vllm/model_executor/models/qwen3_next_mtp.py"),
+        _finding("MTP002", "SpecDecodeBaseProposer.propose", "Qwen3NextMTP",
+                 "vllm/v1/spec_decode/llm_base_proposer.py"),
+        _finding("MTP001", "DeepSeekMTP.forward", "DeepSeekMTP",
+                 "vllm/model_executor/models/deepseek_mtp.py"),
+        _finding("MTP004", "Qwen3NextMTP.compute_logits", "Qwen3NextMTP",
+                 "vllm/model_executor/models/qwen3_next_mtp.py"),
+        _finding("MTP001", "Qwen3_5MTP.forward", "Qwen3_5MTP",
+                 "vllm/model_executor/models/qwen3_5_mtp.py"),
+    ],
+}
+
+
+def test_verdicts_from_engine_runs(run_check):
+    runs = [run_check("qwen3_next")["runs"][0], run_check("qwen3_next", True)["runs"][0],
+            run_check("deepseek_v3")["runs"][0], run_check("deepseek_v3", True)["runs"][0]]
+    v = {(x["rule"], x["function"]): x for x in verdicts.judge(FIXTURE, runs)}
+    assert v[("MTP001", "Qwen3NextMTP.forward")]["verdict"] == "CONFIRMED"
+    assert v[("MTP001", "Qwen3NextMTP.forward")]["evidence"][1]["layers"] == [0]
+    assert v[("MTP002", "SpecDecodeBaseProposer.propose")]["verdict"] == "CONFIRMED"
+    assert v[("MTP001", "DeepSeekMTP.forward")]["verdict"] == "REFUTED"
+    assert v[("MTP004", "Qwen3NextMTP.compute_logits")]["verdict"] == "NOT EXERCISED"
+    q35 = v[("MTP001", "Qwen3_5MTP.forward")]
+    assert q35["verdict"] == "NOT EXERCISED" and "--arch qwen3_5" in q35["reason"]
+
+
+def test_findings_option_end_to_end(tmp_path, runtime_py):
+    f = tmp_path / "scan.json"
+    f.write_text(json.dumps(FIXTURE))
+    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--findings", str(f), "--format", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert [x["mode"] for x in doc["runs"]] == ["shipped", "forced"]
+    got = [(x["rule"], x["classes"][0], x["verdict"]) for x in doc["verdicts"]]
+    assert ("MTP001", "Qwen3NextMTP", "CONFIRMED") in got
+    assert ("MTP002", "Qwen3NextMTP", "CONFIRMED") in got
+    assert ("MTP001", "DeepSeekMTP", "NOT EXERCISED") in got
+
+
+def _qwen3_next_fix(runtime_py, tmp_path) -> Path:
+    """A diff that makes Qwen3NextMTP.forward pass spec_step_idx on (built from the installed file)."""
+    src = subprocess.run([runtime_py, "-c", "import importlib.util as u; "
+                          "print(u.find_spec('vllm').submodule_search_locations[0])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    rel = "vllm/model_executor/models/qwen3_next_mtp.py"
+    old = (Path(src).parent / rel).read_text()
+    call = "input_ids, positions, hidden_states, intermediate_tensors, inputs_embeds\n        )"
+    assert call in old
+    new = old.replace(call, "input_ids, positions, hidden_states, intermediate_tensors, inputs_embeds,\n"
+                            "            spec_step_idx=kwargs.get(\"spec_step_idx\", 0),\n        )")
+    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    p = tmp_path / "fix.diff"
+    p.write_text(diff)
+    return p
+
+
+def test_patch_overlay_makes_step_reach_layer(tmp_path, runtime_py):
+    diff = _qwen3_next_fix(runtime_py, tmp_path)
+    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--force-step-idx", "--patch", str(diff),
+            "--format", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run,) = json.loads(r.stdout)["runs"]
+    assert run["patch"]["files"] == ["vllm/model_executor/models/qwen3_next_mtp.py"]
+    assert run["step_i_runs_layer_i"], run["layer_sequence"]
+    # The installed vLLM is untouched.
+    assert "spec_step_idx=kwargs.get" not in subprocess.run(
+        [runtime_py, "-c", "import inspect, vllm.model_executor.models.qwen3_next_mtp as m; "
+                           "print(inspect.getsource(m.Qwen3NextMTP.forward))"],
+        capture_output=True, text=True, env={"PYTHONPATH": str(Path(__file__).parents[2] / "runtime_check/stubs")},
+    ).stdout
+
+
+def _assert_one_line_error(r, needle):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mtp-audit: error: "), r.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_error_unknown_arch(runtime_py):
+    _assert_one_line_error(cli("check", "--arch", "llama9", "--k", "3"), "unknown architecture")
+    _assert_one_line_error(cli("synth", "llama9", "--out", "/tmp/x"), "unknown architecture")
+
+
+def test_error_bad_k(runtime_py):
+    _assert_one_line_error(cli("check", "--arch", "deepseek_v3", "--mtp-layers", "3", "--k", "4"),
+                           "K=4 not supported")
+
+
+def test_error_no_config(tmp_path, runtime_py):
+    _assert_one_line_error(cli("check", "--model", str(tmp_path), "--k", "3"), "no config.json")
+
+
+def test_error_engine_fails_to_start(tmp_path, runtime_py):
+    d = tmp_path / "m"
+    r = cli("synth", "deepseek_v3", "--mtp-layers", "3", "--out", str(d))
+    assert r.returncode == 0, r.stderr
+    (d / "model.safetensors").unlink()  # the engine cannot load weights
+    _assert_one_line_error(cli("check", "--model", str(d), "--k", "3"), "engine failed to start")
+
+
+def test_error_no_vllm(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexec python3 -S -I \"$@\"\n")
+    fake.chmod(0o755)
+    r = cli("check", "--arch", "deepseek_v3", "--k", "3", env={"MTP_AUDIT_RUNTIME_PYTHON": str(fake)})
+    _assert_one_line_error(r, "vLLM is not installed")
+
+
+def test_error_timeout(runtime_py):
+    _assert_one_line_error(cli("check", "--arch", "glm4_moe", "--k", "3", "--timeout", "3"),
+                           "did not finish within")
