@@ -23,15 +23,7 @@ from typing import Any
 
 from . import __version__
 from .facts import FACTS_VERSION
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("MTP_AUDIT_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "mtp-audit"
+from .fetch import default_cache_dir  # noqa: F401  (one definition of the cache location)
 
 
 def content_key(data: bytes) -> str:

@@ -21,6 +21,7 @@ _COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
 class Scan:
     result: ScanResult
     analysis: Analysis
+    timing: dict  # not part of the report: it differs between cold and warm runs
 
 
 def run_scan(tree: SourceTree, config: Config, cache: FactsCache | None = None, workers: int | None = None) -> Scan:
@@ -45,12 +46,11 @@ def run_scan(tree: SourceTree, config: Config, cache: FactsCache | None = None, 
     result.stats = {
         "files": len(index.files),
         "files_analysed": sum(1 for f in index.facts.values() if f is not None),
-        "files_parsed": index.parsed,
-        "cache_hits": index.cache.hits,
-        "seconds": round(time.perf_counter() - started, 3),
+        "findings": len(result.findings),
     }
     result.sort()
-    return Scan(result, analysis)
+    timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits}
+    return Scan(result, analysis, timing)
 
 
 def layer_count_fields(analysis: Analysis, cls) -> list[str]:

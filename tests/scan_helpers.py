@@ -1,0 +1,41 @@
+"""Helpers for tests that scan small trees written on the fly or real releases."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from auditor.cache import FactsCache
+from auditor.config import Config
+from auditor.engine import Scan, run_scan
+from auditor.source import DirectoryTree
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content)
+    # Every directory under vllm/ is a package, as in the real tree.
+    for d in [root / "vllm", *(root / "vllm").rglob("*")]:
+        if d.is_dir() and not (d / "__init__.py").exists():
+            (d / "__init__.py").write_text("")
+    return root
+
+
+def scan_tree(root: Path, config: Config | None = None, cache_dir: Path | None = None, workers: int = 1) -> Scan:
+    return run_scan(DirectoryTree(root), config or Config(), FactsCache(cache_dir), workers)
+
+
+@lru_cache(maxsize=None)
+def scan_release(version: str) -> Scan:
+    from release_cache import release_cache_dir, release_root
+
+    return run_scan(DirectoryTree(release_root(version)), Config(), FactsCache(release_cache_dir()), 2)
+
+
+def by_rule(scan: Scan, rule: str) -> list:
+    return [f for f in scan.result.findings if f.rule == rule]
