@@ -157,6 +157,7 @@ class Analysis:
                 if fn is not None:
                     out.append((k, fn))
             self._relevant = out
+            self.index.frozen = True
         return self._relevant
 
     @staticmethod
@@ -668,6 +669,8 @@ class Analysis:
         if depth > MAX_DEPTH:
             return
         call = frame.fn["calls"][ci]
+        if frame.model_class is None and not self._worth_following(frame, call):
+            return
         targets = self.resolve_call(frame.key, frame.fn, frame.ctx, call["func"], frame.callables, frame.model_class)
         for tgt in targets:
             callee = self.index.function(tgt.func)
@@ -748,6 +751,26 @@ class Analysis:
                 self._record_selections(sub, new_hops, result)
             for cj in range(len(callee["calls"])):
                 self._walk(sub, cj, new_hops, depth + 1, result, seen)
+
+    def _worth_following(self, frame: "_Frame", call: dict[str, Any]) -> bool:
+        """Before the draft model is entered, a plain function call matters only if it
+        receives something that can carry the step: a varying value, a module, a dict."""
+        chain = call["func"]
+        if not chain:
+            return False
+        head = chain[0]
+        if head in ("self", "super()") or head in frame.callables or head in frame.fn["assigns"]:
+            return True
+        for e in [*call["args"], *(v for _, v in call["kwargs"]), *call["dstar"], *call["star"]]:
+            names = e.get("n", ())
+            if frame.varying.intersection(names) or any(n.startswith("self.") for n in names):
+                return True
+            ch = e.get("ch")
+            if ch and len(ch) == 1 and (ch[0] in frame.fn["dicts"] or ch[0] in frame.dict_kinds or ch[0] in frame.callables):
+                return True
+            if any(n in frame.param_kinds for n in names):
+                return True
+        return False
 
     def _record_selections(self, frame: "_Frame", hops: tuple[Hop, ...], result: LoopResult) -> None:
         entry_method = frame.entry_method

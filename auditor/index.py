@@ -98,6 +98,10 @@ class Index:
         self._mro_memo: dict[ClassKey, list[ClassKey]] = {}
         self.parsed = 0
         self.seeds: list[str] = []
+        # Once the engine has loaded what draft loops and draft models reach, the set of
+        # analysed files is frozen: rules resolve only within it, so findings never
+        # depend on the order in which rules happen to run.
+        self.frozen = False
 
     # -- loading -------------------------------------------------------
     def _read(self, path: str) -> bytes | None:
@@ -154,6 +158,8 @@ class Index:
     def load(self, path: str) -> dict[str, Any] | None:
         if path in self.facts:
             return self.facts[path]
+        if self.frozen:
+            return None
         data = self._read(path)
         if data is None:
             self.facts[path] = None
@@ -185,7 +191,7 @@ class Index:
     def resolve(self, path: str, name: str, _depth: int = 0) -> list[Symbol]:
         """What a module-level ``name`` in file ``path`` can be (all alternatives)."""
         memo_key = (path, name)
-        if memo_key in self._resolve_memo:
+        if memo_key in self._resolve_memo and not (self.frozen and not self._resolve_memo[memo_key]):
             return self._resolve_memo[memo_key]
         if _depth > 12:
             return []

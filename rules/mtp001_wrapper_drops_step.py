@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from auditor.analysis import Analysis
-from auditor.model import Finding, Severity
+from auditor.model import ClassRef, Finding, Severity
 
 from ._examples import wrapper
 from .base import Rule
@@ -60,8 +60,9 @@ class WrapperDropsStep(Rule):
                 if not named and kwargs is None:
                     continue
                 received = "parameter" if named else f"**{kwargs}"
-                reported: set[tuple[int, str]] = set()
                 for ci, call in enumerate(fn["calls"]):
+                    # One finding per call site, whatever the registry fan-out behind it.
+                    dropped: dict[str, tuple] = {}
                     for tgt in analysis.targets(fkey, fn, ctx, ci):
                         b = analysis.bind(call, fn, tgt)
                         if b.forwards_kwargs and not named:
@@ -69,35 +70,38 @@ class WrapperDropsStep(Rule):
                         if b.opaque_dicts or param in b.unknown_keywords:
                             continue
                         src = b.params.get(param)
-                        if src is not None:
-                            if not named or not src["expr"].get("c"):
-                                continue
-                            if param in src["expr"]["n"]:
-                                continue
+                        if src is not None and (not named or not src["expr"].get("c") or param in src["expr"]["n"]):
+                            continue
                         sel = analysis.selects(tgt.func, tgt.ctx, param)
-                        if sel is None:
-                            continue
-                        if (call["line"], tgt.func[1]) in reported:
-                            continue
-                        reported.add((call["line"], tgt.func[1]))
-                        how = "without it" if src is None else f"with the constant {src['expr']['t']}"
-                        yield Finding(
-                            rule=self.code,
-                            severity=self.severity,
-                            path=fkey[0],
-                            line=call["line"],
-                            column=call["col"],
-                            function=fkey[1],
-                            callee=tgt.func[1],
-                            message=(
-                                f"{fkey[1]} receives {param} ({received}) but calls {tgt.func[1]} {how}; "
-                                f"{tgt.func[1]} selects {sel.container} by {param}, so every draft step uses layer 0"
-                            ),
-                            trace=[
-                                analysis.hop(fkey, fn["line"], f"receives {param} ({received})"),
-                                analysis.hop(fkey, call["line"], f"calls {tgt.func[1]} {how}"),
-                                *sel.hops,
-                            ],
-                            affected_classes=analysis.affected_models(fkey),
-                            fingerprint_key=f"{param}|{call['func'] and '.'.join(call['func'])}",
-                        )
+                        if sel is not None and tgt.func[1] not in dropped:
+                            dropped[tgt.func[1]] = (tgt, src, sel)
+                    if not dropped:
+                        continue
+                    callees = sorted(dropped)
+                    tgt, src, sel = dropped[callees[0]]
+                    how = "without it" if src is None else f"with the constant {src['expr']['t']}"
+                    classes = set(analysis.affected_models(fkey))
+                    for t, _, _ in dropped.values():
+                        if t.model_class is not None:
+                            classes.add(ClassRef(*t.model_class))
+                    shown = callees[0] + (f" (and {len(callees) - 1} more)" if len(callees) > 1 else "")
+                    yield Finding(
+                        rule=self.code,
+                        severity=self.severity,
+                        path=fkey[0],
+                        line=call["line"],
+                        column=call["col"],
+                        function=fkey[1],
+                        callee=", ".join(callees),
+                        message=(
+                            f"{fkey[1]} receives {param} ({received}) but calls {shown} {how}; "
+                            f"{callees[0]} selects {sel.container} by {param}, so every draft step uses layer 0"
+                        ),
+                        trace=[
+                            analysis.hop(fkey, fn["line"], f"receives {param} ({received})"),
+                            analysis.hop(fkey, call["line"], f"calls {callees[0]} {how}"),
+                            *sel.hops,
+                        ],
+                        affected_classes=sorted(classes, key=lambda c: (c.path, c.name)),
+                        fingerprint_key=f"{param}|{call['func'] and '.'.join(call['func'])}",
+                    )
