@@ -13,6 +13,7 @@ from .config import Config
 from .index import Index, default_workers
 from .model import ClassRef, ClassReachability, LoopReach, ScanResult, Severity
 from .source import SourceTree
+from .suppress import SUPPRESSION_RULE, apply_suppressions, parse_suppressions
 
 _COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
 
@@ -40,7 +41,11 @@ def run_scan(tree: SourceTree, config: Config, cache: FactsCache | None = None, 
             findings.append(f.finalize())
     # Two rules never report the same place twice; dedupe identical fingerprints.
     unique = {f.fingerprint: f for f in sorted(findings, key=lambda f: f.sort_key())}
-    result = ScanResult(root=tree.label, findings=list(unique.values()))
+    findings = list(unique.values())
+    suppression_findings = _suppressions(index, analysis, findings)
+    if config.rule_enabled(SUPPRESSION_RULE):
+        findings += suppression_findings
+    result = ScanResult(root=tree.label, findings=findings)
     result.reachability = reachability(analysis)
     result.problems = list(index.problems.values())
     result.stats = {
@@ -51,6 +56,24 @@ def run_scan(tree: SourceTree, config: Config, cache: FactsCache | None = None, 
     result.sort()
     timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits}
     return Scan(result, analysis, timing)
+
+
+def _suppressions(index: Index, analysis: Analysis, findings: list) -> list:
+    sups = []
+    for path in index.suppression_files:
+        try:
+            text = index.tree.read(path).decode("utf-8", "replace")
+        except OSError:
+            continue
+        sups.extend(parse_suppressions(path, text))
+    if not sups:
+        return []
+    def_lines = {}
+    for f in findings:
+        fn = index.function((f.path, f.function)) if f.function else None
+        if fn is not None:
+            def_lines[(f.path, f.function)] = fn["line"]
+    return apply_suppressions(findings, sups, def_lines)
 
 
 def layer_count_fields(analysis: Analysis, cls) -> list[str]:

@@ -20,6 +20,7 @@ from .config import Config
 from .facts import extract
 from .model import Problem
 from .source import FileTooLarge, SourceTree
+from .suppress import MARKER
 
 # A class or function is identified by (path, qualname): the same class name in
 # several files (platform copies) stays distinct.
@@ -98,6 +99,7 @@ class Index:
         self._mro_memo: dict[ClassKey, list[ClassKey]] = {}
         self.parsed = 0
         self.seeds: list[str] = []
+        self.suppression_files: list[str] = []  # files with a `mtp-audit:` comment marker
         # Once the engine has loaded what draft loops and draft models reach, the set of
         # analysed files is frozen: rules resolve only within it, so findings never
         # depend on the order in which rules happen to run.
@@ -122,6 +124,8 @@ class Index:
             if data is None:
                 self.facts[path] = None
                 continue
+            if MARKER in data:
+                self.suppression_files.append(path)
             if pattern.search(data):
                 self.seeds.append(path)
                 pending.append((path, data, content_key(data)))

@@ -99,6 +99,7 @@ class Finding:
             "trace": [h.to_json() for h in self.trace],
             "affected_classes": [c.to_json() for c in self.affected_classes],
             "fingerprint": self.fingerprint,
+            **({"suppressed": True} if self.suppressed else {}),
         }
 
     @classmethod
@@ -115,6 +116,7 @@ class Finding:
             trace=[Hop.from_json(h) for h in data.get("trace", [])],
             affected_classes=[ClassRef.from_json(c) for c in data.get("affected_classes", [])],
             fingerprint=data.get("fingerprint", ""),
+            suppressed=bool(data.get("suppressed", False)),
         )
 
 

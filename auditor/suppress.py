@@ -1,0 +1,131 @@
+"""Inline suppressions (``# mtp-audit: ignore[MTP002] reason``) and baselines.
+
+A suppression comment applies to a finding when it stands on the finding's line or
+on the ``def`` line of the function the finding is in. A reason is required: a
+suppression without one suppresses nothing and is reported. A suppression that
+matches no finding is reported too, so stale ones get cleaned up. Both reports
+use rule code MTP900.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import UsageError
+from .model import Finding, Hop, Severity
+
+MARKER = b"mtp-audit:"
+_COMMENT = re.compile(r"#\s*mtp-audit:\s*ignore\[([^\]]*)\]\s*(.*)$")
+SUPPRESSION_RULE = "MTP900"
+
+
+@dataclass
+class Suppression:
+    path: str
+    line: int
+    codes: tuple[str, ...]
+    reason: str
+    used: bool = False
+
+
+def parse_suppressions(path: str, text: str) -> list[Suppression]:
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if "mtp-audit:" not in line:
+            continue
+        m = _COMMENT.search(line)
+        if not m:
+            continue
+        codes = tuple(c.strip().upper() for c in m.group(1).split(",") if c.strip())
+        out.append(Suppression(path, i, codes, m.group(2).strip()))
+    return out
+
+
+def apply_suppressions(
+    findings: list[Finding], suppressions: Iterable[Suppression], def_lines: dict[tuple[str, str], int]
+) -> list[Finding]:
+    """Mark suppressed findings; return MTP900 findings for bad or unused suppressions."""
+    by_line: dict[tuple[str, int], list[Suppression]] = {}
+    sups = list(suppressions)
+    for s in sups:
+        by_line.setdefault((s.path, s.line), []).append(s)
+    for f in findings:
+        lines = [f.line]
+        def_line = def_lines.get((f.path, f.function))
+        if def_line:
+            lines.append(def_line)
+        for ln in lines:
+            for s in by_line.get((f.path, ln), []):
+                if f.rule in s.codes or not s.codes:
+                    if s.reason:
+                        f.suppressed = True
+                    s.used = True
+    extra = []
+    for s in sups:
+        if not s.reason:
+            msg = "suppression without a reason: write why after the bracket, e.g. `# mtp-audit: ignore[MTP002] EAGLE-style by design`"
+        elif not s.used:
+            msg = f"unused suppression: no {', '.join(s.codes) or 'finding'} here any more; remove it"
+        else:
+            continue
+        extra.append(
+            Finding(
+                rule=SUPPRESSION_RULE,
+                severity=Severity.NOTE,
+                path=s.path,
+                line=s.line,
+                column=0,
+                function="",
+                callee="",
+                message=msg,
+                trace=[Hop(s.path, s.line, "", "suppression comment")],
+                fingerprint_key=f"{','.join(s.codes)}|{s.reason}|{'reason' if not s.reason else 'unused'}",
+            ).finalize()
+        )
+    return extra
+
+
+# ---------------------------------------------------------------------------
+# baselines
+BASELINE_VERSION = 1
+
+
+def write_baseline(findings: list[Finding], path: Path) -> int:
+    entries = sorted(
+        ({"fingerprint": f.fingerprint, "rule": f.rule, "path": f.path, "function": f.function} for f in findings if not f.suppressed),
+        key=lambda e: (e["path"], e["rule"], e["fingerprint"]),
+    )
+    doc = {"version": BASELINE_VERSION, "tool": "mtp-audit", "findings": entries}
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
+    return len(entries)
+
+
+def read_baseline(path: Path) -> list[dict[str, Any]]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"baseline file not found: {path}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"baseline {path} is not a mtp-audit baseline: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("version") != BASELINE_VERSION or not isinstance(doc.get("findings"), list):
+        raise UsageError(f"baseline {path} is not a mtp-audit baseline (version {BASELINE_VERSION})")
+    return [e for e in doc["findings"] if isinstance(e, dict) and isinstance(e.get("fingerprint"), str)]
+
+
+def apply_baseline(findings: list[Finding], entries: list[dict[str, Any]]) -> tuple[list[Finding], list[dict[str, Any]]]:
+    """Drop findings recorded in the baseline; return (remaining, baseline entries now fixed)."""
+    known = {e["fingerprint"] for e in entries}
+    present = {f.fingerprint for f in findings}
+    remaining = [f for f in findings if f.fingerprint not in known]
+    fixed = [e for e in entries if e["fingerprint"] not in present]
+    return remaining, fixed
