@@ -131,6 +131,10 @@ class Problem:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Problem":
+        return cls(data["path"], data["kind"], data["message"])
+
 
 @dataclass
 class LoopReach:
@@ -149,6 +153,10 @@ class LoopReach:
             "trace": [h.to_json() for h in self.trace],
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LoopReach":
+        return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"], [Hop.from_json(h) for h in data["trace"]])
+
 
 @dataclass
 class ClassReachability:
@@ -164,6 +172,15 @@ class ClassReachability:
             "layer_count_fields": self.layer_count_fields,
             "loops": [lp.to_json() for lp in self.loops],
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ClassReachability":
+        return cls(
+            ClassRef.from_json(data["class"]),
+            list(data["architectures"]),
+            list(data["layer_count_fields"]),
+            [LoopReach.from_json(lp) for lp in data["loops"]],
+        )
 
 
 @dataclass
@@ -194,3 +211,15 @@ class ScanResult:
             "reachability": [r.to_json() for r in self.reachability],
             "stats": self.stats,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ScanResult":
+        if data.get("version") != JSON_SCHEMA_VERSION:
+            raise ValueError(f"unsupported scan result version {data.get('version')!r}")
+        return cls(
+            root=data["root"],
+            findings=[Finding.from_json(f) for f in data["findings"]],
+            problems=[Problem.from_json(p) for p in data["problems"]],
+            reachability=[ClassReachability.from_json(r) for r in data["reachability"]],
+            stats=dict(data.get("stats", {})),
+        )
