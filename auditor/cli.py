@@ -49,6 +49,7 @@ ReleaseOpt = typer.Option(None, "--release", metavar="X.Y.Z", help="Download and
 CacheDirOpt = typer.Option(None, "--cache-dir", help="Cache directory (default: $MTP_AUDIT_CACHE_DIR or ~/.cache/mtp-audit).")
 NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the per-file analysis cache.")
 ConfigOpt = typer.Option(None, "--config", help="pyproject.toml with a [tool.mtp-audit] table (default: the scanned tree's, if any).")
+BaselineOpt = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file (see `baseline create`).")
 WorkersOpt = typer.Option(None, "--workers", min=1, max=64, help="Parser processes for a cold scan (default: CPU count, at most 4).")
 
 
@@ -109,6 +110,24 @@ def scan_target(path, installed, release, cache_dir, no_cache, config, select, i
     return run_scan(tree, cfg, make_cache(no_cache, cache_dir), workers)
 
 
+def _apply_baseline(result, baseline: Optional[Path]) -> None:
+    if baseline is None:
+        return
+    from .suppress import apply_baseline, read_baseline
+
+    remaining, fixed = apply_baseline(result.findings, read_baseline(baseline))
+    result.stats["baseline_hidden"] = len(result.findings) - len(remaining)
+    result.stats["baseline_fixed"] = [e["fingerprint"] for e in fixed]
+    result.findings = remaining
+    if fixed:
+        typer.echo(
+            f"mtp-audit: {len(fixed)} baseline entr{'y is' if len(fixed) == 1 else 'ies are'} fixed and can be removed "
+            f"({', '.join(e['fingerprint'] for e in fixed[:5])}{' …' if len(fixed) > 5 else ''}): "
+            f"run `mtp-audit baseline create` again to shrink {baseline}",
+            err=True,
+        )
+
+
 def _write(text: str, output: Optional[Path]) -> None:
     if output is None:
         sys.stdout.write(text)
@@ -136,6 +155,7 @@ def scan(
     no_cache: bool = NoCacheOpt,
     config: Optional[Path] = ConfigOpt,
     workers: Optional[int] = WorkersOpt,
+    baseline: Optional[Path] = BaselineOpt,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or timing on stderr."),
 ) -> None:
     """Scan a vLLM tree for every place spec_step_idx is lost on its way to the MTP layer selection."""
@@ -143,6 +163,7 @@ def scan(
 
     scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet)
     result = scan_.result
+    _apply_baseline(result, baseline)
     width = None if output is not None or not sys.stdout.isatty() else None
     _write(render(result, format.value, console_width=width, color=output is None and sys.stdout.isatty()), output)
     if not quiet and format == OutputFormat.text and sys.stderr.isatty():
@@ -246,6 +267,98 @@ def rules_cmd(code: Optional[str] = typer.Argument(None, help="Show one rule's d
             typer.echo(f"{r.code} {r.name} ({r.severity.value})\n\n{r.doc()}")
             return
     raise UsageError(f"unknown rule {code!r}; known: {', '.join(r.code for r in known)}")
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    note = "note"
+
+
+@app.command()
+def lint(
+    path: Path = typer.Argument(Path("."), help="A git checkout of vLLM (its root holds vllm/)."),
+    base: str = typer.Option(..., "--base", help="The ref to compare with (e.g. origin/main, HEAD~1)."),
+    head: Optional[str] = typer.Option(None, "--head", help="Lint this ref instead of the work tree."),
+    format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o"),
+    fail_on: FailOn = typer.Option(FailOn.warning, "--fail-on", help="Lowest severity of a new finding that fails (exit 1)."),
+    select: Optional[list[str]] = typer.Option(None, "--select"),
+    ignore: Optional[list[str]] = typer.Option(None, "--ignore"),
+    baseline: Optional[Path] = BaselineOpt,
+    cache_dir: Optional[Path] = CacheDirOpt,
+    no_cache: bool = NoCacheOpt,
+    config: Optional[Path] = ConfigOpt,
+    workers: Optional[int] = WorkersOpt,
+) -> None:
+    """Report only the findings a change introduces (whole-tree analysis on both sides)."""
+    from .cache import default_cache_dir
+    from .lint import fails, run_lint
+    from .model import Severity
+    from .output import render
+    from .source import DirectoryTree
+
+    cfg_tree = DirectoryTree(path.resolve()) if (path / "vllm").is_dir() else None
+    cfg = load_settings(cfg_tree, config, select or [], ignore or [])
+    cache_root = None if no_cache else (cache_dir or default_cache_dir())
+    outcome = run_lint(path.resolve(), base, head, cfg, make_cache(no_cache, cache_dir), cache_root, workers)
+    _apply_baseline(outcome.result, baseline)
+    _write(render(outcome.result, format.value), output)
+    raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)
+
+
+baseline_app = typer.Typer(help="Record today's findings so that only new ones are reported.", no_args_is_help=True)
+app.add_typer(baseline_app, name="baseline")
+
+
+@baseline_app.command("create")
+def baseline_create(
+    path: Optional[Path] = PathArg,
+    installed: bool = InstalledOpt,
+    release: Optional[str] = ReleaseOpt,
+    output: Path = typer.Option(..., "--output", "-o", help="Baseline file to write."),
+    cache_dir: Optional[Path] = CacheDirOpt,
+    no_cache: bool = NoCacheOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> None:
+    """Write the current findings' fingerprints to a baseline file."""
+    from .suppress import write_baseline
+
+    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, True)
+    n = write_baseline(scan_.result.findings, output)
+    typer.echo(f"wrote {n} finding(s) to {output}", err=True)
+
+
+@app.command()
+def fix(
+    path: Path = typer.Argument(..., help="vLLM repository root (holding vllm/) or the vllm package directory."),
+    select: Optional[list[str]] = typer.Option(None, "--select", help="Rule codes to fix (only MTP001 has an autofix)."),
+    diff: bool = typer.Option(False, "--diff", help="Print the unified diff instead of writing files."),
+    only: Optional[list[str]] = typer.Option(None, "--file", help="Only fix findings in these files (repeatable; paths relative to the root)."),
+    cache_dir: Optional[Path] = CacheDirOpt,
+    no_cache: bool = NoCacheOpt,
+    config: Optional[Path] = ConfigOpt,
+) -> None:
+    """Thread spec_step_idx through dropping wrappers (libcst codemod, formatting preserved)."""
+    from .fix import FIXABLE, apply_fixes
+
+    codes = set(_codes(select)) if select else set(FIXABLE)
+    unsupported = codes - FIXABLE
+    if unsupported:
+        raise UsageError(f"no autofix for {', '.join(sorted(unsupported))} (fixable: {', '.join(sorted(FIXABLE))})")
+    scan_ = scan_target(path, False, None, cache_dir, no_cache, config, None, None, None, True)
+    if only:
+        wanted = {p.strip("/") for p in only}
+        scan_.result.findings = [f for f in scan_.result.findings if f.path in wanted]
+    root = scan_.analysis.index.tree.root
+    report = apply_fixes(scan_, root, codes, write=not diff)
+    if diff:
+        sys.stdout.write(report.diff())
+    for f, reason in report.refused:
+        typer.echo(f"refused {f.rule} at {f.path}:{f.line} {f.function}: {reason}", err=True)
+    verb = "would fix" if diff else "fixed"
+    typer.echo(f"{verb} {len(report.fixed)} finding(s) in {len(report.changed)} file(s); refused {len(report.refused)}", err=True)
+    raise typer.Exit(EXIT_FINDINGS if report.refused else EXIT_CLEAN)
 
 
 releases_app = typer.Typer(help="Manage a git repository of vLLM releases built from their sdists.", no_args_is_help=True)

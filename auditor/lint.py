@@ -1,0 +1,132 @@
+"""Pre-merge lint: the findings a change introduces, nothing else.
+
+Both sides are analysed as whole trees, because a drop often shows in another file
+than the one that caused it (a callee gains a step parameter, a registry entry
+changes what ``self.model`` can be). The base side is read from git objects — the
+user's work tree and index are never touched — and its result is cached by the
+git tree id, so repeated lints against the same base cost one scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from .cache import FactsCache
+from .config import Config
+from .engine import run_scan
+from .errors import GitError, UsageError
+from .gittree import GitTree, NoVllmInTree, open_repo
+from .model import Finding, ScanResult, Severity
+from .result_cache import ResultCache, result_key
+from .source import DirectoryTree, SourceTree
+
+
+def git_blob_sha(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class LintOutcome:
+    result: ScanResult  # only the new findings (with their cause in the message)
+    changed_files: list[str] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)
+    base_label: str = ""
+    head_label: str = ""
+
+
+def _repo_for(path: Path) -> git.Repo:
+    if not path.exists():
+        raise UsageError(f"path does not exist: {path}")
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise GitError(f"not a git repository: {path}") from None
+
+
+def _blob_shas(tree: SourceTree) -> dict[str, str]:
+    if isinstance(tree, GitTree):
+        return {p: tree.blob_sha(p) for p in tree.python_files()}
+    out = {}
+    for p in tree.python_files():
+        try:
+            out[p] = git_blob_sha(tree.read(p))
+        except OSError:
+            out[p] = "<unreadable>"
+    return out
+
+
+def _scan_git(tree: GitTree, config: Config, cache: FactsCache, cache_root: Path | None, workers: int | None) -> ScanResult:
+    results = ResultCache(cache_root)
+    tree_id = tree.commit.tree["vllm"].hexsha
+    key = result_key(tree_id, config)
+    cached = results.get(key)
+    if cached is not None:
+        return cached
+    result = run_scan(tree, config, cache, workers).result
+    results.put(key, result)
+    return result
+
+
+def run_lint(
+    path: Path,
+    base: str,
+    head: str | None,
+    config: Config,
+    cache: FactsCache,
+    cache_root: Path | None,
+    workers: int | None = None,
+) -> LintOutcome:
+    repo = _repo_for(path)
+    if repo.bare:
+        raise GitError(f"{path} is a bare repository: give --head REF to lint a commit")
+    work = Path(repo.working_tree_dir or path)
+    try:
+        base_tree = GitTree(repo, base)
+    except NoVllmInTree as exc:
+        raise GitError(str(exc)) from None
+    if head is None:
+        if not (work / "vllm").is_dir():
+            raise UsageError(f"no vllm/ package at the repository root {work}")
+        head_tree: SourceTree = DirectoryTree(work, label="work tree")
+        head_result = run_scan(head_tree, config, cache, workers).result
+    else:
+        head_tree = GitTree(repo, head)
+        head_result = _scan_git(head_tree, config, cache, cache_root, workers)
+    base_result = _scan_git(base_tree, config, cache, cache_root, workers)
+
+    base_shas, head_shas = _blob_shas(base_tree), _blob_shas(head_tree)
+    changed = sorted(p for p in set(base_shas) | set(head_shas) if base_shas.get(p) != head_shas.get(p))
+    changed_set = set(changed)
+
+    base_fps = {f.fingerprint for f in base_result.findings}
+    head_fps = {f.fingerprint for f in head_result.findings}
+    new: list[Finding] = []
+    for f in head_result.findings:
+        if f.fingerprint in base_fps or f.suppressed:
+            continue
+        on_chain = list(dict.fromkeys([f.path, *(h.path for h in f.trace)]))
+        causes = [p for p in on_chain if p in changed_set]
+        if causes and causes != [f.path]:
+            f.message += f" [introduced by the change to {', '.join(causes)}]"
+        elif not causes and changed:
+            f.message += f" [introduced by the change to {', '.join(changed[:3])}{' …' if len(changed) > 3 else ''}]"
+        new.append(f)
+    fixed = [f for f in base_result.findings if f.fingerprint not in head_fps]
+    result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems)
+    result.stats = {
+        "files": head_result.stats.get("files", 0),
+        "findings": len(new),
+        "base": base,
+        "changed_files": len(changed),
+        "fixed": len(fixed),
+    }
+    result.sort()
+    return LintOutcome(result, changed, fixed, base_tree.label, head_tree.label)
+
+
+def fails(findings: list[Finding], fail_on: Severity) -> bool:
+    return any(f.severity.rank >= fail_on.rank for f in findings if not f.suppressed)
