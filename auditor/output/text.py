@@ -131,8 +131,7 @@ def _finding(console: Console, f: Finding, rules: dict) -> None:
 def _findings(console: Console, result: ScanResult, rules: dict) -> None:
     findings = sorted_findings(result.findings)
     if not findings:
-        console.print(Text("No findings.", style="green"))
-        return
+        return  # the summary line says "0 findings"; nothing else is printed
     console.print(Text("Findings", style="bold underline"))
     for path, group in groupby(findings, key=lambda f: f.path):
         console.print()
