@@ -49,6 +49,11 @@ class SharedHeadMTP(nn.Module):
         return self.lm_head(hidden_states)
 '''},
     ]
+    VALID.append(
+        # A stack: every layer runs on every step, so there is nothing to select.
+        {"vllm/models/m_mtp.py": _PER_LAYER_HEADS.format(
+            body="for layer in self.layers:\n            hidden_states = layer(hidden_states)\n        return hidden_states")},
+    )
     INVALID = [
         {"vllm/models/m_mtp.py": _PER_LAYER_HEADS.format(body="return self.layers[0].head(hidden_states)")},
         {"vllm/models/m_mtp.py": _PER_LAYER_HEADS.format(body="del spec_step_idx\n        return self.layers[0].head(hidden_states)")},
@@ -87,14 +92,21 @@ class SharedHeadMTP(nn.Module):
 
 
 def _layer_containers(analysis: Analysis, cls) -> list[str]:
-    found = set()
+    """Module containers of the class that hold alternatives, not a stack.
+
+    A container the class iterates over (``for layer in self.layers``) runs every
+    member on every step — a stack of layers — so ignoring the step there is correct.
+    """
+    found, iterated = set(), set()
     for c in analysis.index.mro(cls):
         for m in analysis.index.class_facts(c).get("methods", {}).values():
             for s in m["attr_sets"]:
                 call = s["value"].get("call")
                 if len(s["target"]) == 2 and s["target"][0] == "self" and call and call[-1] in MODULE_CONTAINERS:
                     found.add(s["target"][1])
-    return sorted(found)
+            for loop in m["loops"]:
+                iterated.update(n[5:] for n in loop["iter"].get("n", ()) if n.startswith("self."))
+    return sorted(found - iterated)
 
 
 def _calls_selector(analysis: Analysis, fkey, fn, ctx, param) -> bool:
