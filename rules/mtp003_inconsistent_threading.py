@@ -64,6 +64,9 @@ class InconsistentThreading(Rule):
                     if g["kind"] == "varying":
                         continue
                     e = g["entry"]
+                    caller = analysis.index.function((e.call_hop.path, e.call_hop.function))
+                    if caller is not None and param in analysis.param_names(caller):
+                        continue  # the helper had the step and dropped it: MTP001 reports that call
                     yield Finding(
                         rule=self.code,
                         severity=self.severity,
