@@ -369,6 +369,11 @@ def _mount_optional() -> None:
     from .releases_import import import_command
 
     releases_app.command("import")(import_command)
+    from .history import bisect_command, diff_command, history_command
+
+    app.command("history")(history_command)
+    app.command("diff")(diff_command)
+    app.command("bisect")(bisect_command)
     try:
         from runtime_check.cli import app as runtime_app
     except ImportError:  # the runtime checker ships with the package; guard partial installs

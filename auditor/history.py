@@ -24,17 +24,14 @@ Typer commands (mounted by ``auditor.cli``): :func:`history_command`,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import sys
-import tempfile
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -42,14 +39,13 @@ import git
 import typer
 from packaging.version import InvalidVersion, Version
 
-from . import __version__
 from .cache import FactsCache
 from .config import Config
 from .errors import GitError, UsageError
 from .gittree import PACKAGE, GitTree, NoVllmInTree, commits_between, is_shallow, open_repo, resolve_commit
-from .model import ClassReachability, ClassRef, Finding, Hop, LoopReach, Problem, ScanResult
+from .result_cache import ResultCache, result_key
+from .model import Finding, ScanResult
 
-RESULT_CACHE_VERSION = 1
 #: default --tags pattern: final releases, including 4-part and .postN versions (v0.10.1.1)
 DEFAULT_TAG_PATTERN = r"^v\d+\.\d+\.\d+(\.\d+|\.post\d+)?$"
 #: the default pattern with --pre: release candidates, alphas and betas too
@@ -160,123 +156,6 @@ def by_rule(findings: list[Finding]) -> dict[str, int]:
 # --------------------------------------------------------------------------- result cache
 
 
-@lru_cache(maxsize=1)
-def tool_digest() -> str:
-    """Tool version + a digest of every module that decides a scan's result.
-
-    Editing the analysis or a rule invalidates cached results even when the version
-    string did not change. Report-only modules (history, output, cli) are left out.
-    """
-    h = hashlib.sha256(f"mtp-audit:{__version__}:{RESULT_CACHE_VERSION}\0".encode())
-    here = Path(__file__).resolve().parent
-    rules_dir = here.parent / "rules"
-    try:
-        import rules as _rules
-
-        rules_dir = Path(_rules.__file__).resolve().parent
-    except ImportError:  # pragma: no cover
-        pass
-    skip = {"history.py", "history_report.py", "cli.py", "releases_import.py", "fetch.py"}
-    for folder in (here, rules_dir):
-        for p in sorted(folder.glob("*.py")):
-            if p.name in skip:
-                continue
-            try:
-                h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-            except OSError:
-                h.update(p.name.encode() + b"\0unreadable\0")
-    return h.hexdigest()[:20]
-
-
-def config_digest(config: Config) -> str:
-    return hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()[:12]
-
-
-def result_from_json(data: dict[str, Any], label: str) -> ScanResult:
-    """Rebuild a ScanResult from ``ScanResult.to_json()`` (the root is this tree's label)."""
-    reach = []
-    for r in data.get("reachability", []):
-        reach.append(
-            ClassReachability(
-                ClassRef.from_json(r["class"]),
-                list(r.get("architectures", [])),
-                list(r.get("layer_count_fields", [])),
-                [
-                    LoopReach(
-                        lp["loop"],
-                        bool(lp["step_i_reaches_layer_i"]),
-                        lp.get("detail", ""),
-                        [Hop.from_json(h) for h in lp.get("trace", [])],
-                    )
-                    for lp in r.get("loops", [])
-                ],
-            )
-        )
-    return ScanResult(
-        root=label,
-        findings=[Finding.from_json(f) for f in data.get("findings", [])],
-        problems=[Problem(p["path"], p["kind"], p.get("message", "")) for p in data.get("problems", [])],
-        reachability=reach,
-        stats=dict(data.get("stats", {})),
-    )
-
-
-class ResultCache:
-    """``<root>/history/<vllm tree id>-<key>.json``: one ScanResult per tree, tool and config."""
-
-    def __init__(self, root: Optional[Path], config: Config) -> None:
-        self.dir = root / "history" if root is not None else None
-        self.key = f"{tool_digest()}-{config_digest(config)}"
-        self.hits = 0
-        self.misses = 0
-
-    def _path(self, tree_sha: str) -> Optional[Path]:
-        if self.dir is None or not re.fullmatch(r"[0-9a-f]{40,64}", tree_sha):
-            return None
-        return self.dir / f"{tree_sha}-{hashlib.sha256(self.key.encode()).hexdigest()[:16]}.json"
-
-    def get(self, tree_sha: str, label: str) -> Optional[ScanResult]:
-        p = self._path(tree_sha)
-        if p is None:
-            return None
-        try:
-            data = json.loads(p.read_bytes())
-            if not (
-                isinstance(data, dict)
-                and data.get("v") == RESULT_CACHE_VERSION
-                and data.get("tree") == tree_sha
-                and data.get("key") == self.key
-                and isinstance(data.get("result"), dict)
-            ):
-                raise ValueError("foreign entry")
-            result = result_from_json(data["result"], label)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            self.misses += 1
-            return None
-        self.hits += 1
-        return result
-
-    def put(self, tree_sha: str, result: ScanResult) -> None:
-        p = self._path(tree_sha)
-        if p is None:
-            return
-        doc = {"v": RESULT_CACHE_VERSION, "tree": tree_sha, "key": self.key, "result": result.to_json()}
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(doc, fh, separators=(",", ":"))
-                os.replace(tmp, p)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-        except OSError:
-            pass  # a read-only or full cache is no cache, not an error
-
 
 # --------------------------------------------------------------------------- scanning
 
@@ -294,7 +173,7 @@ class Scanner:
         self.repo = open_repo(repo)
         self.config = config or Config()
         self.facts = FactsCache(cache_dir)
-        self.results = ResultCache(cache_dir, self.config)
+        self.results = ResultCache(cache_dir)
         self.workers = workers
         self.scans = 0  # revisions analysed (not served from the result cache)
 
@@ -320,14 +199,16 @@ class Scanner:
             rel.skipped = f"no {PACKAGE}/ directory in this tree"
             return rel
         rel.tree = tree.commit.tree[PACKAGE].hexsha
-        cached = self.results.get(rel.tree, tree.label)
+        key = result_key(rel.tree, self.config)
+        cached = self.results.get(key)
         if cached is not None:
+            cached.root = tree.label
             rel.result, rel.from_cache = cached, True
         else:
             scan = run_scan(tree, self.config, self.facts, self.workers)
             self.scans += 1
             rel.result = scan.result
-            self.results.put(rel.tree, scan.result)
+            self.results.put(key, scan.result)
         rel.seconds = time.perf_counter() - started
         return rel
 

@@ -327,7 +327,7 @@ def chart_svg(hist: History, width: int = 960, height: int = 340) -> str:
     parts = [
         f'<svg id="chart" class="chart" role="img" aria-label="Findings per rule across releases" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
-        f"<title>Findings per rule across releases</title>",
+        "<title>Findings per rule across releases</title>",
     ]
     for v in range(0, ymax + 1, step):
         parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eaeef2"/>')

@@ -19,7 +19,7 @@ from .cache import FactsCache
 from .config import Config
 from .engine import run_scan
 from .errors import GitError, UsageError
-from .gittree import GitTree, NoVllmInTree, open_repo
+from .gittree import GitTree, NoVllmInTree
 from .model import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
 from .source import DirectoryTree, SourceTree

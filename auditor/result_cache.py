@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 from . import __version__
@@ -21,9 +22,33 @@ from .facts import FACTS_VERSION
 from .model import ScanResult
 
 
+@lru_cache(maxsize=1)
+def tool_digest() -> str:
+    """Tool version plus a digest of every module that decides a scan's result.
+
+    Editing the analysis or a rule invalidates cached results even when the version
+    string did not change. Report-only modules (history, output, cli, fetch) are left out.
+    """
+    h = hashlib.sha256(f"mtp-audit:{__version__}:{FACTS_VERSION}\0".encode())
+    here = Path(__file__).resolve().parent
+    import rules as _rules
+
+    rules_dir = Path(_rules.__file__).resolve().parent
+    skip = {"history.py", "history_report.py", "cli.py", "releases_import.py", "fetch.py", "lint.py", "fix.py"}
+    for folder in (here, rules_dir):
+        for p in sorted(folder.glob("*.py")):
+            if p.name in skip:
+                continue
+            try:
+                h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+            except OSError:
+                h.update(p.name.encode() + b"\0unreadable\0")
+    return h.hexdigest()[:20]
+
+
 def result_key(tree_id: str, config: Config) -> str:
     cfg = json.dumps(dataclasses.asdict(config), sort_keys=True)
-    raw = f"{__version__}|{FACTS_VERSION}|{tree_id}|{cfg}".encode()
+    raw = f"{tool_digest()}|{tree_id}|{cfg}".encode()
     return hashlib.sha256(raw).hexdigest()
 
 

@@ -203,21 +203,21 @@ def test_result_cache_reused_and_corrupt_entry_recomputed(synth, cache):
     from auditor.history_report import render
 
     assert render(first, "json") == render(second, "json")  # a cached result is the same result
-    entries = sorted((cache / "history").glob("*.json"))
+    entries = sorted((cache / "results").rglob("*.json"))
     assert len(entries) == 4
     entries[0].write_text("{not json")
     entries[1].write_text(json.dumps({"v": 1, "tree": "x", "key": "y", "result": {}}))
     third = run_history(path, cache_dir=cache, workers=1)
     assert third.timing["scanned"] == 2 and third.timing["from_cache"] == 2
     assert render(third, "json") == render(first, "json")
-    assert not list((cache / "history").glob(".tmp-*"))
+    assert not list((cache / "results").rglob(".tmp-*"))
     # another configuration is another key
     other = run_history(path, config=Config(select=["MTP001"]), cache_dir=cache, workers=1)
     assert other.timing["scanned"] == 4
     assert {f.rule for r in other.scanned() for f in r.result.findings} == {"MTP001"}
     # no cache at all works too
     assert run_history(path, cache_dir=None, workers=1).timing["scanned"] == 4
-    assert ResultCache(None, Config()).get("0" * 40, "x") is None
+    assert ResultCache(None).get("0" * 40) is None
 
 
 def test_history_cli_formats(synth, cache, tmp_path):
