@@ -151,3 +151,21 @@ def test_corrupt_cache_is_rebuilt(tmp_path):
     for p in (cache / "facts").rglob("*.json"):
         p.write_text(json.dumps({"key": "x", "tool": "0.0.0", "facts": {}}))
     assert scan_tree(root, cache_dir=cache).result.to_json() == first
+
+
+def test_installed_vllm_is_found_without_importing_it(tmp_path, cache_env):
+    site = tmp_path / "site"
+    marker = tmp_path / "IMPORTED"
+    files = dict(BAD_WRAPPER)
+    files["vllm/__init__.py"] = f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')\nraise ImportError('no')\n"
+    write_tree(site, files)
+    r = run_cli("scan", "--installed", "-q", "-f", "json", env={**cache_env, "PYTHONPATH": str(site)})
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["findings"][0]["path"] == "vllm/models/m_mtp.py"
+    assert not marker.exists()
+
+
+def test_installed_without_vllm_is_a_clear_error(tmp_path, cache_env):
+    r = run_cli("scan", "--installed", env={**cache_env, "PYTHONPATH": ""}, cwd=tmp_path)
+    # This test environment has no vLLM (the runtime checker has its own venv).
+    assert r.returncode == 2 and "vLLM is not installed" in r.stderr and "Traceback" not in r.stderr
