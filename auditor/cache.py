@@ -1,8 +1,11 @@
 """Content-addressed cache of per-file facts, as JSON (data only: never pickle).
 
 Entries live at ``<cache>/facts/<key[:2]>/<key>.json`` where ``key`` hashes the
-file's bytes with the facts format version, so a file that did not change
-between releases is analysed once. A corrupt, foreign or unreadable entry is a
+file's bytes, its path in the tree and the facts format version, so a file that
+did not change between releases is analysed once. The path is part of the key
+because facts depend on it: relative imports are resolved against the file's
+module, so identical bytes at two paths (platform copies, a moved file) have
+different facts. A corrupt, foreign or unreadable entry is a
 miss; writes are atomic (temp file + rename) and a read-only or full cache
 directory silently degrades to no caching.
 """
@@ -26,9 +29,10 @@ from .facts import FACTS_VERSION
 from .fetch import default_cache_dir  # noqa: F401  (one definition of the cache location)
 
 
-def content_key(data: bytes) -> str:
+def content_key(data: bytes, path: str) -> str:
     h = hashlib.sha256()
     h.update(f"mtp-audit-facts:{FACTS_VERSION}:{__version__}\0".encode())
+    h.update(path.encode("utf-8", "surrogateescape") + b"\0")
     h.update(data)
     return h.hexdigest()
 
@@ -68,7 +72,6 @@ class FactsCache:
         if facts.get("v") != FACTS_VERSION:
             self.misses += 1
             return None
-        # Facts are content-addressed; the path is whatever this tree calls the file.
         facts["path"] = path
         self.hits += 1
         return facts

@@ -128,7 +128,7 @@ class Index:
                 self.suppression_files.append(path)
             if pattern.search(data):
                 self.seeds.append(path)
-                pending.append((path, data, content_key(data)))
+                pending.append((path, data, content_key(data, path)))
         self._load_many(pending)
 
     def _load_many(self, pending: list[tuple[str, bytes, str]]) -> None:
@@ -168,7 +168,7 @@ class Index:
         if data is None:
             self.facts[path] = None
             return None
-        self._load_many([(path, data, content_key(data))])
+        self._load_many([(path, data, content_key(data, path))])
         return self.facts.get(path)
 
     def module_facts(self, module: str) -> dict[str, Any] | None:
