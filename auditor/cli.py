@@ -102,12 +102,16 @@ def make_cache(no_cache: bool, cache_dir: Optional[Path]):
     return FactsCache(None if no_cache else (cache_dir or default_cache_dir()))
 
 
-def scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet=False):
+def scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet=False, reuse_result=False):
+    """``reuse_result``: an unchanged tree may return the cached result (no analysis object)."""
     from .engine import run_scan
+    from .result_cache import ResultCache
 
     tree = open_target(path, installed, release, cache_dir, quiet)
     cfg = load_settings(tree, config, select or [], ignore or [])
-    return run_scan(tree, cfg, make_cache(no_cache, cache_dir), workers)
+    facts = make_cache(no_cache, cache_dir)
+    results = ResultCache(facts.root.parent) if reuse_result and facts.root is not None else None
+    return run_scan(tree, cfg, facts, workers, results)
 
 
 def _apply_baseline(result, baseline: Optional[Path]) -> None:
@@ -161,14 +165,15 @@ def scan(
     """Scan a vLLM tree for every place spec_step_idx is lost on its way to the MTP layer selection."""
     from .output import render
 
-    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet)
+    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet, reuse_result=True)
     result = scan_.result
     _apply_baseline(result, baseline)
     width = None if output is not None or not sys.stdout.isatty() else None
     _write(render(result, format.value, console_width=width, color=output is None and sys.stdout.isatty()), output)
     if not quiet and format == OutputFormat.text and sys.stderr.isatty():
         t = scan_.timing
-        typer.echo(f"scanned in {t['seconds']:.2f}s ({t['files_parsed']} parsed, {t['cache_hits']} from cache)", err=True)
+        how = "unchanged tree, result from cache" if t.get("result_cached") else f"{t['files_parsed']} parsed, {t['cache_hits']} from cache"
+        typer.echo(f"scanned in {t['seconds']:.2f}s ({how})", err=True)
     active = [f for f in result.findings if not f.suppressed]
     raise typer.Exit(EXIT_FINDINGS if active and not exit_zero else EXIT_CLEAN)
 
@@ -366,11 +371,10 @@ app.add_typer(releases_app, name="releases")
 
 
 def _mount_optional() -> None:
+    from .history import bisect_command, diff_command, history_command
     from .releases_import import import_command
 
     releases_app.command("import")(import_command)
-    from .history import bisect_command, diff_command, history_command
-
     app.command("history")(history_command)
     app.command("diff")(diff_command)
     app.command("bisect")(bisect_command)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ from .analysis import MODULE_CONTAINERS, Analysis
 from .cache import FactsCache
 from .config import Config
 from .index import Index, default_workers
+from .result_cache import ResultCache, result_key
 from .model import ClassRef, ClassReachability, LoopReach, ScanResult, Severity
 from .source import SourceTree
 from .suppress import SUPPRESSION_RULE, apply_suppressions, parse_suppressions
@@ -21,12 +23,46 @@ _COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
 @dataclass
 class Scan:
     result: ScanResult
-    analysis: Analysis
+    analysis: Analysis | None  # None when the whole result came from the result cache
     timing: dict  # not part of the report: it differs between cold and warm runs
 
 
-def run_scan(tree: SourceTree, config: Config, cache: FactsCache | None = None, workers: int | None = None) -> Scan:
+def tree_digest(tree: SourceTree) -> str:
+    """Identity of a tree's Python content: every path with the hash of its bytes."""
+    h = hashlib.sha256()
+    blob_sha = getattr(tree, "blob_sha", None)
+    for path in tree.python_files():
+        if blob_sha is not None:
+            digest = blob_sha(path)
+        else:
+            try:
+                digest = hashlib.sha1(tree.read(path)).hexdigest()
+            except OSError as exc:
+                digest = f"<unreadable {type(exc).__name__}>"
+        h.update(f"{path}\0{digest}\0".encode("utf-8", "surrogateescape"))
+    for path, kind, _ in tree.problems():
+        h.update(f"{path}\0<{kind}>\0".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def run_scan(
+    tree: SourceTree,
+    config: Config,
+    cache: FactsCache | None = None,
+    workers: int | None = None,
+    results: ResultCache | None = None,
+) -> Scan:
+    """Scan ``tree``. With ``results``, an unchanged tree (same paths and bytes, same tool
+    and configuration) returns the previous result without analysing anything."""
     started = time.perf_counter()
+    key = None
+    if results is not None and results.root is not None:
+        key = result_key("dir:" + tree_digest(tree), config)
+        cached = results.get(key)
+        if cached is not None:
+            cached.root = tree.label
+            timing = {"seconds": time.perf_counter() - started, "files_parsed": 0, "cache_hits": 0, "result_cached": True}
+            return Scan(cached, None, timing)
     index = Index(tree, config, cache, workers if workers is not None else default_workers())
     index.load_seeds()
     analysis = Analysis(index, config)
@@ -55,6 +91,8 @@ def run_scan(tree: SourceTree, config: Config, cache: FactsCache | None = None, 
     }
     result.sort()
     timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits}
+    if key is not None:
+        results.put(key, result)
     return Scan(result, analysis, timing)
 
 

@@ -21,7 +21,7 @@ import ast
 import re
 from typing import Any
 
-FACTS_VERSION = 5
+FACTS_VERSION = 6
 
 Expr = dict[str, Any]
 
@@ -353,14 +353,12 @@ class _FunctionExtractor(ast.NodeVisitor):
             {
                 "line": node.lineno,
                 "col": node.col_offset,
-                "end_line": getattr(node, "end_lineno", node.lineno),
                 "func": func_chain,
                 "args": args,
                 "kwargs": kwargs,
                 "star": star,
                 "dstar": dstar,
                 "loops": list(self._loop_stack),
-                "text": self.src.segment(node.func) + "(…)",
             }
         )
         # dict-building calls on a local: d.update(k=v)
@@ -408,6 +406,8 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         ex.visit(stmt)
     for dflt in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
         ex.live.update(_names(dflt))
+    own = {a.arg for a in [*getattr(node.args, "posonlyargs", []), *node.args.args, *node.args.kwonlyargs]}
+    own.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
     return {
         "name": node.name,
         "qualname": qualname,
@@ -423,8 +423,10 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         "attr_sets": ex.attr_sets,
         "returns": ex.returns,
         "loops": ex.loops,
-        "live": sorted(ex.live),
-        "dead": sorted(ex.dead - ex.live),
+        # Only reads of the function's own parameters and of self attributes are ever
+        # asked about (is a declared parameter used? is self.<param> read?).
+        "live": sorted(n for n in ex.live if n in own or n.startswith("self.")),
+        "dead": sorted(n for n in ex.dead - ex.live if n in own or n.startswith("self.")),
         "asserts": ex.asserts,
     }
 

@@ -197,7 +197,8 @@ def render(result: ScanResult, rules: "list[type[Rule]]", *, width: int | None =
     _findings(console, result, by_code)
     _problems(console, result)
     _reachability(console, result)
-    console.print()
+    if buf.getvalue():
+        console.print()
     console.print(Text(summary_line(result), style="bold"), soft_wrap=True)
     # split on "\n" only: str.splitlines would also break at \u2028 and friends in messages
     lines = [line.rstrip() for line in buf.getvalue().split("\n")]
