@@ -348,6 +348,8 @@ def instrument(drafter, rec: Recorder) -> dict:
 
     return {
         "proposer": f"{type(drafter).__module__}.{type(drafter).__name__}",
+        # Every class whose draft loop this run executes (the proposer and its bases).
+        "proposer_mro": [f"{c.__module__}.{c.__qualname__}" for c in type(drafter).__mro__ if c is not object],
         "wrapper_class": f"{wcls.__module__}.{wcls.__name__}",
         "inner_class": f"{icls.__module__}.{icls.__name__}",
         "num_mtp_layers": len(layers),

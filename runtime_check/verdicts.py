@@ -61,6 +61,19 @@ def _run_matches(run: dict, cls: str) -> bool:
     return cls in short
 
 
+def _loop_owner_ran(finding: dict, run: dict) -> bool | None:
+    """Whether the draft loop a finding is about belongs to the proposer this run used.
+
+    ``None`` when the run did not record its proposer classes (older driver output).
+    """
+    mro = run.get("proposer_mro")
+    if not mro:
+        return None
+    owner = (finding.get("function") or "").split(".", 1)[0]
+    module = (finding.get("path") or "").removesuffix(".py").replace("/", ".")
+    return f"{module}.{owner}" in mro
+
+
 def judge(findings_doc: dict, runs: list[dict]) -> list[dict]:
     out = []
     for f in findings_doc.get("findings", []):
@@ -86,6 +99,17 @@ def judge(findings_doc: dict, runs: list[dict]) -> list[dict]:
         elif rule == "MTP002":
             want = [r for r in matching if r.get("mode") == "shipped"]
             what = "as-shipped"
+            # The loop must be the one that ran: a CPU run drafts with the V1 proposer,
+            # so a V2 speculator's loop is not exercised by it.
+            ran_loop = [r for r in want if _loop_owner_ran(f, r) is not False]
+            if want and not ran_loop:
+                used = sorted({r.get("proposer", "?").rsplit(".", 1)[-1] for r in want})
+                out.append(base | {"verdict": NOT_EXERCISED,
+                                   "reason": f"the runs drafted with {', '.join(used)}; this loop belongs to "
+                                             f"{(f.get('function') or '').split('.', 1)[0]}",
+                                   "evidence": []})
+                continue
+            want = ran_loop
         else:
             out.append(base | {"verdict": NOT_EXERCISED,
                                "reason": f"{rule}: no runtime observable decides this rule",

@@ -36,6 +36,8 @@ FIXTURE = {
                  "vllm/model_executor/models/qwen3_next_mtp.py"),
         _finding("MTP001", "Qwen3_5MTP.forward", "Qwen3_5MTP",
                  "vllm/model_executor/models/qwen3_5_mtp.py"),
+        _finding("MTP002", "StandaloneARSpeculator._multi_step_decode", "Qwen3NextMTP",
+                 "vllm/v1/worker/gpu/spec_decode/standalone_ar/speculator.py"),
     ],
 }
 
@@ -49,6 +51,9 @@ def test_verdicts_from_engine_runs(run_check):
     assert v[("MTP002", "SpecDecodeBaseProposer.propose")]["verdict"] == "CONFIRMED"
     assert v[("MTP001", "DeepSeekMTP.forward")]["verdict"] == "REFUTED"
     assert v[("MTP004", "Qwen3NextMTP.compute_logits")]["verdict"] == "NOT EXERCISED"
+    # A CPU run drafts with the V1 proposer: a V2 speculator's loop is not what ran.
+    v2 = v[("MTP002", "StandaloneARSpeculator._multi_step_decode")]
+    assert v2["verdict"] == "NOT EXERCISED" and "EagleProposer" in v2["reason"]
     q35 = v[("MTP001", "Qwen3_5MTP.forward")]
     assert q35["verdict"] == "NOT EXERCISED" and "--arch qwen3_5" in q35["reason"]
 
