@@ -145,3 +145,27 @@ def test_error_no_vllm(tmp_path):
 def test_error_timeout(runtime_py):
     _assert_one_line_error(cli("check", "--arch", "glm4_moe", "--k", "3", "--timeout", "3"),
                            "did not finish within")
+
+
+def test_autofix_validated_by_the_engine(tmp_path, runtime_py):
+    """`mtp-audit fix --diff` on the installed vLLM, replayed by the runtime checker:
+    with the step forced, Qwen3-Next now runs layer i on draft step i."""
+    import sys
+
+    site = subprocess.run([runtime_py, "-c", "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])"],
+                          capture_output=True, text=True, env={"PYTHONPATH": ""}).stdout.strip()
+    root = Path(site).parent
+    fix = subprocess.run(
+        [sys.executable, "-m", "auditor.cli", "fix", str(root), "--diff", "--no-cache",
+         "--file", "vllm/model_executor/models/qwen3_next_mtp.py"],
+        capture_output=True, text=True, cwd=Path(__file__).parents[2],
+    )
+    assert fix.returncode == 0, fix.stderr
+    assert fix.stdout.startswith("--- a/vllm/model_executor/models/qwen3_next_mtp.py")
+    diff = tmp_path / "autofix.diff"
+    diff.write_text(fix.stdout)
+    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--force-step-idx", "--patch", str(diff), "--format", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run,) = json.loads(r.stdout)["runs"]
+    assert run["step_i_runs_layer_i"], run["layer_sequence"]
+    assert sorted(set(run["layer_sequence"])) == [0, 1, 2]
