@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from .atomic import emit
 from .errors import AuditError, UsageError
 
 app = typer.Typer(
@@ -132,18 +133,6 @@ def _apply_baseline(result, baseline: Optional[Path]) -> None:
         )
 
 
-def _write(text: str, output: Optional[Path]) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    tmp = output.with_name(output.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-
-
 # --------------------------------------------------------------------------
 @app.command()
 def scan(
@@ -169,7 +158,7 @@ def scan(
     result = scan_.result
     _apply_baseline(result, baseline)
     width = None if output is not None or not sys.stdout.isatty() else None
-    _write(render(result, format.value, console_width=width, color=output is None and sys.stdout.isatty()), output)
+    emit(render(result, format.value, console_width=width, color=output is None and sys.stdout.isatty()), output)
     if not quiet and format == OutputFormat.text and sys.stderr.isatty():
         t = scan_.timing
         how = "unchanged tree, result from cache" if t.get("result_cached") else f"{t['files_parsed']} parsed, {t['cache_hits']} from cache"
@@ -201,7 +190,7 @@ def graph(
         text = "\n".join(nx.generate_graphml(g)) + "\n"
     else:
         text = _to_dot(g)
-    _write(text, output)
+    emit(text, output)
 
 
 def _to_dot(g) -> str:
@@ -308,7 +297,7 @@ def lint(
     cache_root = None if no_cache else (cache_dir or default_cache_dir())
     outcome = run_lint(path.resolve(), base, head, cfg, make_cache(no_cache, cache_dir), cache_root, workers)
     _apply_baseline(outcome.result, baseline)
-    _write(render(outcome.result, format.value), output)
+    emit(render(outcome.result, format.value), output)
     raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)
 
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import ast
 import difflib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .atomic import write_atomic
 from .engine import Scan
 from .model import Finding
 
@@ -203,10 +203,13 @@ def apply_fixes(scan: Scan, root: Path, select: set[str] | None = None, write: b
             continue
         if new == old:
             continue
+        if write:
+            try:
+                write_atomic(full, new)
+            except OSError as exc:
+                for f in chosen:
+                    report.refused.append((f, f"cannot write {path}: {exc.strerror or exc}"))
+                continue
         report.changed[path] = (old, new)
         report.fixed.extend(chosen)
-        if write:
-            tmp = full.with_name(f".{full.name}.mtp-audit-tmp")
-            tmp.write_text(new, encoding="utf-8")
-            os.replace(tmp, full)
     return report

@@ -25,7 +25,6 @@ Typer commands (mounted by ``auditor.cli``): :func:`history_command`,
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -37,12 +36,13 @@ from typing import Annotated, Any, Optional
 
 import git
 import typer
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from .cache import FactsCache
 from .config import Config
 from .errors import GitError, UsageError
-from .gittree import PACKAGE, GitTree, NoVllmInTree, commits_between, is_shallow, open_repo, resolve_commit
+from .gittree import PACKAGE, GitTree, _tag_version, list_release_tags, NoVllmInTree, commits_between, is_shallow, open_repo, resolve_commit
+from .atomic import emit
 from .result_cache import ResultCache, result_key
 from .model import Finding, ScanResult
 
@@ -284,31 +284,7 @@ def scan_refs(
 
 
 def _version(tag: str) -> Optional[Version]:
-    try:
-        return Version(tag[1:] if tag[:1] in "vV" else tag)
-    except InvalidVersion:
-        return None
-
-
-def _tags(repo: git.Repo, pattern: str, include_pre: bool) -> list[str]:
-    """Tags matching ``pattern`` in version order (pre-releases only with ``include_pre``)."""
-    try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"bad --tags pattern {pattern!r}: {exc}") from None
-    out = repo.git.for_each_ref("refs/tags", format="%(refname:strip=2)\t%(objecttype)\t%(*objecttype)")
-    found: list[tuple[Version, str]] = []
-    for line in out.splitlines():
-        name, _, rest = line.partition("\t")
-        otype, _, peeled = rest.partition("\t")
-        if (peeled or otype) != "commit" or not rx.search(name):
-            continue
-        v = _version(name)
-        if v is None or v.is_devrelease or (v.is_prerelease and not include_pre):
-            continue
-        found.append((v, name))
-    found.sort()
-    return [name for _, name in found]
+    return _tag_version(tag)
 
 
 def _bound(repo: git.Repo, tags: list[str], ref: str, what: str) -> Version:
@@ -332,7 +308,7 @@ def select_tags(
     name = str(Path(repo.working_tree_dir or repo.git_dir))
     if not _has_commits(repo):
         raise GitError(f"repository {name} is empty (no commits)")
-    tags = _tags(repo, pattern, include_pre)
+    tags = list_release_tags(repo, pattern, include_pre)
     shallow = is_shallow(repo)
     if not tags:
         hint = " (it is a shallow clone: git fetch --unshallow --tags)" if shallow else ""
@@ -600,19 +576,6 @@ def _settings(config: Optional[Path], no_cache: bool, cache_dir: Optional[Path])
     return cfg, None if no_cache else (cache_dir or default_cache_dir())
 
 
-def _emit(text: str, output: Optional[Path]) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    tmp = output.with_name(output.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-
-
 def history_command(
     repo: RepoArg,
     start: Annotated[Optional[str], typer.Option("--from", metavar="TAG", help="First release (tag or version), inclusive.")] = None,
@@ -635,7 +598,7 @@ def history_command(
 
     cfg, cache = _settings(config, no_cache, cache_dir)
     hist = run_history(repo, start, end, tags, pre, cfg, cache, workers, progress_wanted(quiet))
-    _emit(render(hist, format.value), output)
+    emit(render(hist, format.value), output)
     if not quiet and sys.stderr.isatty():
         t = hist.timing
         typer.echo(
@@ -662,7 +625,7 @@ def diff_command(
 
     cfg, cache = _settings(config, no_cache, cache_dir)
     hist = run_diff(repo, base, head, cfg, cache, workers, progress_wanted(quiet))
-    _emit(render(hist, format.value), output)
+    emit(render(hist, format.value), output)
     delta = hist.deltas[-1]
     raise typer.Exit(1 if delta is not None and delta.introduced and not exit_zero else 0)
 
@@ -687,7 +650,7 @@ def bisect_command(
         text = json.dumps(res.to_json(), indent=2, sort_keys=False) + "\n"
     else:
         text = format_bisect(res)
-    _emit(text, output)
+    emit(text, output)
 
 
 def format_bisect(res: BisectResult) -> str:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 from . import __version__
+from .atomic import write_atomic
 from .config import Config
 from .facts import FACTS_VERSION
 from .model import ScanResult
@@ -77,16 +76,6 @@ class ResultCache:
             return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump({"key": key, "result": result.to_json()}, fh, separators=(",", ":"))
-                os.replace(tmp, p)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            write_atomic(p, json.dumps({"key": key, "result": result.to_json()}, separators=(",", ":")))
         except OSError:
-            pass
+            pass  # a read-only or full cache is no cache, not an error

@@ -10,12 +10,12 @@ use rule code MTP900.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from .atomic import write_atomic
 from .errors import UsageError
 from .model import Finding, Hop, Severity
 
@@ -101,10 +101,8 @@ def write_baseline(findings: list[Finding], path: Path) -> int:
         key=lambda e: (e["path"], e["rule"], e["fingerprint"]),
     )
     doc = {"version": BASELINE_VERSION, "tool": "mtp-audit", "findings": entries}
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
     return len(entries)

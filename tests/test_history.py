@@ -282,7 +282,7 @@ def test_bad_refs(synth, cache):
     path, _ = synth
     assert_one_line_error(invoke("history", path, "--from", "v9.9.9x", "--cache-dir", cache), GitError, "v9.9.9x")
     assert_one_line_error(invoke("history", path, "--from", "v9.0.0", "--cache-dir", cache), GitError, "no release tags between")
-    assert_one_line_error(invoke("history", path, "--tags", "(", "--cache-dir", cache), UsageError, "bad --tags pattern")
+    assert_one_line_error(invoke("history", path, "--tags", "(", "--cache-dir", cache), GitError, "bad tag pattern")
     assert_one_line_error(invoke("diff", path, "v0.1.0", "nosuchref", "--cache-dir", cache), GitError, "nosuchref")
     assert_one_line_error(invoke("diff", path, "v0.0.1", "v0.1.0", "--cache-dir", cache), GitError, "no vllm/")
     assert_one_line_error(
