@@ -37,6 +37,42 @@ def content_key(data: bytes, path: str) -> str:
     return h.hexdigest()
 
 
+_MODULE_SHAPE = {
+    "module": str, "is_package": bool, "imports": list, "classes": dict,
+    "functions": dict, "tables": dict, "module_assigns": dict,
+}
+_CLASS_SHAPE = {"name": str, "qualname": str, "line": int, "bases": list, "methods": dict, "class_attrs": dict}
+_FUNCTION_SHAPE = {
+    "name": str, "qualname": str, "line": int, "end_line": int, "params": list, "decorators": list,
+    "calls": list, "assigns": dict, "dicts": dict, "subscripts": list, "attr_sets": list,
+    "returns": list, "loops": list, "live": list, "dead": list, "asserts": list,
+}
+
+
+def _has_shape(d: Any, shape: dict[str, type]) -> bool:
+    return isinstance(d, dict) and all(isinstance(d.get(k), t) for k, t in shape.items())
+
+
+def _well_formed(facts: dict[str, Any]) -> bool:
+    """The structure :func:`auditor.facts.extract` writes, down to each function's fields.
+
+    An entry that parses as JSON but has another shape (a build that changed the
+    facts without bumping ``FACTS_VERSION``, a hand-edited file) is a miss, not a crash.
+    """
+    if not _has_shape(facts, _MODULE_SHAPE):
+        return False
+    if not all(isinstance(i, list) and len(i) == 3 for i in facts["imports"]):
+        return False
+    if not all(isinstance(v, list) for v in facts["module_assigns"].values()):
+        return False
+    functions = list(facts["functions"].values())
+    for c in facts["classes"].values():
+        if not _has_shape(c, _CLASS_SHAPE):
+            return False
+        functions.extend(c["methods"].values())
+    return all(_has_shape(f, _FUNCTION_SHAPE) for f in functions)
+
+
 class FactsCache:
     def __init__(self, root: Path | None) -> None:
         self.root = root / "facts" if root is not None else None
@@ -57,7 +93,7 @@ class FactsCache:
             with open(p, "rb") as fh:
                 raw = fh.read()
             data = _fastjson.loads(raw) if _fastjson is not None else json.loads(raw)
-        except (OSError, ValueError, UnicodeDecodeError, TypeError):
+        except (OSError, ValueError, UnicodeDecodeError, TypeError, RecursionError):
             self.misses += 1
             return None
         if (
@@ -69,7 +105,7 @@ class FactsCache:
             self.misses += 1
             return None
         facts = data["facts"]
-        if facts.get("v") != FACTS_VERSION:
+        if facts.get("v") != FACTS_VERSION or not _well_formed(facts):
             self.misses += 1
             return None
         facts["path"] = path
