@@ -50,7 +50,12 @@ class DirectoryTree:
         files: list[str] = []
         seen_dirs: set[tuple[int, int]] = set()
         pkg = self.root / "vllm"
-        for dirpath, dirnames, filenames in os.walk(pkg, followlinks=False):
+
+        def unreadable_dir(exc: OSError) -> None:  # os.walk would skip it silently
+            where = exc.filename if isinstance(exc.filename, str) else str(pkg)
+            self._problems.append((self._rel(where), "unreadable", exc.strerror or str(exc)))
+
+        for dirpath, dirnames, filenames in os.walk(pkg, onerror=unreadable_dir, followlinks=False):
             try:
                 st = os.stat(dirpath)
                 key = (st.st_dev, st.st_ino)
@@ -74,9 +79,16 @@ class DirectoryTree:
                 kept.append(d)
             dirnames[:] = kept
             for name in sorted(filenames):
-                if not name.endswith(".py"):
-                    continue
                 full = os.path.join(dirpath, name)
+                if not name.endswith(".py"):
+                    # A link that does not resolve (a loop, a dangling target) lands here
+                    # even when it was meant as a package directory: list it too.
+                    if os.path.islink(full) and not os.path.exists(full):
+                        target = os.readlink(full)
+                        self._problems.append(
+                            (self._rel(full), "symlink", f"symbolic link not followed: {target} (does not resolve)")
+                        )
+                    continue
                 rel = self._rel(full)
                 if os.path.islink(full):
                     self._problems.append((rel, "symlink", "symbolic link not followed: " + os.readlink(full)))
