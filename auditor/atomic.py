@@ -13,7 +13,8 @@ from .errors import UsageError
 def write_atomic(path: Path, data: bytes | str) -> None:
     """Replace ``path`` with ``data`` atomically; raises OSError (nothing is left behind)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # ".tmp-" prefix: leftovers are easy to find (and tests look for exactly that).
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}.")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
 try:  # orjson decodes cached facts ~3x faster; plain json is the fallback.
     import orjson as _fastjson
 except ImportError:  # pragma: no cover
     _fastjson = None
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .atomic import write_atomic
 from .facts import FACTS_VERSION
 from .fetch import default_cache_dir  # noqa: F401  (one definition of the cache location)
 
@@ -116,22 +115,10 @@ class FactsCache:
         p = self._path(key)
         if p is None:
             return
+        doc = {"key": key, "tool": __version__, "facts": facts}
+        raw = _fastjson.dumps(doc) if _fastjson is not None else json.dumps(doc, separators=(",", ":")).encode()
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".json")
-            try:
-                doc = {"key": key, "tool": __version__, "facts": facts}
-                with os.fdopen(fd, "wb") as fh:
-                    if _fastjson is not None:
-                        fh.write(_fastjson.dumps(doc))
-                    else:
-                        fh.write(json.dumps(doc, separators=(",", ":")).encode())
-                os.replace(tmp, p)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            write_atomic(p, raw)
         except OSError:
             self.write_failures += 1
