@@ -53,7 +53,7 @@ class DirectoryTree:
 
         def unreadable_dir(exc: OSError) -> None:  # os.walk would skip it silently
             where = exc.filename if isinstance(exc.filename, str) else str(pkg)
-            self._problems.append((self._rel(where), "unreadable", exc.strerror or str(exc)))
+            self._problem(self._rel(where), "unreadable", exc.strerror or str(exc))
 
         for dirpath, dirnames, filenames in os.walk(pkg, onerror=unreadable_dir, followlinks=False):
             try:
@@ -64,17 +64,18 @@ class DirectoryTree:
                     continue
                 seen_dirs.add(key)
             except OSError as exc:
-                self._problems.append((self._rel(dirpath), "unreadable", str(exc)))
+                self._problem(self._rel(dirpath), "unreadable", str(exc))
                 continue
             kept = []
             for d in sorted(dirnames):
                 full = os.path.join(dirpath, d)
                 if os.path.islink(full):
-                    self._problems.append(
-                        (self._rel(full), "symlink", "symbolic link not followed: " + os.readlink(full))
-                    )
+                    self._problem(self._rel(full), "symlink", "symbolic link not followed: " + os.readlink(full))
                     continue
                 if d.startswith(".") or d == "__pycache__":
+                    continue
+                if not _is_utf8(d):
+                    self._problem(self._rel(full), "unreadable", "directory name is not UTF-8")
                     continue
                 kept.append(d)
             dirnames[:] = kept
@@ -85,17 +86,22 @@ class DirectoryTree:
                     # even when it was meant as a package directory: list it too.
                     if os.path.islink(full) and not os.path.exists(full):
                         target = os.readlink(full)
-                        self._problems.append(
-                            (self._rel(full), "symlink", f"symbolic link not followed: {target} (does not resolve)")
-                        )
+                        self._problem(self._rel(full), "symlink", f"symbolic link not followed: {target} (does not resolve)")
                     continue
                 rel = self._rel(full)
                 if os.path.islink(full):
-                    self._problems.append((rel, "symlink", "symbolic link not followed: " + os.readlink(full)))
+                    self._problem(rel, "symlink", "symbolic link not followed: " + os.readlink(full))
+                    continue
+                if not _is_utf8(name):
+                    # Reports, fingerprints and cache keys are UTF-8 text: such a name cannot be one.
+                    self._problem(rel, "unreadable", "file name is not UTF-8")
                     continue
                 files.append(rel)
         self._files = sorted(files)
         return self._files
+
+    def _problem(self, path: str, kind: str, message: str) -> None:
+        self._problems.append((_printable(path), kind, _printable(message)))
 
     def _rel(self, full: str) -> str:
         return Path(full).relative_to(self.root).as_posix()
@@ -112,6 +118,19 @@ class DirectoryTree:
 
     def problems(self) -> list[tuple[str, str, str]]:
         return list(self._problems)
+
+
+def _is_utf8(name: str) -> bool:
+    """os.walk gives undecodable bytes of a name as lone surrogates (PEP 383)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(text: str) -> str:
+    return text if _is_utf8(text) else text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 class FileTooLarge(OSError):
