@@ -113,6 +113,8 @@ class Analysis:
         self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
         self._loops_cache: list[LoopResult] | None = None
         self._relevant: list[tuple[FuncKey, dict[str, Any]]] | None = None
+        self._registry_pairs: list[tuple[ClassKey, ClassKey]] | None = None
+        self._chain_memo: dict[tuple, list[tuple[ClassKey, ClassKey | None]]] = {}
 
     # ------------------------------------------------------------------
     # functions and classes
@@ -357,7 +359,9 @@ class Analysis:
         out: list[tuple[ClassKey, ClassKey | None]] = []
         for o in objs:
             if o == REGISTRY:
-                out.extend((m, m) for m in self.model_classes())
+                if self._registry_pairs is None:
+                    self._registry_pairs = [(m, m) for m in self.model_classes()]
+                out.extend(self._registry_pairs)
             else:
                 out.append((o, model_class))
         return out
@@ -375,13 +379,18 @@ class Analysis:
     def _objects_of_chain(
         self, ctx: ClassKey | None, parts: list[str], model_class: ClassKey | None
     ) -> list[tuple[ClassKey, ClassKey | None]]:
-        """Types of ``self.parts[0].parts[1]...`` starting from ``ctx``."""
+        """Types of ``self.parts[0].parts[1]...`` starting from ``ctx`` (memoised, like attr_types)."""
+        key = (ctx, tuple(parts), model_class)
+        cached = self._chain_memo.get(key)
+        if cached is not None:
+            return cached
         objs: list[tuple[ClassKey, ClassKey | None]] = [(ctx, model_class)] if ctx else []
         for part in parts:
             nxt: list[tuple[ClassKey, ClassKey | None]] = []
             for o, mc in objs:
                 nxt.extend(self.expand(self.attr_types(o, part), mc))
             objs = list(dict.fromkeys(nxt))
+        self._chain_memo[key] = objs
         return objs
 
     def resolve_call(
