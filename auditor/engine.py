@@ -30,15 +30,11 @@ class Scan:
 def tree_digest(tree: SourceTree) -> str:
     """Identity of a tree's Python content: every path with the hash of its bytes."""
     h = hashlib.sha256()
-    blob_sha = getattr(tree, "blob_sha", None)
     for path in tree.python_files():
-        if blob_sha is not None:
-            digest = blob_sha(path)
-        else:
-            try:
-                digest = hashlib.sha1(tree.read(path)).hexdigest()
-            except OSError as exc:
-                digest = f"<unreadable {type(exc).__name__}>"
+        try:
+            digest = tree.blob_sha(path)
+        except OSError as exc:
+            digest = f"<unreadable {type(exc).__name__}>"
         h.update(f"{path}\0{digest}\0".encode("utf-8", "surrogateescape"))
     for path, kind, _ in tree.problems():
         h.update(f"{path}\0<{kind}>\0".encode("utf-8", "surrogateescape"))

@@ -9,7 +9,6 @@ git tree id, so repeated lints against the same base cost one scan.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +22,6 @@ from .gittree import GitTree, NoVllmInTree
 from .model import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
 from .source import DirectoryTree, SourceTree
-
-
-def git_blob_sha(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 @dataclass
@@ -48,12 +43,11 @@ def _repo_for(path: Path) -> git.Repo:
 
 
 def _blob_shas(tree: SourceTree) -> dict[str, str]:
-    if isinstance(tree, GitTree):
-        return {p: tree.blob_sha(p) for p in tree.python_files()}
+    """Git blob id per file: from git objects, or (work tree) as remembered from the scan's reads."""
     out = {}
     for p in tree.python_files():
         try:
-            out[p] = git_blob_sha(tree.read(p))
+            out[p] = tree.blob_sha(p)
         except OSError:
             out[p] = "<unreadable>"
     return out

@@ -7,6 +7,7 @@ bytes of one of them. Nothing here imports or executes scanned code.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -25,6 +26,10 @@ class SourceTree(Protocol):
 
     def read(self, relpath: str) -> bytes: ...
 
+    def blob_sha(self, relpath: str) -> str:
+        """Git blob id of the file's bytes (identity for caches and change detection)."""
+        ...
+
     def problems(self) -> list[tuple[str, str, str]]:
         """(path, kind, message) for entries that were skipped while listing."""
         ...
@@ -38,6 +43,7 @@ class DirectoryTree:
     label: str = ""
     _problems: list[tuple[str, str, str]] = field(default_factory=list)
     _files: list[str] | None = None
+    _blob_shas: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -114,7 +120,17 @@ class DirectoryTree:
         if st.st_size > MAX_FILE_BYTES:
             raise FileTooLarge(f"{st.st_size} bytes, over the {MAX_FILE_BYTES} byte limit")
         with open(full, "rb") as fh:
-            return fh.read()
+            data = fh.read()
+        self._blob_shas[relpath] = git_blob_sha(data)
+        return data
+
+    def blob_sha(self, relpath: str) -> str:
+        """The git blob id of a file's current bytes (remembered from the last read)."""
+        sha = self._blob_shas.get(relpath)
+        if sha is None:
+            self.read(relpath)
+            sha = self._blob_shas[relpath]
+        return sha
 
     def problems(self) -> list[tuple[str, str, str]]:
         return list(self._problems)
@@ -131,6 +147,11 @@ def _is_utf8(name: str) -> bool:
 
 def _printable(text: str) -> str:
     return text if _is_utf8(text) else text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def git_blob_sha(data: bytes) -> str:
+    """The id git gives these bytes as a blob, so a work tree compares with git objects."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class FileTooLarge(OSError):
