@@ -79,10 +79,13 @@ class Index:
         self.config = config
         self.cache = cache or FactsCache(None)
         self.workers = workers
-        self.files = tree.python_files()
+        # Sorted: nothing below may depend on the order in which a tree lists its files.
+        self.files = sorted(tree.python_files())
         self.path_of_module: dict[str, str] = {}
         for p in self.files:
-            mod, _ = module_name(p)
+            mod, is_pkg = module_name(p)
+            if mod in self.path_of_module and not is_pkg:
+                continue  # `x/__init__.py` beside `x.py`: Python imports the package
             self.path_of_module[mod] = p
         self.packages: set[str] = set()
         for mod in self.path_of_module:
@@ -116,8 +119,18 @@ class Index:
         return None
 
     def load_seeds(self) -> None:
-        words = self.config.threaded_params + self.config.draft_loop_counts + self.config.registry_tables
-        pattern = re.compile("|".join(re.escape(w) for w in words).encode())
+        """Parse the files the analysis starts from: those that mention a threaded parameter
+        or a registry table, and those with a ``range(...)`` over a draft-step count (a draft
+        loop). A file that merely mentions ``num_speculative_tokens`` (config, scheduler,
+        metrics) is parsed only if resolution reaches it."""
+        # Plain substring tests first: several times faster than a regex over 45 MB.
+        always = [w.encode() for w in self.config.threaded_params + self.config.registry_tables]
+        counts = [w.encode() for w in self.config.draft_loop_counts]
+        loop = re.compile(
+            rb"\brange\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\b(?:"
+            + b"|".join(re.escape(c) for c in counts)
+            + rb")\b"
+        )
         pending: list[tuple[str, bytes, str]] = []
         for path in self.files:
             data = self._read(path)
@@ -126,7 +139,7 @@ class Index:
                 continue
             if MARKER in data:
                 self.suppression_files.append(path)
-            if pattern.search(data):
+            if any(n in data for n in always) or (any(c in data for c in counts) and loop.search(data)):
                 self.seeds.append(path)
                 pending.append((path, data, content_key(data, path)))
         self._load_many(pending)
