@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO))
 
 from auditor.fetch import default_cache_dir, fetch_release  # noqa: E402
 
-TARGETS = {"cold_s": 15.0, "warm_s": 2.0, "rss_mb": 1536.0}
+TARGETS = {"cold_s": 15.0, "warm_s": 2.0, "rss_mb": 1536.0, "lint_git_s": 3.0}
 LINT_FILE = "vllm/model_executor/models/deepseek_mtp.py"
 GNU_TIME = "/usr/bin/time"
 
@@ -326,7 +326,7 @@ def main() -> int:
     results: dict = {"machine": info, "release": args.release, "tree": {"root": str(root), "files": len(files),
                      "lines": lines}, "workers": args.workers, "repeat": args.repeat, "targets": TARGETS, "runs": {}}
     runs = results["runs"]
-    for k in ("cold", "warm", "lint", "semgrep"):
+    for k in ("cold", "warm", "lint", "lint_git", "semgrep"):
         runs[k] = []
 
     with tempfile.TemporaryDirectory(prefix="mtp-bench-") as tmpd:
@@ -336,6 +336,16 @@ def main() -> int:
         shutil.copytree(root / "vllm", lint_root / "vllm", symlinks=True)
         lint_file = lint_root / LINT_FILE
         original = lint_file.read_bytes()
+        # the "lint_git" repository: `mtp-audit lint . --base HEAD` after a one-file edit, as a
+        # pre-merge check runs it (base side read from git objects, its result cached).
+        git_root = tmp / "lint-git"
+        shutil.copytree(root / "vllm", git_root / "vllm", symlinks=True)
+        genv = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@b", GIT_COMMITTER_NAME="b",
+                    GIT_COMMITTER_EMAIL="b@b")
+        for gcmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+            subprocess.run(gcmd, cwd=git_root, check=True, env=genv, capture_output=True)
+        git_file = git_root / LINT_FILE
+        git_original = git_file.read_bytes()
         last_cache = None
         for i in range(args.repeat):
             cache = tmp / f"cache-{i}"  # fresh and empty: cold
@@ -355,6 +365,15 @@ def main() -> int:
             r["counts"] = our_counts(out)
             runs["lint"].append(r)
             print(f"[{i}] lint  {r['wall_s']:.2f}s rss {r['max_rss_mb']} MB", file=sys.stderr)
+            # the real lint command; the first call in this cache also scans the base (not timed)
+            lint_cmd = mtp_audit_cmd() + ["lint", str(git_root), "--base", "HEAD", "--cache-dir", str(cache),
+                                          "--workers", str(args.workers), "-f", "json", "-o", str(out)]
+            if i == 0 or not runs["lint_git"]:
+                subprocess.run(lint_cmd, cwd=git_root, capture_output=True)
+            git_file.write_bytes(git_original + f"\n# mtp-audit bench edit {i} {time.time_ns()}\n".encode())
+            r = measure(lint_cmd, cwd=git_root, ok_codes=(0, 1))
+            runs["lint_git"].append(r)
+            print(f"[{i}] lint (git) {r['wall_s']:.2f}s rss {r['max_rss_mb']} MB", file=sys.stderr)
             last_cache = cache
             if semgrep:
                 sout = tmp / f"semgrep-{i}.json"
@@ -407,7 +426,8 @@ def render_md(res: dict) -> str:
     L.append(f"- Every run is a fresh subprocess: `mtp-audit scan <unpacked root> --cache-dir D --workers "
              f"{res['workers']} --format json -q --exit-zero -o out.json` (the path form, so no download is "
              f"timed). Repeated {res['repeat']}×; min / median below.")
-    L.append("- **cold**: `D` is a new empty directory. **warm**: same `D`, next run. **lint**: a copy of the tree "
+    L.append("- **cold**: `D` is a new empty directory. **warm**: same `D`, next run (an unchanged tree: the whole "
+             "result comes from the result cache). **lint**: a copy of the tree "
              f"with one comment appended to `{LINT_FILE}`, scanned with that warm `D` (one cache miss).")
     L.append("- Wall clock from the parent (includes interpreter start and imports). **max RSS** is "
              "`/usr/bin/time -v` \"Maximum resident set size\": the largest *single* process (the parent or one "
@@ -419,8 +439,8 @@ def render_md(res: dict) -> str:
     L.append("## Results\n")
     L.append("| run | wall min | wall median | max RSS (median) | tree RSS peak (max) | target | verdict (median) |")
     L.append("|---|---:|---:|---:|---:|---|---|")
-    targets = {"cold": t["cold_s"], "warm": t["warm_s"], "lint": t["warm_s"], "semgrep": None}
-    for k in ("cold", "warm", "lint", "semgrep"):
+    targets = {"cold": t["cold_s"], "warm": t["warm_s"], "lint": None, "lint_git": t.get("lint_git_s"), "semgrep": None}
+    for k in ("cold", "warm", "lint", "lint_git", "semgrep"):
         if k not in s:
             continue
         w, r, tr = s[k]["wall_s"], s[k].get("max_rss_mb", {}), s[k].get("tree_peak_rss_mb", {})
@@ -434,7 +454,9 @@ def render_md(res: dict) -> str:
     L.append(f"Peak RSS target ≤ {t['rss_mb']:.0f} MB: largest single process {peak_single} MB, summed process "
              f"tree {peak_tree} MB → {_verdict(peak_tree, t['rss_mb'])}.")
     L.append("")
-    L.append("(`lint` is measured against the warm target; there is no separate target for it.)")
+    L.append("(`lint` is a full scan of a copy with one file changed, warm cache: no target of its own. "
+             "`lint_git` is the real `mtp-audit lint . --base HEAD` after a one-file edit in a git repository of "
+             "the release, warm cache (issue target ≤ 3 s).)")
     L.append("")
     # counts
     L.append("## Findings: mtp-audit vs Semgrep\n")
