@@ -624,7 +624,9 @@ def _unpack(archive: Path, target: Path, meta: dict) -> None:
         except FetchError:
             raise
         except (tarfile.TarError, EOFError, zlib.error) as exc:
-            raise BadArchive(f"cannot unpack {archive.name}: {exc}") from None
+            # tarfile's messages can span lines; the user gets exactly one.
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise BadArchive(f"cannot unpack {archive.name}: {detail}") from None
         except OSError as exc:
             raise _cache_error(parent, exc) from None
         if not (tmp / PROJECT / "__init__.py").is_file():
