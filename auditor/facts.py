@@ -21,7 +21,7 @@ import ast
 import re
 from typing import Any
 
-FACTS_VERSION = 6
+FACTS_VERSION = 7
 
 Expr = dict[str, Any]
 
@@ -84,8 +84,10 @@ class _Source:
             if start == end:
                 s = self.lines[start][node.col_offset : node.end_col_offset]  # type: ignore[attr-defined]
             else:
-                first = self.lines[start][node.col_offset :]  # type: ignore[attr-defined]
-                s = " ".join([first] + [ln.strip() for ln in self.lines[start + 1 : end + 1]])
+                # Joining the source lines would keep comments and whatever follows the
+                # node on its last line (`):  # note`), so the text (part of fingerprints)
+                # would change with layout: use the normalised form instead.
+                s = ast.unparse(node)
         except (AttributeError, IndexError, TypeError):
             s = ast.unparse(node) if hasattr(ast, "unparse") else ""
         s = " ".join(s.split())
