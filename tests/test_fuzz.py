@@ -107,7 +107,7 @@ def test_fuzz_2000_generated_modules_never_crash():
     started = time.perf_counter()
 
     @settings(max_examples=FUZZ_EXAMPLES, **FUZZ)
-    @given(hypothesmith.from_grammar())
+    @given(PYTHON)
     def check(source: str) -> None:
         seen[0] += 1
         files = dict(SCAFFOLD_BYTES)
@@ -135,6 +135,8 @@ def test_fuzz_2000_generated_modules_never_crash():
 
 # --------------------------------------------------------------------------- determinism
 
+# Built once: from_grammar() compiles hypothesmith's LALR grammar (seconds) on every call.
+PYTHON = hypothesmith.from_grammar()
 EXAMPLE_TREES = [tree for rule in all_rules() for tree in (*rule.VALID, *rule.INVALID)]
 
 
@@ -156,7 +158,7 @@ def trees(draw) -> dict[str, bytes]:
     files: dict[str, bytes] = {"vllm/__init__.py": b""}
     for n, i in enumerate(picks):
         files.update(_relocate(EXAMPLE_TREES[i], n))
-    noise = draw(st.lists(hypothesmith.from_grammar(), min_size=9, max_size=12))
+    noise = draw(st.lists(PYTHON, min_size=9, max_size=12))
     for j, src in enumerate(noise):
         header = ""
         if draw(st.booleans()):
