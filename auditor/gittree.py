@@ -173,6 +173,26 @@ class GitTree:
         except KeyError:
             raise FileNotFoundError(f"{relpath} is not a Python file of {PACKAGE}/ at {self.label}") from None
 
+    def files_containing(self, needles: list[bytes]) -> set[str]:
+        """Python files whose bytes contain any of ``needles`` (``git grep``, without reading
+        every blob through Python)."""
+        self._list()
+        args = ["git", "grep", "-l", "-F", "-I", "--full-name"]
+        for n in needles:
+            args += ["-e", n.decode("utf-8", "surrogateescape")]
+        args += [self.commit_sha, "--", PACKAGE + "/"]
+        try:
+            out = self.repo.git.execute(args, stdout_as_string=False, with_exceptions=False)
+        except git.GitCommandError:
+            return set(self._files or [])
+        found = set()
+        prefix = self.commit_sha.encode() + b":"
+        for line in out.splitlines():
+            path = line[len(prefix):] if line.startswith(prefix) else line
+            found.add(path.decode("utf-8", "replace"))
+        assert self._entries is not None
+        return found & set(self._entries)
+
     def blob_sha(self, relpath: str) -> str:
         """The git blob id of ``relpath`` (hex), without reading its content."""
         return self._entry(relpath)[0]

@@ -132,7 +132,13 @@ class Index:
             + rb")\b"
         )
         pending: list[tuple[str, bytes, str]] = []
-        for path in self.files:
+        files = self.files
+        narrow = getattr(self.tree, "files_containing", None)
+        if narrow is not None:
+            # A git tree can search its blobs natively; read only the candidates.
+            hits = narrow(always + counts + [MARKER])
+            files = [p for p in self.files if p in hits]
+        for path in files:
             data = self._read(path)
             if data is None:
                 self.facts[path] = None
