@@ -93,10 +93,6 @@ class LoopResult:
     selections: list[LoopSelection] = field(default_factory=list)
 
 
-def func_label(key: FuncKey) -> str:
-    return key[1]
-
-
 class Analysis:
     def __init__(self, index: Index, config: Config) -> None:
         self.index = index
@@ -630,10 +626,6 @@ class Analysis:
                     seen.add(name)
                     out.append(((c[0], f"{c[1]}.{name}"), m))
         return out
-
-    def step_selector(self, func: FuncKey, ctx: ClassKey | None, param: str) -> Selection | None:
-        """The callee takes ``param`` (by name or through **kwargs) and selects a layer with it."""
-        return self.selects(func, ctx, param)
 
     # ------------------------------------------------------------------
     # draft loops

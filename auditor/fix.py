@@ -29,12 +29,6 @@ FIXABLE = {"MTP001"}
 
 
 @dataclass
-class FilePlan:
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-
-
-@dataclass
 class FixReport:
     changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (old, new)
     refused: list[tuple[Finding, str]] = field(default_factory=list)

@@ -190,10 +190,6 @@ class Index:
         self._load_many([(path, data, content_key(data, path))])
         return self.facts.get(path)
 
-    def module_facts(self, module: str) -> dict[str, Any] | None:
-        path = self.path_of_module.get(module)
-        return self.load(path) if path else None
-
     def loaded(self) -> Iterator[tuple[str, dict[str, Any]]]:
         for path in sorted(self.facts):
             f = self.facts[path]
@@ -356,9 +352,6 @@ class Index:
         for path, facts in self.loaded():
             for qual in facts["classes"]:
                 yield (path, qual)
-
-    def subclasses(self, key: ClassKey) -> list[ClassKey]:
-        return [c for c in self.all_classes() if c != key and key in self.mro(c)]
 
 
 def default_workers() -> int:
