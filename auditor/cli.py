@@ -157,8 +157,7 @@ def scan(
     scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet, reuse_result=True)
     result = scan_.result
     _apply_baseline(result, baseline)
-    width = None if output is not None or not sys.stdout.isatty() else None
-    emit(render(result, format.value, console_width=width, color=output is None and sys.stdout.isatty()), output)
+    emit(render(result, format.value, color=output is None and sys.stdout.isatty()), output)
     if not quiet and format == OutputFormat.text and sys.stderr.isatty():
         t = scan_.timing
         how = "unchanged tree, result from cache" if t.get("result_cached") else f"{t['files_parsed']} parsed, {t['cache_hits']} from cache"
