@@ -98,13 +98,16 @@ def _codes(values: list[str]) -> list[str]:
 
 
 def make_cache(no_cache: bool, cache_dir: Optional[Path]):
-    from .cache import FactsCache, default_cache_dir
+    from .cache import FactsCache
+    from .paths import default_cache_dir
 
     return FactsCache(None if no_cache else (cache_dir or default_cache_dir()))
 
 
 def scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet=False, reuse_result=False):
     """``reuse_result``: an unchanged tree may return the cached result (no analysis object)."""
+    from rules import all_rules
+
     from .engine import run_scan
     from .result_cache import ResultCache
 
@@ -112,7 +115,7 @@ def scan_target(path, installed, release, cache_dir, no_cache, config, select, i
     cfg = load_settings(tree, config, select or [], ignore or [])
     facts = make_cache(no_cache, cache_dir)
     results = ResultCache(facts.root.parent) if reuse_result and facts.root is not None else None
-    return run_scan(tree, cfg, facts, workers, results)
+    return run_scan(tree, cfg, all_rules(), facts, workers, results)
 
 
 def _apply_baseline(result, baseline: Optional[Path]) -> None:
@@ -181,7 +184,8 @@ def graph(
     import networkx as nx
 
     scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, True)
-    g = scan_.analysis.build_graph()
+    assert scan_.analysis is not None
+    g = scan_.analysis.graph.build_graph()
     if format == GraphFormat.json:
         data = nx.node_link_data(g, edges="edges")
         text = json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
@@ -285,7 +289,7 @@ def lint(
     workers: Optional[int] = WorkersOpt,
 ) -> None:
     """Report only the findings a change introduces (whole-tree analysis on both sides)."""
-    from .cache import default_cache_dir
+    from .paths import default_cache_dir
     from .lint import fails, run_lint
     from .model import Severity
     from .output import render
@@ -294,7 +298,9 @@ def lint(
     cfg_tree = DirectoryTree(path.resolve()) if (path / "vllm").is_dir() else None
     cfg = load_settings(cfg_tree, config, select or [], ignore or [])
     cache_root = None if no_cache else (cache_dir or default_cache_dir())
-    outcome = run_lint(path.resolve(), base, head, cfg, make_cache(no_cache, cache_dir), cache_root, workers)
+    from rules import all_rules
+
+    outcome = run_lint(path.resolve(), base, head, cfg, make_cache(no_cache, cache_dir), cache_root, workers, rules=all_rules())
     _apply_baseline(outcome.result, baseline)
     emit(render(outcome.result, format.value), output)
     raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)
@@ -333,18 +339,23 @@ def fix(
     config: Optional[Path] = ConfigOpt,
 ) -> None:
     """Thread spec_step_idx through dropping wrappers (libcst codemod, formatting preserved)."""
-    from .fix import FIXABLE, apply_fixes
+    from rules import all_rules
 
-    codes = set(_codes(select)) if select else set(FIXABLE)
-    unsupported = codes - FIXABLE
+    from .fix import apply_fixes, fixable_codes
+
+    rules = all_rules()
+    fixable = set(fixable_codes(rules))
+    codes = set(_codes(select)) if select else fixable
+    unsupported = codes - fixable
     if unsupported:
-        raise UsageError(f"no autofix for {', '.join(sorted(unsupported))} (fixable: {', '.join(sorted(FIXABLE))})")
-    scan_ = scan_target(path, False, None, cache_dir, no_cache, config, None, None, None, True)
+        raise UsageError(f"no autofix for {', '.join(sorted(unsupported))} (fixable: {', '.join(sorted(fixable))})")
+    scan_ = scan_target(path, False, None, cache_dir, no_cache, config, None, None, None, True, reuse_result=False)
     if only:
         wanted = {p.strip("/") for p in only}
         scan_.result.findings = [f for f in scan_.result.findings if f.path in wanted]
+    assert scan_.analysis is not None
     root = scan_.analysis.index.tree.root
-    report = apply_fixes(scan_, root, codes, write=not diff)
+    report = apply_fixes(scan_, root, rules, codes, write=not diff)
     if diff:
         sys.stdout.write(report.diff())
     for f, reason in report.refused:

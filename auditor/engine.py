@@ -1,30 +1,46 @@
-"""One scan: index the tree, run the analyses, apply the rules, build the reachability report."""
+"""One scan, in explicit phases:
+
+1. **index** — list the tree's files and parse the seeds (files that mention a threaded
+   parameter, a registry table or a draft-step loop);
+2. **analyses** — explore the draft loops and fix the set of functions rules examine;
+   resolution may parse further files here, and only here;
+3. **freeze** — from now on nothing is parsed;
+4. **rules** — every rule the caller handed in queries the analysis facade; then the
+   suppression comments are applied and the suppression rule reports the wrong ones;
+5. **report** — reachability table, problems, stats.
+
+The engine does not know the rules package: the command line builds the rule list.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from rules import all_rules
-
-from .analysis import MODULE_CONTAINERS, Analysis
+from .analysis import Analysis
 from .cache import FactsCache
 from .config import Config
 from .index import Index, default_workers
+from .model import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
-from .model import ClassRef, ClassReachability, LoopReach, ScanResult, Severity
 from .source import SourceTree
-from .suppress import SUPPRESSION_RULE, apply_suppressions, parse_suppressions
+from .suppress import SuppressionProblem, apply_suppressions, parse_suppressions
 
-_COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
+if TYPE_CHECKING:
+    from rules.base import Rule
+
+RuleClass = type["Rule"]
+Progress = Callable[[str], None]
 
 
 @dataclass
 class Scan:
     result: ScanResult
     analysis: Analysis | None  # None when the whole result came from the result cache
-    timing: dict  # not part of the report: it differs between cold and warm runs
+    timing: dict[str, Any] = field(default_factory=dict)  # not part of the report: differs cold/warm
 
 
 def tree_digest(tree: SourceTree) -> str:
@@ -41,58 +57,124 @@ def tree_digest(tree: SourceTree) -> str:
     return h.hexdigest()
 
 
+def rule_files(rules: Sequence[RuleClass]) -> list[Path]:
+    """Source files of the rules (part of the result cache key)."""
+    import inspect
+
+    out = set()
+    for r in rules:
+        src = inspect.getsourcefile(r)
+        if src:
+            out.add(Path(src).resolve())
+    return sorted(out)
+
+
 def run_scan(
     tree: SourceTree,
     config: Config,
+    rules: Sequence[RuleClass],
     cache: FactsCache | None = None,
     workers: int | None = None,
     results: ResultCache | None = None,
+    progress: Progress | None = None,
+    tree_id: str | None = None,
 ) -> Scan:
-    """Scan ``tree``. With ``results``, an unchanged tree (same paths and bytes, same tool
-    and configuration) returns the previous result without analysing anything."""
+    """Scan ``tree`` with ``rules`` (those the configuration disables are skipped). With
+    ``results``, an unchanged tree (same paths and bytes, same tool, rules and
+    configuration) returns the previous result without analysing anything. ``tree_id``
+    names an immutable tree (a git tree id) so that its digest need not be computed."""
     started = time.perf_counter()
+    enabled = [r for r in rules if config.rule_enabled(r.code)]
+    say = progress or (lambda _msg: None)
     key = None
     if results is not None and results.root is not None:
-        key = result_key("dir:" + tree_digest(tree), config)
+        ident = tree_id if tree_id is not None else "dir:" + tree_digest(tree)
+        key = result_key(ident, config, rule_files(rules), [r.code for r in enabled])
         cached = results.get(key)
         if cached is not None:
             cached.root = tree.label
             timing = {"seconds": time.perf_counter() - started, "files_parsed": 0, "cache_hits": 0, "result_cached": True}
             return Scan(cached, None, timing)
+    # Phase 1: index.
     index = Index(tree, config, cache, workers if workers is not None else default_workers())
+    say(f"indexing {len(index.files)} files")
     index.load_seeds()
+    # Phase 2: analyses (the only phase that may parse more files), then freeze.
+    say(f"analysing ({len(index.seeds)} seed files)")
     analysis = Analysis(index, config)
-    findings = []
-    for rule_cls in all_rules():
-        if not config.rule_enabled(rule_cls.code):
-            continue
-        rule = rule_cls()
-        for f in rule.check(analysis):
-            if f.rule in config.severity:
-                f.severity = Severity(config.severity[f.rule])
-            findings.append(f.finalize())
-    # Two rules never report the same place twice; dedupe identical fingerprints.
-    unique = {f.fingerprint: f for f in sorted(findings, key=lambda f: f.sort_key())}
-    findings = list(unique.values())
-    suppression_findings = _suppressions(index, analysis, findings)
-    if config.rule_enabled(SUPPRESSION_RULE):
-        findings += suppression_findings
+    analysis.prepare()
+    index.freeze()
+    # Phase 3: rules.
+    say(f"running {len(enabled)} rules")
+    findings = _run_rules(analysis, enabled)
     result = ScanResult(root=tree.label, findings=findings)
-    result.reachability = reachability(analysis)
+    result.reachability = analysis.reachability.reachability()
     result.problems = list(index.problems.values())
     result.stats = {
         "files": len(index.files),
         "files_analysed": sum(1 for f in index.facts.values() if f is not None),
         "findings": len(result.findings),
     }
+    limits = analysis.limits_hit()
+    if limits:
+        result.stats["limits_hit"] = limits
     result.sort()
     timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits}
-    if key is not None:
+    if key is not None and results is not None:
         results.put(key, result)
     return Scan(result, analysis, timing)
 
 
-def _suppressions(index: Index, analysis: Analysis, findings: list) -> list:
+def _run_rules(analysis: Analysis, rules: Sequence[RuleClass]) -> list[Finding]:
+    from_rules: list[Finding] = []
+    suppression_rules = []
+    for rule_cls in rules:
+        rule = rule_cls()
+        if hasattr(rule, "check_suppressions"):
+            suppression_rules.append(rule)
+            continue
+        from_rules.extend(_finalize(rule.check(analysis), analysis.config))
+    findings = _distinct(from_rules)
+    problems = _apply_suppressions(analysis.index, findings)
+    for rule in suppression_rules:
+        findings += _finalize(rule.check_suppressions(problems), analysis.config)  # type: ignore[attr-defined]
+    return findings
+
+
+def _finalize(found: Any, config: Config) -> list[Finding]:
+    out = []
+    for f in found:
+        if f.rule in config.severity:
+            f.severity = Severity(config.severity[f.rule])
+        out.append(f.finalize())
+    return out
+
+
+def _distinct(findings: list[Finding]) -> list[Finding]:
+    """One finding per defect.
+
+    The same report at the same place (two rules, or one rule reached twice) is kept once.
+    Distinct places that share a fingerprint (two calls to the same callee in one function
+    that both drop the step) are distinct defects: the second and later get an occurrence
+    index in their fingerprint (never a line number, so it survives edits elsewhere).
+    """
+    by_print: dict[str, list[Finding]] = {}
+    for f in sorted(findings, key=lambda f: f.sort_key()):
+        same = by_print.setdefault(f.fingerprint, [])
+        if any((g.path, g.line, g.column) == (f.path, f.line, f.column) for g in same):
+            continue
+        same.append(f)
+    out = []
+    for same in by_print.values():
+        for occurrence, f in enumerate(same):
+            if occurrence:
+                f.fingerprint_key += f"|#{occurrence}"
+                f.finalize()
+            out.append(f)
+    return out
+
+
+def _apply_suppressions(index: Index, findings: list[Finding]) -> list[SuppressionProblem]:
     sups = []
     for path in index.suppression_files:
         try:
@@ -106,59 +188,5 @@ def _suppressions(index: Index, analysis: Analysis, findings: list) -> list:
     for f in findings:
         fn = index.function((f.path, f.function)) if f.function else None
         if fn is not None:
-            def_lines[(f.path, f.function)] = fn["line"]
+            def_lines[(f.path, f.function)] = fn.line
     return apply_suppressions(findings, sups, def_lines)
-
-
-def layer_count_fields(analysis: Analysis, cls) -> list[str]:
-    """Config fields that size the model's MTP layer container(s)."""
-    fields: set[str] = set()
-    for part in sorted(analysis.model_parts(cls)):
-        cf = analysis.index.class_facts(part)
-        sets = [s for m in cf.get("methods", {}).values() for s in m["attr_sets"] if len(s["target"]) == 2]
-        by_attr: dict[str, list] = {}
-        for s in sets:
-            by_attr.setdefault(s["target"][1], []).append(s["value"])
-        for s in sets:
-            call = s["value"].get("call")
-            if not call or call[-1] not in MODULE_CONTAINERS:
-                continue
-            found = set(s["value"].get("cfg", []))
-            for n in s["value"]["n"]:
-                if n.startswith("self."):
-                    for v in by_attr.get(n[5:], []):
-                        found.update(v.get("cfg", []))
-            hinted = {f for f in found if any(h in f.lower() for h in _COUNT_HINT)}
-            fields.update(hinted or found)
-    return sorted(fields)
-
-
-def reachability(analysis: Analysis) -> list[ClassReachability]:
-    loops = analysis.loop_results()
-    out = []
-    for cls in analysis.model_classes():
-        rep = ClassReachability(
-            ClassRef(*cls), analysis.architectures(cls), layer_count_fields(analysis, cls)
-        )
-        for lr in loops:
-            sels = [s for s in lr.selections if s.model_class == cls]
-            entries = [e for e in lr.entries if e.model_class == cls]
-            if not entries:
-                continue
-            fwd = [s for s in sels if s.method in ("forward", "__call__")] or sels
-            varying = [s for s in fwd if s.kind == "varying"]
-            loop_label = f"{lr.func[0]}:{lr.loop['line']} {lr.func[1]}"
-            if varying:
-                detail = f"step i selects {varying[0].container}[i] (via {', '.join(sorted({s.method for s in sels if s.kind == 'varying'}))})"
-                others = sorted({s.method for s in sels if s.kind != "varying"})
-                if others:
-                    detail += f"; {', '.join(others)} still use(s) step 0"
-                rep.loops.append(LoopReach(loop_label, True, detail, list(varying[0].hops)))
-            elif fwd:
-                kinds = sorted({s.kind for s in fwd})
-                detail = f"every step selects {fwd[0].container} with the default/constant step ({'/'.join(kinds)}): layer 0"
-                rep.loops.append(LoopReach(loop_label, False, detail, list(fwd[0].hops)))
-            else:
-                rep.loops.append(LoopReach(loop_label, False, "reached, but no layer selection found on the path", list(entries[0].hops)))
-        out.append(rep)
-    return out

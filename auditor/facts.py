@@ -1,77 +1,233 @@
-"""Per-file facts: everything the engine needs to know about one module, as plain JSON data.
+"""Per-file facts: everything the engine needs to know about one module, as typed records.
 
-Extraction uses the standard library's ``ast`` (see README, "Design": libcst with
-position metadata costs ~30x more per file and is kept for the autofix codemod,
-where concrete syntax matters). A file's facts depend only on its bytes, so they
-are cached by content hash (:mod:`auditor.cache`).
+Extraction uses the standard library's ``ast`` (see docs/design: libcst with position
+metadata costs ~30x more per file and is kept for the autofix codemod, where concrete
+syntax matters). A file's facts depend only on its bytes and its path, so they are
+cached by content hash (:mod:`auditor.cache`).
 
-Expressions are summarised as :data:`Expr` dicts::
+The records are ``msgspec`` structs: immutable, with readable field names, and the one
+schema of the cache — :mod:`auditor.cache` decodes an entry *into these types*, so an
+entry of another shape is rejected by the decoder itself (there is no second,
+hand-written validator to keep in step). Fields at their default value are left out
+of the encoded form, which keeps cached facts small.
 
-    {"t": source text (shortened), "n": [names read], "c": is-constant,
-     "ch": dotted chain or None, "call": chain of a called function or None,
-     "a0": chain of the first argument of that call or None}
-
-Names read include ``self.attr`` chains written as ``"self.attr"`` so side-channel
-attributes (``self.spec_step_idx``) flow like locals.
+Names read by an expression include ``self.attr`` chains written as ``"self.attr"``,
+so side-channel attributes (``self.spec_step_idx``) flow like locals.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from enum import Enum
+from typing import Union
 
-FACTS_VERSION = 7
+import msgspec
 
-Expr = dict[str, Any]
+FACTS_VERSION = 8
 
 _TEXT_LIMIT = 100
 
+Chain = tuple[str, ...]
+"""A dotted access path: ``self.model.compute_logits`` -> ("self", "model", "compute_logits");
+``super().f`` -> ("super()", "f")."""
 
-def _chain(node: ast.AST) -> list[str] | None:
-    """``self.model.compute_logits`` -> ["self", "model", "compute_logits"]; super().f -> ["super()", "f"]."""
+Literal = Union[int, str, bool, float, None]
+
+
+class Struct(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """Base of every fact record: immutable, compact when encoded, strict when decoded."""
+
+
+class ExprFact(Struct):
+    """A summary of one expression."""
+
+    text: str  # source text, whitespace-normalised and shortened (part of fingerprints)
+    names: tuple[str, ...] = ()  # names and self.attr chains read, in source order, unique
+    constant: bool = False  # no name, attribute, call or subscript inside
+    chain: Chain | None = None  # the expression is itself a dotted chain
+    called: Chain | None = None  # the expression is a call of this chain
+    first_arg: Chain | None = None  # ... whose first positional argument is this chain
+    literal: Literal = None  # the value of a literal constant (see has_literal)
+    has_literal: bool = False
+    config_fields: tuple[str, ...] = ()  # config fields read (only for attribute assignments)
+    loop: int | None = None  # set for the pseudo-value of a for-loop target: the loop's id
+
+
+class ParamKind(str, Enum):
+    POSITIONAL_ONLY = "posonly"
+    POSITIONAL = "pos"
+    VAR_POSITIONAL = "vararg"
+    KEYWORD_ONLY = "kwonly"
+    VAR_KEYWORD = "kwarg"
+
+
+class ParamFact(Struct):
+    name: str
+    kind: ParamKind
+    default: str | None = None  # source text of the default value
+
+
+class KeywordArg(Struct):
+    name: str
+    value: ExprFact
+
+
+class CallFact(Struct):
+    line: int
+    col: int
+    func: Chain | None  # the called chain; None for calls of computed callables
+    args: tuple[ExprFact, ...] = ()  # positional arguments (not starred)
+    keywords: tuple[KeywordArg, ...] = ()  # name=value arguments
+    star_args: tuple[ExprFact, ...] = ()  # *x
+    star_kwargs: tuple[ExprFact, ...] = ()  # **x
+    loops: tuple[int, ...] = ()  # ids of the enclosing for-loops, outermost first
+
+
+class DictEntry(Struct):
+    """One key of a dict built in a function (``{...}``, ``dict(...)``, ``d[k] = v``,
+    ``d.update(k=v)``); ``key`` is None for a ``**other`` expansion."""
+
+    key: str | None
+    value: ExprFact
+
+
+class SubscriptFact(Struct):
+    """``self.<container>[index]``: a candidate layer selection."""
+
+    container: Chain
+    index: ExprFact
+    line: int
+    col: int
+    loops: tuple[int, ...] = ()
+
+
+class AttrAssignFact(Struct):
+    """``<target chain> = value`` where the target is an attribute (``self.model = ...``)."""
+
+    target: Chain
+    value: ExprFact
+    line: int
+
+
+class LoopFact(Struct):
+    id: int
+    line: int
+    col: int
+    targets: tuple[str, ...]
+    iter: ExprFact
+    parents: tuple[int, ...] = ()
+
+
+class FunctionFact(Struct):
+    name: str
+    qualname: str
+    line: int
+    col: int
+    end_line: int
+    params: tuple[ParamFact, ...] = ()
+    decorators: tuple[str, ...] = ()
+    calls: tuple[CallFact, ...] = ()
+    assigns: dict[str, tuple[ExprFact, ...]] = {}  # local name -> every value assigned to it
+    dicts: dict[str, tuple[DictEntry, ...]] = {}  # local name -> keys of the dict built in it
+    subscripts: tuple[SubscriptFact, ...] = ()
+    attr_assigns: tuple[AttrAssignFact, ...] = ()
+    returns: tuple[ExprFact, ...] = ()
+    loops: tuple[LoopFact, ...] = ()
+    # Only reads of the function's own parameters and of self attributes are ever asked
+    # about (is a declared parameter used? is self.<param> read?).
+    live: tuple[str, ...] = ()
+    dead: tuple[str, ...] = ()  # read only in `del x` or a value thrown away
+    asserts: tuple[ExprFact, ...] = ()
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    @property
+    def kwargs_param(self) -> str | None:
+        for p in self.params:
+            if p.kind is ParamKind.VAR_KEYWORD:
+                return p.name
+        return None
+
+    @property
+    def is_static(self) -> bool:
+        return any(d.endswith("staticmethod") for d in self.decorators)
+
+
+class ClassFact(Struct):
+    name: str
+    qualname: str
+    line: int
+    col: int
+    bases: tuple[Chain, ...] = ()  # a base that is not a chain is kept as its source text
+    decorators: tuple[str, ...] = ()
+    methods: dict[str, FunctionFact] = {}
+    class_attrs: dict[str, ExprFact] = {}
+
+
+class ImportFact(Struct):
+    """``local`` is bound to ``module`` (``name`` None) or to ``module.name``; local ``*``
+    with name ``*`` is a star import."""
+
+    local: str
+    module: str
+    name: str | None = None
+
+
+class TableEntry(Struct):
+    """One entry of a registry table: architecture -> (module, class name)."""
+
+    module: str
+    cls: str
+
+
+class ModuleFacts(Struct):
+    version: int
+    path: str
+    module: str
+    is_package: bool
+    imports: tuple[ImportFact, ...] = ()
+    classes: dict[str, ClassFact] = {}
+    functions: dict[str, FunctionFact] = {}
+    tables: dict[str, dict[str, TableEntry]] = {}
+    module_assigns: dict[str, tuple[ExprFact, ...]] = {}
+
+
+# ---------------------------------------------------------------------------
+# extraction
+
+
+def chain_of(node: ast.AST) -> Chain | None:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
-    elif (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "super"
-    ):
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
         parts.append("super()")
     else:
         return None
-    return parts[::-1]
+    return tuple(reversed(parts))
 
 
-def _names(node: ast.AST | None) -> list[str]:
+def _names(node: ast.AST | None) -> tuple[str, ...]:
     """Names (and self.x chains) read anywhere inside an expression, in source order, unique."""
     if node is None:
-        return []
-    out: list[str] = []
-    seen: set[str] = set()
-
-    def add(name: str) -> None:
-        if name not in seen:
-            seen.add(name)
-            out.append(name)
-
+        return ()
+    out: dict[str, None] = {}
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
-            add(sub.id)
+            out.setdefault(sub.id)
         elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "self":
-            add("self." + sub.attr)
-    return out
+            out.setdefault("self." + sub.attr)
+    return tuple(out)
 
 
 def _is_const(node: ast.AST) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Starred)):
-            return False
-    return True
+    return not any(isinstance(sub, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Starred)) for sub in ast.walk(node))
 
 
 class _Source:
@@ -80,7 +236,7 @@ class _Source:
 
     def segment(self, node: ast.AST) -> str:
         try:
-            start, end = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined]
+            start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
             if start == end:
                 s = self.lines[start][node.col_offset : node.end_col_offset]  # type: ignore[attr-defined]
             else:
@@ -89,48 +245,94 @@ class _Source:
                 # would change with layout: use the normalised form instead.
                 s = ast.unparse(node)
         except (AttributeError, IndexError, TypeError):
-            s = ast.unparse(node) if hasattr(ast, "unparse") else ""
+            s = ast.unparse(node)
         s = " ".join(s.split())
         return s if len(s) <= _TEXT_LIMIT else s[: _TEXT_LIMIT - 1] + "…"
 
 
-def _expr(node: ast.AST, src: _Source) -> Expr:
-    # Keys with empty values are left out to keep cached facts small.
-    e: Expr = {"t": src.segment(node), "n": _names(node)}
-    if _is_const(node):
-        e["c"] = True
-    ch = _chain(node)
-    if ch is not None:
-        e["ch"] = ch
+def _expr(node: ast.AST, src: _Source, config_fields: tuple[str, ...] = ()) -> ExprFact:
+    called = first_arg = None
     if isinstance(node, ast.Call):
-        e["call"] = _chain(node.func)
+        called = chain_of(node.func)
         if node.args:
-            e["a0"] = _chain(node.args[0])
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, str, bool, float)) or (
-        isinstance(node, ast.Constant) and node.value is None
-    ):
-        e["v"] = node.value
-    return e
+            first_arg = chain_of(node.args[0])
+    literal: Literal = None
+    has_literal = False
+    if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, (int, str, bool, float))):
+        literal, has_literal = node.value, True
+    return ExprFact(
+        text=src.segment(node),
+        names=_names(node),
+        constant=_is_const(node),
+        chain=chain_of(node),
+        called=called,
+        first_arg=first_arg,
+        literal=literal,
+        has_literal=has_literal,
+        config_fields=config_fields,
+    )
 
 
-def _params(args: ast.arguments, src: _Source) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    posonly = list(getattr(args, "posonlyargs", []))
-    normal = list(args.args)
-    positional = posonly + normal
-    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+def _params(args: ast.arguments, src: _Source) -> tuple[ParamFact, ...]:
+    out: list[ParamFact] = []
+    posonly = list(args.posonlyargs)
+    positional = posonly + list(args.args)
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += list(args.defaults)
     for i, a in enumerate(positional):
         d = defaults[i]
-        out.append(
-            {"name": a.arg, "kind": "posonly" if i < len(posonly) else "pos", "default": None if d is None else src.segment(d)}
-        )
+        kind = ParamKind.POSITIONAL_ONLY if i < len(posonly) else ParamKind.POSITIONAL
+        out.append(ParamFact(a.arg, kind, None if d is None else src.segment(d)))
     if args.vararg:
-        out.append({"name": args.vararg.arg, "kind": "vararg", "default": None})
-    for a, d in zip(args.kwonlyargs, args.kw_defaults):
-        out.append({"name": a.arg, "kind": "kwonly", "default": None if d is None else src.segment(d)})
+        out.append(ParamFact(args.vararg.arg, ParamKind.VAR_POSITIONAL))
+    for a, kd in zip(args.kwonlyargs, args.kw_defaults):
+        out.append(ParamFact(a.arg, ParamKind.KEYWORD_ONLY, None if kd is None else src.segment(kd)))
     if args.kwarg:
-        out.append({"name": args.kwarg.arg, "kind": "kwarg", "default": None})
-    return out
+        out.append(ParamFact(args.kwarg.arg, ParamKind.VAR_KEYWORD))
+    return tuple(out)
+
+
+_CFG_ATTR = re.compile(r"\b\w*config\w*\.(\w+)")
+_CFG_GETATTR = re.compile(r"getattr\(\s*[\w.]*config\w*\s*,\s*[\"'](\w+)[\"']")
+
+
+def _config_fields(node: ast.AST) -> tuple[str, ...]:
+    """Config fields an attribute's value reads (``config.x``, ``getattr(config, "x", d)``)."""
+    text = ast.unparse(node)
+    found = _CFG_ATTR.findall(text) + _CFG_GETATTR.findall(text)
+    return tuple(sorted({f for f in found if not f.startswith("_")}))
+
+
+def _alternatives(value: ast.AST) -> list[ast.AST]:
+    """`a if c else b` gives two alternatives; `a or b` too. Everything else is itself."""
+    if isinstance(value, ast.IfExp):
+        return _alternatives(value.body) + _alternatives(value.orelse)
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        out: list[ast.AST] = []
+        for v in value.values:
+            out.extend(_alternatives(v))
+        return out
+    return [value]
+
+
+def _subscript_container(base: ast.AST) -> Chain | None:
+    """The container a subscript selects from: ``self.layers[i]`` and also
+    ``getattr(self, "layers")[i]`` (a constant attribute name) are ``self.layers``."""
+    ch = chain_of(base)
+    if ch is not None:
+        return ch
+    if (
+        isinstance(base, ast.Call)
+        and isinstance(base.func, ast.Name)
+        and base.func.id == "getattr"
+        and len(base.args) >= 2
+        and isinstance(base.args[1], ast.Constant)
+        and isinstance(base.args[1].value, str)
+    ):
+        owner = chain_of(base.args[0])
+        if owner is not None:
+            return owner + (base.args[1].value,)
+    return None
 
 
 class _FunctionExtractor(ast.NodeVisitor):
@@ -138,73 +340,67 @@ class _FunctionExtractor(ast.NodeVisitor):
 
     def __init__(self, src: _Source) -> None:
         self.src = src
-        self.calls: list[dict[str, Any]] = []
-        self.assigns: dict[str, list[Expr]] = {}
-        self.dicts: dict[str, list[list[Any]]] = {}
-        self.subscripts: list[dict[str, Any]] = []
-        self.attr_sets: list[dict[str, Any]] = []
-        self.returns: list[Expr] = []
-        self.loops: list[dict[str, Any]] = []
+        self.calls: list[CallFact] = []
+        self.assigns: dict[str, list[ExprFact]] = {}
+        self.dicts: dict[str, list[DictEntry]] = {}
+        self.subscripts: list[SubscriptFact] = []
+        self.attr_assigns: list[AttrAssignFact] = []
+        self.returns: list[ExprFact] = []
+        self.loops: list[LoopFact] = []
         self.live: set[str] = set()
         self.dead: set[str] = set()
-        self.asserts: list[Expr] = []
+        self.asserts: list[ExprFact] = []
         self._loop_stack: list[int] = []
 
     # -- helpers -------------------------------------------------------
     def _bind(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
         if isinstance(target, ast.Name):
+            values = self.assigns.setdefault(target.id, [])
             if value is not None:
                 for alt in _alternatives(value):
-                    self.assigns.setdefault(target.id, []).append(_expr(alt, self.src))
+                    values.append(_expr(alt, self.src))
                     self._maybe_dict(target.id, alt)
-            else:
-                self.assigns.setdefault(target.id, [])
         elif isinstance(target, (ast.Tuple, ast.List)):
             for elt in target.elts:
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
                 # Unpacking: each element depends on the whole value.
                 self._bind(inner, value, line)
         elif isinstance(target, ast.Attribute):
-            ch = _chain(target)
+            ch = chain_of(target)
             if ch and value is not None:
                 for alt in _alternatives(value):
-                    e = _expr(alt, self.src)
-                    fields = _config_fields(alt, self.src)
-                    if fields:
-                        e["cfg"] = fields
-                    self.attr_sets.append({"target": ch, "value": e, "line": line})
+                    self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line))
         elif isinstance(target, ast.Subscript):
             # d["key"] = value  -> dict build
-            if isinstance(target.value, ast.Name) and isinstance(target.slice, ast.Constant) and isinstance(
-                target.slice.value, str
+            if (
+                value is not None
+                and isinstance(target.value, ast.Name)
+                and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str)
             ):
-                if value is not None:
-                    self.dicts.setdefault(target.value.id, []).append([target.slice.value, _expr(value, self.src)])
+                self.dicts.setdefault(target.value.id, []).append(DictEntry(target.slice.value, _expr(value, self.src)))
 
     def _maybe_dict(self, name: str, value: ast.AST) -> None:
-        entries: list[list[Any]] | None = None
+        entries: list[DictEntry] | None = None
         if isinstance(value, ast.Dict):
             entries = []
             for k, v in zip(value.keys, value.values):
                 if k is None:
-                    entries.append(["**", _expr(v, self.src)])
+                    entries.append(DictEntry(None, _expr(v, self.src)))
                 elif isinstance(k, ast.Constant) and isinstance(k.value, str):
-                    entries.append([k.value, _expr(v, self.src)])
+                    entries.append(DictEntry(k.value, _expr(v, self.src)))
         elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
-            entries = []
-            for arg in value.args:
-                entries.append(["**", _expr(arg, self.src)])
-            for kw in value.keywords:
-                entries.append([kw.arg if kw.arg else "**", _expr(kw.value, self.src)])
+            entries = [DictEntry(None, _expr(arg, self.src)) for arg in value.args]
+            entries += [DictEntry(kw.arg, _expr(kw.value, self.src)) for kw in value.keywords]
         if entries is not None:
             self.dicts.setdefault(name, []).extend(entries)
 
     # -- statements ----------------------------------------------------
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # nested def: its body is its own
-        for d in node.decorator_list:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for d in node.decorator_list:  # nested def: its body is its own
             self.visit(d)
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         return
@@ -247,22 +443,15 @@ class _FunctionExtractor(ast.NodeVisitor):
             for e in t.elts:
                 self._visit_target(e)
 
-    def visit_For(self, node: ast.For) -> None:
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
         loop_id = len(self.loops)
-        targets = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+        targets = tuple(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         self.loops.append(
-            {
-                "id": loop_id,
-                "line": node.lineno,
-                "col": node.col_offset,
-                "targets": targets,
-                "iter": _expr(node.iter, self.src),
-                "parents": list(self._loop_stack),
-            }
+            LoopFact(loop_id, node.lineno, node.col_offset, targets, _expr(node.iter, self.src), tuple(self._loop_stack))
         )
         for t in targets:
-            self.assigns.setdefault(t, []).append({"t": "<loop>", "n": [], "c": False, "ch": None, "loop": loop_id})
+            self.assigns.setdefault(t, []).append(ExprFact(text="<loop>", loop=loop_id))
         self._loop_stack.append(loop_id)
         for stmt in node.body:
             self.visit(stmt)
@@ -270,12 +459,9 @@ class _FunctionExtractor(ast.NodeVisitor):
         for stmt in node.orelse:
             self.visit(stmt)
 
-    visit_AsyncFor = visit_For  # type: ignore[assignment]
+    visit_AsyncFor = visit_For
 
-    def visit_While(self, node: ast.While) -> None:
-        self.generic_visit(node)
-
-    def visit_With(self, node: ast.With) -> None:
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
         for item in node.items:
             self.visit(item.context_expr)
             if item.optional_vars is not None:
@@ -283,13 +469,12 @@ class _FunctionExtractor(ast.NodeVisitor):
         for stmt in node.body:
             self.visit(stmt)
 
-    visit_AsyncWith = visit_With  # type: ignore[assignment]
+    visit_AsyncWith = visit_With
 
     def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             self.visit(node.value)
-            for alt in _alternatives(node.value):
-                self.returns.append(_expr(alt, self.src))
+            self.returns.extend(_expr(alt, self.src) for alt in _alternatives(node.value))
 
     def visit_Delete(self, node: ast.Delete) -> None:
         for t in node.targets:
@@ -320,117 +505,71 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        base = node.value
-        ch = _chain(base)
-        if ch is None and isinstance(base, ast.Call):
-            # getattr(self, "layers")[i] and the like: keep the call chain
-            ch = None
-        if ch is not None and ch[0] == "self" and len(ch) >= 2:
+        container = _subscript_container(node.value)
+        if container is not None and container[0] == "self" and len(container) >= 2:
             self.subscripts.append(
-                {
-                    "container": ch,
-                    "index": _expr(node.slice, self.src),
-                    "line": node.lineno,
-                    "col": node.col_offset,
-                    "loops": list(self._loop_stack),
-                }
+                SubscriptFact(container, _expr(node.slice, self.src), node.lineno, node.col_offset, tuple(self._loop_stack))
             )
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        func_chain = _chain(node.func)
-        args, star = [], []
+        func_chain = chain_of(node.func)
+        args: list[ExprFact] = []
+        star: list[ExprFact] = []
         for a in node.args:
             if isinstance(a, ast.Starred):
                 star.append(_expr(a.value, self.src))
             else:
                 args.append(_expr(a, self.src))
-        kwargs, dstar = [], []
+        keywords: list[KeywordArg] = []
+        dstar: list[ExprFact] = []
         for kw in node.keywords:
             if kw.arg is None:
                 dstar.append(_expr(kw.value, self.src))
             else:
-                kwargs.append([kw.arg, _expr(kw.value, self.src)])
+                keywords.append(KeywordArg(kw.arg, _expr(kw.value, self.src)))
         self.calls.append(
-            {
-                "line": node.lineno,
-                "col": node.col_offset,
-                "func": func_chain,
-                "args": args,
-                "kwargs": kwargs,
-                "star": star,
-                "dstar": dstar,
-                "loops": list(self._loop_stack),
-            }
+            CallFact(
+                node.lineno, node.col_offset, func_chain, tuple(args), tuple(keywords), tuple(star), tuple(dstar),
+                tuple(self._loop_stack),
+            )
         )
         # dict-building calls on a local: d.update(k=v)
-        if (
-            func_chain
-            and len(func_chain) == 2
-            and func_chain[1] == "update"
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-        ):
-            for kw in node.keywords:
-                self.dicts.setdefault(func_chain[0], []).append([kw.arg or "**", _expr(kw.value, self.src)])
+        if func_chain and len(func_chain) == 2 and func_chain[1] == "update" and isinstance(node.func, ast.Attribute):
+            if isinstance(node.func.value, ast.Name):
+                self.dicts.setdefault(func_chain[0], []).extend(
+                    DictEntry(kw.arg, _expr(kw.value, self.src)) for kw in node.keywords
+                )
         self.generic_visit(node)
 
 
-_CFG_ATTR = re.compile(r"\b\w*config\w*\.(\w+)")
-_CFG_GETATTR = re.compile(r"getattr\(\s*[\w.]*config\w*\s*,\s*[\"'](\w+)[\"']")
-
-
-def _config_fields(node: ast.AST, src: _Source) -> list[str]:
-    """Config fields an attribute's value reads (``config.x``, ``getattr(config, "x", d)``)."""
-    try:
-        text = ast.unparse(node)
-    except Exception:  # pragma: no cover - unparse of odd nodes
-        return []
-    found = _CFG_ATTR.findall(text) + _CFG_GETATTR.findall(text)
-    return sorted(set(f for f in found if not f.startswith("_")))
-
-
-def _alternatives(value: ast.AST) -> list[ast.AST]:
-    """`a if c else b` gives two alternatives; `a or b` too. Everything else is itself."""
-    if isinstance(value, ast.IfExp):
-        return _alternatives(value.body) + _alternatives(value.orelse)
-    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
-        out: list[ast.AST] = []
-        for v in value.values:
-            out.extend(_alternatives(v))
-        return out
-    return [value]
-
-
-def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> dict[str, Any]:
+def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:
     ex = _FunctionExtractor(src)
     for stmt in node.body:
         ex.visit(stmt)
     for dflt in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
         ex.live.update(_names(dflt))
-    own = {a.arg for a in [*getattr(node.args, "posonlyargs", []), *node.args.args, *node.args.kwonlyargs]}
+    own = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
     own.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
-    return {
-        "name": node.name,
-        "qualname": qualname,
-        "line": node.lineno,
-        "col": node.col_offset,
-        "end_line": getattr(node, "end_lineno", node.lineno),
-        "params": _params(node.args, src),
-        "decorators": [src.segment(d) for d in node.decorator_list],
-        "calls": ex.calls,
-        "assigns": ex.assigns,
-        "dicts": ex.dicts,
-        "subscripts": ex.subscripts,
-        "attr_sets": ex.attr_sets,
-        "returns": ex.returns,
-        "loops": ex.loops,
-        # Only reads of the function's own parameters and of self attributes are ever
-        # asked about (is a declared parameter used? is self.<param> read?).
-        "live": sorted(n for n in ex.live if n in own or n.startswith("self.")),
-        "dead": sorted(n for n in ex.dead - ex.live if n in own or n.startswith("self.")),
-        "asserts": ex.asserts,
-    }
+    return FunctionFact(
+        name=node.name,
+        qualname=qualname,
+        line=node.lineno,
+        col=node.col_offset,
+        end_line=node.end_lineno or node.lineno,
+        params=_params(node.args, src),
+        decorators=tuple(src.segment(d) for d in node.decorator_list),
+        calls=tuple(ex.calls),
+        assigns={k: tuple(v) for k, v in ex.assigns.items()},
+        dicts={k: tuple(v) for k, v in ex.dicts.items()},
+        subscripts=tuple(ex.subscripts),
+        attr_assigns=tuple(ex.attr_assigns),
+        returns=tuple(ex.returns),
+        loops=tuple(ex.loops),
+        live=tuple(sorted(n for n in ex.live if n in own or n.startswith("self."))),
+        dead=tuple(sorted(n for n in ex.dead - ex.live if n in own or n.startswith("self."))),
+        asserts=tuple(ex.asserts),
+    )
 
 
 def _resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:
@@ -447,110 +586,121 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return base
 
 
-def _str_pair_table(value: ast.AST) -> dict[str, list[str]] | None:
+def _str_pair_table(value: ast.AST) -> dict[str, TableEntry] | None:
     """A dict literal mapping str -> (str, str): vLLM's registry tables."""
     if not isinstance(value, ast.Dict) or not value.keys:
         return None
-    table: dict[str, list[str]] = {}
+    table: dict[str, TableEntry] = {}
     for k, v in zip(value.keys, value.values):
-        if (
-            isinstance(k, ast.Constant)
-            and isinstance(k.value, str)
-            and isinstance(v, ast.Tuple)
-            and len(v.elts) == 2
-            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts)
-        ):
-            table[k.value] = [v.elts[0].value, v.elts[1].value]  # type: ignore[attr-defined]
+        if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Tuple) and len(v.elts) == 2:
+            first, second = v.elts
+            if (
+                isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and isinstance(second, ast.Constant)
+                and isinstance(second.value, str)
+            ):
+                table[k.value] = TableEntry(first.value, second.value)
     return table or None
 
 
-def extract(text: str, path: str, module: str, is_package: bool) -> dict[str, Any]:
-    """Parse one module and return its facts. Raises SyntaxError/ValueError/RecursionError on bad input."""
-    tree = ast.parse(text, filename=path, type_comments=False)
-    src = _Source(text)
-    imports: list[list[Any]] = []
-    classes: dict[str, Any] = {}
-    functions: dict[str, Any] = {}
-    tables: dict[str, Any] = {}
-    module_assigns: dict[str, list[Expr]] = {}
+class _ModuleExtractor:
+    def __init__(self, src: _Source, module: str, is_package: bool) -> None:
+        self.src = src
+        self.module = module
+        self.is_package = is_package
+        self.imports: list[ImportFact] = []
+        self.classes: dict[str, ClassFact] = {}
+        self.functions: dict[str, FunctionFact] = {}
+        self.tables: dict[str, dict[str, TableEntry]] = {}
+        self.module_assigns: dict[str, list[ExprFact]] = {}
 
-    # Imports anywhere in the module (if/else platform branches, try/except, and
-    # lazy `__getattr__` bodies) are alternatives for the bound name.
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                local = alias.asname or alias.name.split(".")[0]
-                target = alias.name if alias.asname else alias.name.split(".")[0]
-                imports.append([local, target, None])
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve_relative(module, is_package, node.level or 0, node.module)
-            for alias in node.names:
-                if alias.name == "*":
-                    imports.append(["*", base, "*"])
-                else:
-                    imports.append([alias.asname or alias.name, base, alias.name])
+    def imports_of(self, tree: ast.Module) -> None:
+        # Imports anywhere in the module (if/else platform branches, try/except, and
+        # lazy `__getattr__` bodies) are alternatives for the bound name.
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    local = alias.asname or alias.name.split(".")[0]
+                    target = alias.name if alias.asname else alias.name.split(".")[0]
+                    self.imports.append(ImportFact(local, target))
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve_relative(self.module, self.is_package, node.level or 0, node.module)
+                for alias in node.names:
+                    if alias.name == "*":
+                        self.imports.append(ImportFact("*", base, "*"))
+                    else:
+                        self.imports.append(ImportFact(alias.asname or alias.name, base, alias.name))
 
-    def visit_class(node: ast.ClassDef, prefix: str) -> None:
+    def visit_class(self, node: ast.ClassDef, prefix: str) -> None:
         qual = f"{prefix}{node.name}"
-        methods: dict[str, Any] = {}
-        class_attrs: dict[str, Expr] = {}
+        methods: dict[str, FunctionFact] = {}
+        class_attrs: dict[str, ExprFact] = {}
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                methods[stmt.name] = _function(stmt, f"{qual}.{stmt.name}", src)
+                methods[stmt.name] = _function(stmt, f"{qual}.{stmt.name}", self.src)
             elif isinstance(stmt, ast.ClassDef):
-                visit_class(stmt, qual + ".")
+                self.visit_class(stmt, qual + ".")
             elif isinstance(stmt, ast.Assign):
                 for t in stmt.targets:
                     if isinstance(t, ast.Name):
-                        class_attrs[t.id] = _expr(stmt.value, src)
-        classes[qual] = {
-            "name": node.name,
-            "qualname": qual,
-            "line": node.lineno,
-            "col": node.col_offset,
-            "bases": [_chain(b) or [src.segment(b)] for b in node.bases],
-            "decorators": [src.segment(d) for d in node.decorator_list],
-            "methods": methods,
-            "class_attrs": class_attrs,
-        }
+                        class_attrs[t.id] = _expr(stmt.value, self.src)
+        self.classes[qual] = ClassFact(
+            name=node.name,
+            qualname=qual,
+            line=node.lineno,
+            col=node.col_offset,
+            bases=tuple(chain_of(b) or (self.src.segment(b),) for b in node.bases),
+            decorators=tuple(self.src.segment(d) for d in node.decorator_list),
+            methods=methods,
+            class_attrs=class_attrs,
+        )
 
+    def toplevel(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.ClassDef):
+            self.visit_class(node, "")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.functions[node.name] = _function(node, node.name, self.src)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is None:
+                return
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    table = _str_pair_table(node.value)
+                    if table:
+                        self.tables[t.id] = table
+                    self.module_assigns.setdefault(t.id, []).append(_expr(node.value, self.src))
+        elif isinstance(node, ast.If):
+            # Definitions under platform branches are alternatives.
+            for sub in [*node.body, *node.orelse]:
+                self.toplevel(sub)
+        elif isinstance(node, _TRY_NODES):
+            # ... and so are try-import fallbacks.
+            for body in [node.body, node.orelse, *(h.body for h in node.handlers), node.finalbody]:
+                for sub in body:
+                    self.toplevel(sub)
+
+
+_TRY_NODES: tuple[type[ast.AST], ...] = (ast.Try,) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+def extract(text: str, path: str, module: str, is_package: bool) -> ModuleFacts:
+    """Parse one module and return its facts. Raises SyntaxError/ValueError/RecursionError on bad input."""
+    tree = ast.parse(text, filename=path, type_comments=False)
+    ex = _ModuleExtractor(_Source(text), module, is_package)
+    ex.imports_of(tree)
     for node in tree.body:
-        _toplevel(node, visit_class, functions, tables, module_assigns, src)
+        ex.toplevel(node)
+    return ModuleFacts(
+        version=FACTS_VERSION,
+        path=path,
+        module=module,
+        is_package=is_package,
+        imports=tuple(ex.imports),
+        classes=ex.classes,
+        functions=ex.functions,
+        tables=ex.tables,
+        module_assigns={k: tuple(v) for k, v in ex.module_assigns.items()},
+    )
 
-    return {
-        "v": FACTS_VERSION,
-        "path": path,
-        "module": module,
-        "is_package": is_package,
-        "imports": imports,
-        "classes": classes,
-        "functions": functions,
-        "tables": tables,
-        "module_assigns": module_assigns,
-    }
-
-
-def _toplevel(node, visit_class, functions, tables, module_assigns, src) -> None:
-    if isinstance(node, ast.ClassDef):
-        visit_class(node, "")
-    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        functions[node.name] = _function(node, node.name, src)
-    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        value = node.value
-        if value is None:
-            return
-        for t in targets:
-            if isinstance(t, ast.Name):
-                table = _str_pair_table(value)
-                if table:
-                    tables[t.id] = table
-                module_assigns.setdefault(t.id, []).append(_expr(value, src))
-    elif isinstance(node, (ast.If, ast.Try)) or node.__class__.__name__ == "TryStar":
-        # Definitions under platform branches / try-import fallbacks are alternatives.
-        bodies = [node.body, getattr(node, "orelse", [])]
-        if isinstance(node, ast.Try) or node.__class__.__name__ == "TryStar":
-            bodies += [h.body for h in node.handlers] + [node.finalbody]
-        for body in bodies:
-            for sub in body:
-                _toplevel(sub, visit_class, functions, tables, module_assigns, src)

@@ -39,9 +39,11 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+
 from packaging.version import InvalidVersion, Version
 
 from .errors import FetchError
+from .paths import default_cache_dir
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
@@ -57,17 +59,7 @@ _MAX_INDEX_PAGE = 64 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- cache dir
-
-
-def default_cache_dir() -> Path:
-    """``$MTP_AUDIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/mtp-audit``, else ``~/.cache/mtp-audit``."""
-    env = os.environ.get("MTP_AUDIT_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "mtp-audit"
-    return Path.home() / ".cache" / "mtp-audit"
+# default_cache_dir lives in auditor.paths (imported above).
 
 
 def release_dir(version: str, cache_dir: Path | None = None) -> Path:

@@ -17,15 +17,19 @@ import ast
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .atomic import write_atomic
+from .autofix import Autofix
 from .engine import Scan
 from .model import Finding
 
-FIXABLE = {"MTP001"}
+if TYPE_CHECKING:
+    from .engine import RuleClass
+
 
 
 @dataclass
@@ -134,66 +138,56 @@ class _ThreadStep(cst.CSTTransformer):
         return updated.with_changes(args=args)
 
 
-def _refusal(scan: Scan, f: Finding, param: str) -> str | None:
+def thread_step(source: str, param: str, targets: dict[str, list[tuple[int, int]]]) -> str:
+    """``source`` with ``param`` threaded through the calls at ``targets`` (qualname ->
+    call positions). Raises libcst's errors when the source cannot be rewritten."""
+    return MetadataWrapper(cst.parse_module(source)).visit(_ThreadStep(param, targets)).code
+
+
+def fixable_codes(rules: Sequence["RuleClass"]) -> dict[str, Autofix]:
+    """The rules that declare an autofix, by code."""
+    return {r.code: r.autofix for r in rules if r.autofix is not None}
+
+
+def apply_fixes(
+    scan: Scan, root: Path, rules: Sequence["RuleClass"], select: set[str] | None = None, write: bool = True
+) -> FixReport:
+    report = FixReport()
     analysis = scan.analysis
-    fn = analysis.index.function((f.path, f.function))
-    if fn is None:
-        return "the function is no longer in the analysed tree"
-    ctx = analysis.defining_class((f.path, f.function))
-    for ci, call in enumerate(fn["calls"]):
-        if call["line"] != f.line or call["col"] != f.column:
-            continue
-        bad = sorted({t.func[1] for t in analysis.targets((f.path, f.function), fn, ctx, ci) if not analysis.accepts(t.func, param)})
-        if bad:
-            return f"{', '.join(bad)} cannot accept {param}: the fix would raise TypeError there (MTP005)"
-        return None
-    return "the call site could not be located"
-
-
-def plan_fixes(scan: Scan, select: set[str] | None = None) -> dict[str, list[Finding]]:
+    if analysis is None:
+        raise ValueError("apply_fixes needs a scan with its analysis (not a cached result)")
+    fixes = fixable_codes(rules)
     plans: dict[str, list[Finding]] = {}
     for f in scan.result.findings:
-        if f.rule not in FIXABLE or f.suppressed or (select and f.rule not in select):
-            continue
-        plans.setdefault(f.path, []).append(f)
-    return plans
-
-
-def apply_fixes(scan: Scan, root: Path, select: set[str] | None = None, write: bool = True) -> FixReport:
-    report = FixReport()
-    param = scan.analysis.params[0]
-    for path, findings in sorted(plan_fixes(scan, select).items()):
-        accepted: dict[str, list[tuple[int, int]]] = {}
+        if f.rule in fixes and not f.suppressed and (not select or f.rule in select):
+            plans.setdefault(f.path, []).append(f)
+    for path, findings in sorted(plans.items()):
         chosen: list[Finding] = []
         for f in findings:
-            reason = _refusal(scan, f, param)
+            reason = fixes[f.rule].refusal(analysis, f)
             if reason:
                 report.refused.append((f, reason))
-                continue
-            accepted.setdefault(f.function, []).append((f.line, f.column))
-            chosen.append(f)
-        if not accepted:
+            else:
+                chosen.append(f)
+        if not chosen:
             continue
         full = root / path
         try:
             old = full.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            for f in chosen:
-                report.refused.append((f, f"cannot read {path}: {exc}"))
+            report.refused.extend((f, f"cannot read {path}: {exc}") for f in chosen)
             continue
+        new = old
         try:
-            module = cst.parse_module(old)
-            transformer = _ThreadStep(param, accepted)
-            new = MetadataWrapper(module).visit(transformer).code
+            for code in sorted({f.rule for f in chosen}):
+                new = fixes[code].rewrite(new, [f for f in chosen if f.rule == code])
         except Exception as exc:  # libcst cannot parse/transform: refuse rather than guess
-            for f in chosen:
-                report.refused.append((f, f"libcst could not rewrite {path}: {type(exc).__name__}"))
+            report.refused.extend((f, f"libcst could not rewrite {path}: {type(exc).__name__}") for f in chosen)
             continue
         try:
             ast.parse(new)
         except SyntaxError as exc:
-            for f in chosen:
-                report.refused.append((f, f"the rewritten file would not parse ({exc.msg}); left unchanged"))
+            report.refused.extend((f, f"the rewritten file would not parse ({exc.msg}); left unchanged") for f in chosen)
             continue
         if new == old:
             continue
@@ -201,8 +195,7 @@ def apply_fixes(scan: Scan, root: Path, select: set[str] | None = None, write: b
             try:
                 write_atomic(full, new)
             except OSError as exc:
-                for f in chosen:
-                    report.refused.append((f, f"cannot write {path}: {exc.strerror or exc}"))
+                report.refused.extend((f, f"cannot write {path}: {exc.strerror or exc}") for f in chosen)
                 continue
         report.changed[path] = (old, new)
         report.fixed.extend(chosen)

@@ -32,7 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Sequence
 
 import git
 import typer
@@ -43,8 +43,11 @@ from .config import Config
 from .errors import GitError, UsageError
 from .gittree import PACKAGE, GitTree, _tag_version, list_release_tags, NoVllmInTree, commits_between, is_shallow, open_repo, resolve_commit
 from .atomic import emit
-from .result_cache import ResultCache, result_key
+from .result_cache import ResultCache
 from .model import Finding, ScanResult
+
+if TYPE_CHECKING:
+    from .engine import RuleClass
 
 #: default --tags pattern: final releases, including 4-part and .postN versions (v0.10.1.1)
 DEFAULT_TAG_PATTERN = r"^v\d+\.\d+\.\d+(\.\d+|\.post\d+)?$"
@@ -169,8 +172,11 @@ class Scanner:
         config: Optional[Config] = None,
         cache_dir: Optional[Path] = None,
         workers: Optional[int] = None,
+        *,
+        rules: Sequence[RuleClass],
     ) -> None:
         self.repo = open_repo(repo)
+        self.rules = list(rules)
         self.config = config or Config()
         self.facts = FactsCache(cache_dir)
         self.results = ResultCache(cache_dir)
@@ -199,16 +205,10 @@ class Scanner:
             rel.skipped = f"no {PACKAGE}/ directory in this tree"
             return rel
         rel.tree = tree.commit.tree[PACKAGE].hexsha
-        key = result_key(rel.tree, self.config)
-        cached = self.results.get(key)
-        if cached is not None:
-            cached.root = tree.label
-            rel.result, rel.from_cache = cached, True
-        else:
-            scan = run_scan(tree, self.config, self.facts, self.workers)
+        scan = run_scan(tree, self.config, self.rules, self.facts, self.workers, self.results, tree_id=rel.tree)
+        rel.result, rel.from_cache = scan.result, scan.analysis is None
+        if scan.analysis is not None:
             self.scans += 1
-            rel.result = scan.result
-            self.results.put(key, scan.result)
         rel.seconds = time.perf_counter() - started
         return rel
 
@@ -346,8 +346,10 @@ def run_history(
     cache_dir: Optional[Path] = None,
     workers: Optional[int] = None,
     progress: bool = False,
+    *,
+    rules: Sequence["RuleClass"],
 ) -> History:
-    scanner = Scanner(repo, config, cache_dir, workers)
+    scanner = Scanner(repo, config, cache_dir, workers, rules=rules)
     try:
         tags = select_tags(scanner.repo, start, end, pattern, include_pre)
         return scan_refs(scanner, tags, "history", progress, "releases")
@@ -363,8 +365,10 @@ def run_diff(
     cache_dir: Optional[Path] = None,
     workers: Optional[int] = None,
     progress: bool = False,
+    *,
+    rules: Sequence["RuleClass"],
 ) -> History:
-    scanner = Scanner(repo, config, cache_dir, workers)
+    scanner = Scanner(repo, config, cache_dir, workers, rules=rules)
     try:
         for ref in (base, head):
             _resolve(scanner.repo, ref)
@@ -442,6 +446,8 @@ def run_bisect(
     cache_dir: Optional[Path] = None,
     workers: Optional[int] = None,
     progress: bool = False,
+    *,
+    rules: Sequence["RuleClass"],
 ) -> BisectResult:
     """The first commit in ``good..bad`` whose presence of the finding matches ``bad``'s.
 
@@ -451,7 +457,7 @@ def run_bisect(
     fp = fingerprint.strip().lower()
     if not re.fullmatch(r"[0-9a-f]{1,64}", fp):
         raise UsageError(f"bad fingerprint {fingerprint!r}: fingerprints are hex ids as `scan` prints them")
-    scanner = Scanner(repo, config, cache_dir, workers)
+    scanner = Scanner(repo, config, cache_dir, workers, rules=rules)
     try:
         for ref in (good, bad):
             _resolve(scanner.repo, ref)
@@ -566,9 +572,16 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="pyproject.t
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", min=1, max=64, help="Parser processes for a cold scan.")]
 
 
+def selected_rules() -> list["RuleClass"]:
+    """The command line hands the engine its rules (the engine never imports them)."""
+    from rules import all_rules
+
+    return list(all_rules())
+
+
 def _settings(config: Optional[Path], no_cache: bool, cache_dir: Optional[Path]) -> tuple[Config, Optional[Path]]:
     from .config import load_config
-    from .fetch import default_cache_dir
+    from .paths import default_cache_dir
 
     if config is not None and not config.is_file():
         raise UsageError(f"configuration file not found: {config}")
@@ -597,7 +610,7 @@ def history_command(
     from .history_report import render
 
     cfg, cache = _settings(config, no_cache, cache_dir)
-    hist = run_history(repo, start, end, tags, pre, cfg, cache, workers, progress_wanted(quiet))
+    hist = run_history(repo, start, end, tags, pre, cfg, cache, workers, progress_wanted(quiet), rules=selected_rules())
     emit(render(hist, format.value), output)
     if not quiet and sys.stderr.isatty():
         t = hist.timing
@@ -624,7 +637,7 @@ def diff_command(
     from .history_report import render
 
     cfg, cache = _settings(config, no_cache, cache_dir)
-    hist = run_diff(repo, base, head, cfg, cache, workers, progress_wanted(quiet))
+    hist = run_diff(repo, base, head, cfg, cache, workers, progress_wanted(quiet), rules=selected_rules())
     emit(render(hist, format.value), output)
     delta = hist.deltas[-1]
     raise typer.Exit(1 if delta is not None and delta.introduced and not exit_zero else 0)
@@ -645,7 +658,7 @@ def bisect_command(
 ) -> None:
     """Find the commit that introduced (or fixed) a finding, by binary search between --good and --bad."""
     cfg, cache = _settings(config, no_cache, cache_dir)
-    res = run_bisect(repo, fingerprint, good, bad, cfg, cache, workers, progress_wanted(quiet))
+    res = run_bisect(repo, fingerprint, good, bad, cfg, cache, workers, progress_wanted(quiet), rules=selected_rules())
     if format == BisectFormat.json:
         text = json.dumps(res.to_json(), indent=2, sort_keys=False) + "\n"
     else:

@@ -13,11 +13,12 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from enum import Enum
+from typing import Iterable, Iterator
 
 from .cache import FactsCache, content_key
 from .config import Config
-from .facts import extract
+from .facts import Chain, ClassFact, FunctionFact, ModuleFacts, extract
 from .model import Problem
 from .source import FileTooLarge, SourceTree
 from .suppress import MARKER
@@ -30,9 +31,16 @@ FuncKey = tuple[str, str]
 EXTERNAL = ("<external>", "")
 
 
+class SymbolKind(str, Enum):
+    CLASS = "class"
+    FUNCTION = "function"
+    MODULE = "module"
+    TABLE = "table"
+
+
 @dataclass(frozen=True)
 class Symbol:
-    kind: str  # "class" | "function" | "module" | "table"
+    kind: SymbolKind
     path: str
     name: str  # qualname, or module name for kind == "module"
 
@@ -56,7 +64,7 @@ def _decode(data: bytes) -> str:
     return data.decode(encoding)
 
 
-def _extract_worker(args: tuple[str, bytes, str, bool]) -> tuple[str, dict[str, Any] | None, tuple[str, str] | None]:
+def _extract_worker(args: tuple[str, bytes, str, bool]) -> tuple[str, ModuleFacts | None, tuple[str, str] | None]:
     path, data, module, is_pkg = args
     try:
         text = _decode(data)
@@ -93,7 +101,7 @@ class Index:
             for i in range(1, len(parts)):
                 self.packages.add(".".join(parts[:i]))
         self._file_set = set(self.files)
-        self.facts: dict[str, dict[str, Any] | None] = {}
+        self.facts: dict[str, ModuleFacts | None] = {}
         self.problems: dict[str, Problem] = {}
         for path, kind, msg in tree.problems():
             self.problems[path] = Problem(path, kind, msg)
@@ -103,10 +111,11 @@ class Index:
         self.parsed = 0
         self.seeds: list[str] = []
         self.suppression_files: list[str] = []  # files with a `mtp-audit:` comment marker
-        # Once the engine has loaded what draft loops and draft models reach, the set of
-        # analysed files is frozen: rules resolve only within it, so findings never
-        # depend on the order in which rules happen to run.
-        self.frozen = False
+        # Phases: the engine loads the seeds, the analyses load what resolution reaches,
+        # then the engine calls freeze(): from there on nothing is parsed, so rules
+        # resolve only within a fixed set of files and findings never depend on the
+        # order in which rules happen to run.
+        self._frozen = False
 
     # -- loading -------------------------------------------------------
     def _read(self, path: str) -> bytes | None:
@@ -178,10 +187,18 @@ class Index:
             self.facts[path] = facts
             self.cache.put(keys[path], facts)
 
-    def load(self, path: str) -> dict[str, Any] | None:
+    def freeze(self) -> None:
+        """End of the loading phase (called by the engine, once, before the rules run)."""
+        self._frozen = True
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    def load(self, path: str) -> ModuleFacts | None:
         if path in self.facts:
             return self.facts[path]
-        if self.frozen:
+        if self._frozen:
             return None
         data = self._read(path)
         if data is None:
@@ -190,7 +207,7 @@ class Index:
         self._load_many([(path, data, content_key(data, path))])
         return self.facts.get(path)
 
-    def loaded(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def loaded(self) -> Iterator[tuple[str, ModuleFacts]]:
         for path in sorted(self.facts):
             f = self.facts[path]
             if f is not None:
@@ -202,15 +219,15 @@ class Index:
         if m is None:
             m = {}
             facts = self.facts.get(path)
-            for local, module, name in (facts or {}).get("imports", []):
-                m.setdefault(local, []).append((module, name))
+            for imp in facts.imports if facts is not None else ():
+                m.setdefault(imp.local, []).append((imp.module, imp.name))
             self._import_map[path] = m
         return m
 
     def resolve(self, path: str, name: str, _depth: int = 0) -> list[Symbol]:
         """What a module-level ``name`` in file ``path`` can be (all alternatives)."""
         memo_key = (path, name)
-        if memo_key in self._resolve_memo and not (self.frozen and not self._resolve_memo[memo_key]):
+        if memo_key in self._resolve_memo and not (self._frozen and not self._resolve_memo[memo_key]):
             return self._resolve_memo[memo_key]
         if _depth > 12:
             return []
@@ -218,12 +235,12 @@ class Index:
         facts = self.load(path)
         out: list[Symbol] = []
         if facts is not None:
-            if name in facts["classes"]:
-                out.append(Symbol("class", path, name))
-            if name in facts["functions"]:
-                out.append(Symbol("function", path, name))
-            if name in facts.get("tables", {}):
-                out.append(Symbol("table", path, name))
+            if name in facts.classes:
+                out.append(Symbol(SymbolKind.CLASS, path, name))
+            if name in facts.functions:
+                out.append(Symbol(SymbolKind.FUNCTION, path, name))
+            if name in facts.tables:
+                out.append(Symbol(SymbolKind.TABLE, path, name))
             if not out:
                 for module, attr in self.imports_of(path).get(name, []):
                     out.extend(self._resolve_import(module, attr, _depth))
@@ -234,8 +251,8 @@ class Index:
                             out.extend(self.resolve(target, name, _depth + 1))
                 if not out:
                     # module-level alias: Foo = Bar
-                    for e in facts.get("module_assigns", {}).get(name, []):
-                        ch = e.get("ch")
+                    for e in facts.module_assigns.get(name, ()):
+                        ch = e.chain
                         if ch and len(ch) == 1 and ch[0] != name:
                             out.extend(self.resolve(path, ch[0], _depth + 1))
         out = list(dict.fromkeys(out))
@@ -245,34 +262,35 @@ class Index:
     def _resolve_import(self, module: str, attr: str | None, depth: int) -> list[Symbol]:
         if attr is None:
             known = module in self.path_of_module or module in self.packages
-            return [Symbol("module", self.path_of_module.get(module, ""), module)] if known else []
+            return [Symbol(SymbolKind.MODULE, self.path_of_module.get(module, ""), module)] if known else []
         sub = f"{module}.{attr}"
         if sub in self.path_of_module:
-            return [Symbol("module", self.path_of_module[sub], sub)]
+            return [Symbol(SymbolKind.MODULE, self.path_of_module[sub], sub)]
         target = self.path_of_module.get(module)
         if target is None:
             return []
         return self.resolve(target, attr, depth + 1)
 
-    def resolve_chain(self, path: str, chain: list[str]) -> list[Symbol]:
+    def resolve_chain(self, path: str, chain: Chain) -> list[Symbol]:
         """Resolve a dotted chain (``mod.sub.Cls``) from the module namespace of ``path``."""
         syms = self.resolve(path, chain[0])
         for part in chain[1:]:
             nxt: list[Symbol] = []
             for s in syms:
-                if s.kind == "module":
+                if s.kind is SymbolKind.MODULE:
                     sub = f"{s.name}.{part}"
                     if sub in self.path_of_module:
-                        nxt.append(Symbol("module", self.path_of_module[sub], sub))
+                        nxt.append(Symbol(SymbolKind.MODULE, self.path_of_module[sub], sub))
                     elif s.path:
                         nxt.extend(self.resolve(s.path, part))
-                elif s.kind == "class":
+                elif s.kind is SymbolKind.CLASS:
                     nested = f"{s.name}.{part}"
                     facts = self.load(s.path)
-                    if facts and nested in facts["classes"]:
-                        nxt.append(Symbol("class", s.path, nested))
-                    elif facts and part in self.class_facts((s.path, s.name)).get("methods", {}):
-                        nxt.append(Symbol("function", s.path, f"{s.name}.{part}"))
+                    cls = self.class_fact((s.path, s.name))
+                    if facts and nested in facts.classes:
+                        nxt.append(Symbol(SymbolKind.CLASS, s.path, nested))
+                    elif cls is not None and part in cls.methods:
+                        nxt.append(Symbol(SymbolKind.FUNCTION, s.path, f"{s.name}.{part}"))
             syms = nxt
         return syms
 
@@ -285,20 +303,25 @@ class Index:
         return self.path_of_module.get(cand)
 
     # -- classes -------------------------------------------------------
-    def class_facts(self, key: ClassKey) -> dict[str, Any]:
+    def class_fact(self, key: ClassKey) -> ClassFact | None:
         facts = self.load(key[0]) if key[0] in self._file_set else None
         if facts is None:
-            return {}
-        return facts["classes"].get(key[1], {})
+            return None
+        return facts.classes.get(key[1])
+
+    def methods(self, key: ClassKey) -> dict[str, FunctionFact]:
+        """The methods a class defines itself (not inherited ones)."""
+        cls = self.class_fact(key)
+        return cls.methods if cls is not None else {}
 
     def bases(self, key: ClassKey) -> list[ClassKey]:
-        cf = self.class_facts(key)
+        cf = self.class_fact(key)
         out: list[ClassKey] = []
-        for chain in cf.get("bases", []):
+        for chain in cf.bases if cf is not None else ():
             if not chain or not re.match(r"^[A-Za-z_()]", chain[0]):
                 continue
             for s in self.resolve_chain(key[0], chain):
-                if s.kind == "class":
+                if s.kind is SymbolKind.CLASS:
                     out.append((s.path, s.name))
         return out
 
@@ -325,32 +348,32 @@ class Index:
         self._mro_memo[key] = result
         return result
 
-    def method(self, key: ClassKey, name: str, after: ClassKey | None = None) -> tuple[ClassKey, dict[str, Any]] | None:
+    def method(self, key: ClassKey, name: str, after: ClassKey | None = None) -> tuple[ClassKey, FunctionFact] | None:
         mro = self.mro(key)
         if after is not None and after in mro:
             mro = mro[mro.index(after) + 1 :]
         for cls in mro:
-            m = self.class_facts(cls).get("methods", {}).get(name)
+            m = self.methods(cls).get(name)
             if m is not None:
                 return cls, m
         return None
 
-    def function(self, key: FuncKey) -> dict[str, Any] | None:
+    def function(self, key: FuncKey) -> FunctionFact | None:
         facts = self.load(key[0])
         if facts is None:
             return None
         qual = key[1]
-        if qual in facts["functions"]:
-            return facts["functions"][qual]
+        if qual in facts.functions:
+            return facts.functions[qual]
         cls, _, meth = qual.rpartition(".")
-        c = facts["classes"].get(cls)
-        if c:
-            return c["methods"].get(meth)
+        c = facts.classes.get(cls)
+        if c is not None:
+            return c.methods.get(meth)
         return None
 
     def all_classes(self) -> Iterable[ClassKey]:
         for path, facts in self.loaded():
-            for qual in facts["classes"]:
+            for qual in facts.classes:
                 yield (path, qual)
 
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import git
 
 from .cache import FactsCache
 from .config import Config
-from .engine import run_scan
+from .engine import RuleClass, run_scan
 from .errors import GitError, UsageError
 from .gittree import GitTree, NoVllmInTree
 from .model import Finding, ScanResult, Severity
-from .result_cache import ResultCache, result_key
+from .result_cache import ResultCache
 from .source import DirectoryTree, SourceTree
 
 
@@ -53,16 +54,11 @@ def _blob_shas(tree: SourceTree) -> dict[str, str]:
     return out
 
 
-def _scan_git(tree: GitTree, config: Config, cache: FactsCache, cache_root: Path | None, workers: int | None) -> ScanResult:
-    results = ResultCache(cache_root)
+def _scan_git(
+    tree: GitTree, config: Config, rules: Sequence[RuleClass], cache: FactsCache, cache_root: Path | None, workers: int | None
+) -> ScanResult:
     tree_id = tree.commit.tree["vllm"].hexsha
-    key = result_key(tree_id, config)
-    cached = results.get(key)
-    if cached is not None:
-        return cached
-    result = run_scan(tree, config, cache, workers).result
-    results.put(key, result)
-    return result
+    return run_scan(tree, config, rules, cache, workers, ResultCache(cache_root), tree_id=tree_id).result
 
 
 def run_lint(
@@ -73,6 +69,8 @@ def run_lint(
     cache: FactsCache,
     cache_root: Path | None,
     workers: int | None = None,
+    *,
+    rules: Sequence[RuleClass],
 ) -> LintOutcome:
     repo = _repo_for(path)
     if repo.bare:
@@ -86,11 +84,11 @@ def run_lint(
         if not (work / "vllm").is_dir():
             raise UsageError(f"no vllm/ package at the repository root {work}")
         head_tree: SourceTree = DirectoryTree(work, label="work tree")
-        head_result = run_scan(head_tree, config, cache, workers).result
+        head_result = run_scan(head_tree, config, rules, cache, workers).result
     else:
         head_tree = GitTree(repo, head)
-        head_result = _scan_git(head_tree, config, cache, cache_root, workers)
-    base_result = _scan_git(base_tree, config, cache, cache_root, workers)
+        head_result = _scan_git(head_tree, config, rules, cache, cache_root, workers)
+    base_result = _scan_git(base_tree, config, rules, cache, cache_root, workers)
 
     base_shas, head_shas = _blob_shas(base_tree), _blob_shas(head_tree)
     changed = sorted(p for p in set(base_shas) | set(head_shas) if base_shas.get(p) != head_shas.get(p))

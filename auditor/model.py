@@ -76,6 +76,7 @@ class Finding:
     fingerprint_key: str = ""
     fingerprint: str = ""
     suppressed: bool = False
+    parameter: str = ""  # the threaded parameter the finding is about (the autofix threads it)
 
     def finalize(self) -> "Finding":
         key = "|".join([self.rule, self.path, self.function, self.callee, self.fingerprint_key])
@@ -83,7 +84,7 @@ class Finding:
         self.affected_classes = sorted(set(self.affected_classes), key=lambda c: (c.path, c.name))
         return self
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.path, self.line, self.column, self.rule, self.fingerprint)
 
     def to_json(self) -> dict[str, Any]:
@@ -100,6 +101,7 @@ class Finding:
             "affected_classes": [c.to_json() for c in self.affected_classes],
             "fingerprint": self.fingerprint,
             **({"suppressed": True} if self.suppressed else {}),
+            **({"parameter": self.parameter} if self.parameter else {}),
         }
 
     @classmethod
@@ -117,6 +119,7 @@ class Finding:
             affected_classes=[ClassRef.from_json(c) for c in data.get("affected_classes", [])],
             fingerprint=data.get("fingerprint", ""),
             suppressed=bool(data.get("suppressed", False)),
+            parameter=str(data.get("parameter", "")),
         )
 
 

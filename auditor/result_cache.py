@@ -13,6 +13,7 @@ import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 from . import __version__
 from .atomic import write_atomic
@@ -23,31 +24,37 @@ from .model import ScanResult
 
 @lru_cache(maxsize=1)
 def tool_digest() -> str:
-    """Tool version plus a digest of every module that decides a scan's result.
+    """Tool version plus a digest of every engine module that decides a scan's result.
 
-    Editing the analysis or a rule invalidates cached results even when the version
-    string did not change. Report-only modules (history, output, cli, fetch) are left out.
+    Editing the analysis invalidates cached results even when the version string did not
+    change. Report-only modules (history, output, cli, fetch) are left out; the rules'
+    own files are added by :func:`result_key`.
     """
     h = hashlib.sha256(f"mtp-audit:{__version__}:{FACTS_VERSION}\0".encode())
     here = Path(__file__).resolve().parent
-    import rules as _rules
-
-    rules_dir = Path(_rules.__file__).resolve().parent
     skip = {"history.py", "history_report.py", "cli.py", "releases_import.py", "fetch.py", "lint.py", "fix.py"}
-    for folder in (here, rules_dir):
-        for p in sorted(folder.glob("*.py")):
-            if p.name in skip:
-                continue
-            try:
-                h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-            except OSError:
-                h.update(p.name.encode() + b"\0unreadable\0")
+    for p in sorted(here.rglob("*.py")):
+        if p.name in skip or p.parent.name == "output":
+            continue
+        _add_file(h, p, here)
     return h.hexdigest()[:20]
 
 
-def result_key(tree_id: str, config: Config) -> str:
+def _add_file(h: "hashlib._Hash", p: Path, base: Path) -> None:
+    name = p.relative_to(base).as_posix() if p.is_relative_to(base) else p.name
+    try:
+        h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
+    except OSError:
+        h.update(name.encode() + b"\0unreadable\0")
+
+
+def result_key(tree_id: str, config: Config, rule_files: Sequence[Path] = (), rule_codes: Sequence[str] = ()) -> str:
+    """Identity of one scan's result: tool, rules (their code and source), tree, configuration."""
+    h = hashlib.sha256()
+    for p in rule_files:
+        _add_file(h, p, p.parent)
     cfg = json.dumps(dataclasses.asdict(config), sort_keys=True)
-    raw = f"{tool_digest()}|{tree_id}|{cfg}".encode()
+    raw = f"{tool_digest()}|{h.hexdigest()}|{','.join(rule_codes)}|{tree_id}|{cfg}".encode()
     return hashlib.sha256(raw).hexdigest()
 
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
 from .atomic import write_atomic
 from .errors import UsageError
-from .model import Finding, Hop, Severity
+from .model import Finding
 
 MARKER = b"mtp-audit:"
 _COMMENT = re.compile(r"#\s*mtp-audit:\s*ignore\[([^\]]*)\]\s*(.*)$")
-SUPPRESSION_RULE = "MTP900"
 
 
 @dataclass
@@ -46,10 +46,23 @@ def parse_suppressions(path: str, text: str) -> list[Suppression]:
     return out
 
 
+class ProblemKind(str, Enum):
+    MISSING_REASON = "missing-reason"
+    UNUSED = "unused"
+
+
+@dataclass(frozen=True)
+class SuppressionProblem:
+    """A suppression comment that is wrong: the suppression rule (MTP900) reports these."""
+
+    suppression: Suppression
+    kind: ProblemKind
+
+
 def apply_suppressions(
     findings: list[Finding], suppressions: Iterable[Suppression], def_lines: dict[tuple[str, str], int]
-) -> list[Finding]:
-    """Mark suppressed findings; return MTP900 findings for bad or unused suppressions."""
+) -> list[SuppressionProblem]:
+    """Mark suppressed findings; return the suppressions that are wrong (no reason, unused)."""
     by_line: dict[tuple[str, int], list[Suppression]] = {}
     sups = list(suppressions)
     for s in sups:
@@ -65,29 +78,13 @@ def apply_suppressions(
                     if s.reason:
                         f.suppressed = True
                     s.used = True
-    extra = []
+    problems = []
     for s in sups:
         if not s.reason:
-            msg = "suppression without a reason: write why after the bracket, e.g. `# mtp-audit: ignore[MTP002] EAGLE-style by design`"
+            problems.append(SuppressionProblem(s, ProblemKind.MISSING_REASON))
         elif not s.used:
-            msg = f"unused suppression: no {', '.join(s.codes) or 'finding'} here any more; remove it"
-        else:
-            continue
-        extra.append(
-            Finding(
-                rule=SUPPRESSION_RULE,
-                severity=Severity.NOTE,
-                path=s.path,
-                line=s.line,
-                column=0,
-                function="",
-                callee="",
-                message=msg,
-                trace=[Hop(s.path, s.line, "", "suppression comment")],
-                fingerprint_key=f"{','.join(s.codes)}|{s.reason}|{'reason' if not s.reason else 'unused'}",
-            ).finalize()
-        )
-    return extra
+            problems.append(SuppressionProblem(s, ProblemKind.UNUSED))
+    return problems
 
 
 # ---------------------------------------------------------------------------

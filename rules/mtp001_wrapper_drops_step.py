@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from auditor.analyses import ArgSource, Selection, Target
 from auditor.analysis import Analysis
+from auditor.autofix import ThreadStepFix
 from auditor.model import ClassRef, Finding, Severity
 
 from ._examples import wrapper
-from .base import Rule
+from .base import Invalid, Rule, Valid
 
 
 class WrapperDropsStep(Rule):
@@ -24,7 +26,8 @@ class WrapperDropsStep(Rule):
     Arguments are bound to the callee's signature, so positional passing counts;
     forwarding ``**kwargs`` counts; a dict built in the function and expanded with
     ``**d`` counts when it holds the key. A callee that has no step parameter, or
-    never uses it to pick a layer, is not a drop.
+    never uses it to pick a layer, is not a drop. Each dropping call is its own
+    finding, also when one function calls the same callee twice.
 
     Fix: pass it on by keyword, ``self.model(..., spec_step_idx=spec_step_idx)``
     (``mtp-audit fix`` does this).
@@ -34,63 +37,70 @@ class WrapperDropsStep(Rule):
     name = "wrapper-drops-step"
     severity = Severity.ERROR
     summary = "Wrapper receives spec_step_idx but calls a layer-selecting callee without it"
+    autofix = ThreadStepFix()
 
     VALID = [
-        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, spec_step_idx)",
-                                         "self, input_ids, positions, hidden_states, spec_step_idx=0")},
-        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")},
-        {"vllm/models/m_mtp.py": wrapper(
-            "kw = {'spec_step_idx': kwargs.get('spec_step_idx', 0)}\n        return self.model(input_ids, positions, hidden_states, **kw)")},
+        Valid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, spec_step_idx)",
+                                               "self, input_ids, positions, hidden_states, spec_step_idx=0")}),
+        Valid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")}),
+        Valid({"vllm/models/m_mtp.py": wrapper(
+            "kw = {'spec_step_idx': kwargs.get('spec_step_idx', 0)}\n        return self.model(input_ids, positions, hidden_states, **kw)")}),
     ]
     INVALID = [
-        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)")},
-        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)",
-                                         "self, input_ids, positions, hidden_states, spec_step_idx=0")},
-        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, spec_step_idx=0)",
-                                         "self, input_ids, positions, hidden_states, spec_step_idx=0")},
+        Invalid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)")},
+                line=22, message="WrapperMTP.forward receives spec_step_idx (**kwargs) but calls Predictor.forward without it"),
+        Invalid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)",
+                                                 "self, input_ids, positions, hidden_states, spec_step_idx=0")},
+                line=22, message="receives spec_step_idx (parameter)"),
+        Invalid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, spec_step_idx=0)",
+                                                 "self, input_ids, positions, hidden_states, spec_step_idx=0")},
+                line=22, message="with the constant 0"),
+        # Two dropping calls in one function are two defects, two findings.
+        Invalid({"vllm/models/m_mtp.py": wrapper("h = self.model(input_ids, positions, hidden_states)\n"
+                                                 "        return self.model(input_ids, positions, h)")},
+                count=2, message="calls Predictor.forward without it"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
-        for fkey, fn in analysis.relevant_functions():
-            names = analysis.param_names(fn)
-            kwargs = analysis.kwargs_param(fn)
-            ctx = analysis.defining_class(fkey)
+        calls, flow, types = analysis.calls, analysis.flow, analysis.types
+        for fkey, fn in analysis.scope.relevant_functions():
+            names = fn.param_names
+            kwargs = fn.kwargs_param
+            ctx = types.defining_class(fkey)
             for param in analysis.params:
                 named = param in names
                 if not named and kwargs is None:
                     continue
                 received = "parameter" if named else f"**{kwargs}"
-                for ci, call in enumerate(fn["calls"]):
+                for ci, call in enumerate(fn.calls):
                     # One finding per call site, whatever the registry fan-out behind it.
-                    dropped: dict[str, tuple] = {}
-                    for tgt in analysis.targets(fkey, fn, ctx, ci):
-                        b = analysis.bind(call, fn, tgt)
+                    dropped: dict[str, tuple[Target, ArgSource | None, Selection]] = {}
+                    for tgt in calls.targets(fkey, fn, ctx, ci):
+                        b = calls.bind(call, fn, tgt)
                         if b.forwards_kwargs and not named:
                             continue
                         if b.opaque_dicts or param in b.unknown_keywords:
                             continue
                         src = b.params.get(param)
-                        if src is not None and (not named or not src["expr"].get("c") or param in src["expr"]["n"]):
+                        if src is not None and (not named or not src.expr.constant or param in src.expr.names):
                             continue
-                        sel = analysis.selects(tgt.func, tgt.ctx, param)
+                        sel = flow.selects(tgt.func, tgt.ctx, param)
                         if sel is not None and tgt.func[1] not in dropped:
                             dropped[tgt.func[1]] = (tgt, src, sel)
                     if not dropped:
                         continue
                     callees = sorted(dropped)
-                    tgt, src, sel = dropped[callees[0]]
-                    how = "without it" if src is None else f"with the constant {src['expr']['t']}"
-                    classes = set(analysis.affected_models(fkey))
-                    for t, _, _ in dropped.values():
-                        if t.model_class is not None:
-                            classes.add(ClassRef(*t.model_class))
+                    _, src, sel = dropped[callees[0]]
+                    how = "without it" if src is None else f"with the constant {src.expr.text}"
+                    classes = set(analysis.registry.affected_models(fkey))
+                    classes.update(ClassRef(*t.model_class) for t, _, _ in dropped.values() if t.model_class is not None)
                     shown = callees[0] + (f" (and {len(callees) - 1} more)" if len(callees) > 1 else "")
                     yield Finding(
                         rule=self.code,
                         severity=self.severity,
                         path=fkey[0],
-                        line=call["line"],
-                        column=call["col"],
+                        line=call.line,
+                        column=call.col,
                         function=fkey[1],
                         callee=", ".join(callees),
                         message=(
@@ -98,10 +108,11 @@ class WrapperDropsStep(Rule):
                             f"{callees[0]} selects {sel.container} by {param}, so every draft step uses layer 0"
                         ),
                         trace=[
-                            analysis.hop(fkey, fn["line"], f"receives {param} ({received})"),
-                            analysis.hop(fkey, call["line"], f"calls {callees[0]} {how}"),
+                            analysis.hop(fkey, fn.line, f"receives {param} ({received})"),
+                            analysis.hop(fkey, call.line, f"calls {callees[0]} {how}"),
                             *sel.hops,
                         ],
                         affected_classes=sorted(classes, key=lambda c: (c.path, c.name)),
-                        fingerprint_key=f"{param}|{call['func'] and '.'.join(call['func'])}",
+                        fingerprint_key=f"{param}|{call.func and '.'.join(call.func)}",
+                        parameter=param,
                     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from auditor.analyses import StepKind
 from auditor.analysis import Analysis
 from auditor.model import ClassRef, Finding, Severity
 
 from ._examples import draft_tree
-from .base import Rule
+from .base import Invalid, Rule, Valid
 
 
 class LoopPassesConstantStep(Rule):
@@ -31,27 +32,30 @@ class LoopPassesConstantStep(Rule):
     summary = "Draft loop reaches the MTP model without a per-step spec_step_idx (layers 1..N-1 unused)"
 
     VALID = [
-        draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"),
-        draft_tree("out.append(self._run(token_index + 1, hidden_states))",
-                   helpers="\n    def _run(self, step, h):\n        kw = dict(hidden_states=h, input_ids=None, positions=None)\n"
-                           "        kw['spec_step_idx'] = step\n        return self.model(**kw)\n"),
+        Valid(draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))")),
+        Valid(draft_tree("out.append(self._run(token_index + 1, hidden_states))",
+                         helpers="\n    def _run(self, step, h):\n        kw = dict(hidden_states=h, input_ids=None, positions=None)\n"
+                                 "        kw['spec_step_idx'] = step\n        return self.model(**kw)\n")),
     ]
     INVALID = [
-        draft_tree("out.append(self.model(input_ids, positions, hidden_states))"),
-        draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=0))"),
-        draft_tree("out.append(self._run(hidden_states))",
-                   helpers="\n    def _run(self, h):\n        return self.model(None, None, h)\n"),
+        Invalid(draft_tree("out.append(self.model(input_ids, positions, hidden_states))"),
+                path="vllm/spec_decode/proposer.py", line=14, message="draft loop reaches forward of 1 MTP model class(es) without a per-step spec_step_idx (absent)"),
+        Invalid(draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=0))"),
+                path="vllm/spec_decode/proposer.py", line=14, message="(constant)"),
+        Invalid(draft_tree("out.append(self._run(hidden_states))",
+                           helpers="\n    def _run(self, h):\n        return self.model(None, None, h)\n"),
+                path="vllm/spec_decode/proposer.py", line=14, message="every draft step selects layer 0"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
-        for result in analysis.loop_results():
+        for result in analysis.loops.loop_results():
             for param in analysis.params:
-                groups = analysis.entry_groups(result, param)
-                if not groups or any(g["kind"] == "varying" for g in groups):
+                groups = analysis.loops.entry_groups(result, param)
+                if not groups or any(g.kind is StepKind.VARYING for g in groups):
                     continue
-                methods = sorted({g["entry"].method for g in groups})
-                classes = sorted({c for g in groups for c in g["classes"]})
-                first = groups[0]["entry"]
+                methods = sorted({g.entry.method for g in groups})
+                classes = sorted({c for g in groups for c in g.classes})
+                first = groups[0].entry
                 sel = next(
                     (s for s in result.selections if s.model_class == first.model_class and s.method == first.method),
                     None,
@@ -61,16 +65,17 @@ class LoopPassesConstantStep(Rule):
                     rule=self.code,
                     severity=self.severity,
                     path=result.func[0],
-                    line=result.loop["line"],
-                    column=result.loop["col"],
+                    line=result.loop.line,
+                    column=result.loop.col,
                     function=result.func[1],
                     callee=", ".join(methods),
                     message=(
                         f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
-                        f"{param} ({'/'.join(sorted({g['kind'] for g in groups}))}): every draft step selects layer 0, "
+                        f"{param} ({'/'.join(sorted({g.kind.value for g in groups}))}): every draft step selects layer 0, "
                         f"so layers 1..N-1 are never used (EAGLE-style reuse, intentional per vLLM maintainers)"
                     ),
                     trace=trace,
                     affected_classes=[ClassRef(*c) for c in classes],
-                    fingerprint_key=f"{param}|loop:{result.loop['iter']['t']}",
+                    fingerprint_key=f"{param}|loop:{result.loop.iter.text}",
+                    parameter=param,
                 )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from auditor.analyses import StepKind
 from auditor.analysis import Analysis
 from auditor.model import ClassRef, Finding, Severity
 
 from ._examples import draft_tree, wrapper
-from .base import Rule
+from .base import Invalid, Rule, Valid
 
 _HEADS = wrapper(
     "return self.model(input_ids, positions, hidden_states, spec_step_idx)",
@@ -38,34 +39,35 @@ class InconsistentThreading(Rule):
     summary = "Draft loop passes spec_step_idx to some draft-model entries but not to others"
 
     VALID = [
-        draft_tree(
+        Valid(draft_tree(
             "h = self.model(input_ids, positions, hidden_states, spec_step_idx=token_index)\n"
             "            out.append(self.model.get_top_tokens(h, spec_step_idx=token_index))",
             model=_HEADS,
-        ),
+        )),
     ]
     INVALID = [
-        draft_tree(
+        Invalid(draft_tree(
             "h = self.model(input_ids, positions, hidden_states, spec_step_idx=token_index)\n"
             "            out.append(self.model.get_top_tokens(h))",
             model=_HEADS,
-        ),
+        ), path="vllm/spec_decode/proposer.py", line=16,
+            message="passes the per-step spec_step_idx to forward but reaches get_top_tokens with it absent"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
-        for result in analysis.loop_results():
+        for result in analysis.loops.loop_results():
             for param in analysis.params:
-                groups = analysis.entry_groups(result, param)
-                threaded = [g for g in groups if g["kind"] == "varying"]
+                groups = analysis.loops.entry_groups(result, param)
+                threaded = [g for g in groups if g.kind is StepKind.VARYING]
                 if not threaded:
                     continue
-                good = sorted({g["entry"].method for g in threaded})
+                good = sorted({g.entry.method for g in threaded})
                 for g in groups:
-                    if g["kind"] == "varying":
+                    if g.kind is StepKind.VARYING:
                         continue
-                    e = g["entry"]
+                    e = g.entry
                     caller = analysis.index.function((e.call_hop.path, e.call_hop.function))
-                    if caller is not None and param in analysis.param_names(caller):
+                    if caller is not None and param in caller.param_names:
                         continue  # the helper had the step and dropped it: MTP001 reports that call
                     yield Finding(
                         rule=self.code,
@@ -77,9 +79,10 @@ class InconsistentThreading(Rule):
                         callee=e.method,
                         message=(
                             f"the draft loop in {result.func[1]} passes the per-step {param} to {', '.join(good)} "
-                            f"but reaches {e.method} with it {g['kind']}: that entry always uses step 0"
+                            f"but reaches {e.method} with it {g.kind.value}: that entry always uses step 0"
                         ),
                         trace=[result.hop, *e.hops[1:]],
-                        affected_classes=[ClassRef(*c) for c in sorted(g["classes"])],
+                        affected_classes=[ClassRef(*c) for c in sorted(g.classes)],
                         fingerprint_key=f"{param}|{result.func[1]}|{e.method}",
+                        parameter=param,
                     )

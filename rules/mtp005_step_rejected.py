@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from auditor.analysis import Analysis
+from auditor.index import ClassKey
 from auditor.model import ClassRef, Finding, Severity
 
 from ._examples import draft_tree, wrapper
-from .base import Rule
+from .base import Invalid, Rule, Valid
 
 _NO_STEP_HEAD = wrapper(
     "return self.model(input_ids, positions, hidden_states, spec_step_idx)",
@@ -36,28 +37,30 @@ class StepRejected(Rule):
     summary = "spec_step_idx passed to a callee that cannot accept it (TypeError at run time)"
 
     VALID = [
-        draft_tree("out.append(self.model.compute_logits(hidden_states))", model=_NO_STEP_HEAD),
+        Valid(draft_tree("out.append(self.model.compute_logits(hidden_states))", model=_NO_STEP_HEAD)),
     ]
     INVALID = [
-        draft_tree("out.append(self.model.compute_logits(hidden_states, spec_step_idx=token_index))", model=_NO_STEP_HEAD),
+        Invalid(draft_tree("out.append(self.model.compute_logits(hidden_states, spec_step_idx=token_index))",
+                           model=_NO_STEP_HEAD),
+                path="vllm/spec_decode/proposer.py", line=15,
+                message="passes spec_step_idx to WrapperMTP.compute_logits, which take(s) no spec_step_idx and no **kwargs"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
-        for fkey, fn in analysis.relevant_functions():
-            ctx = analysis.defining_class(fkey)
-            for ci, call in enumerate(fn["calls"]):
+        calls = analysis.calls
+        for fkey, fn in analysis.scope.relevant_functions():
+            ctx = analysis.types.defining_class(fkey)
+            for ci, call in enumerate(fn.calls):
                 for param in analysis.params:
-                    if not _passes_by_name(call, fn, param):
+                    if not calls.passes_keyword(call, fn, param):
                         continue
-                    rejecting: dict[str, set] = {}
-                    for tgt in analysis.targets(fkey, fn, ctx, ci):
-                        b = analysis.bind(call, fn, tgt)
-                        if param in b.unknown_keywords:
-                            rejecting.setdefault(tgt.func[1], set())
+                    rejecting: dict[str, set[ClassKey]] = {}
+                    for tgt in calls.targets(fkey, fn, ctx, ci):
+                        if param in calls.bind(call, fn, tgt).unknown_keywords:
+                            classes = rejecting.setdefault(tgt.func[1], set())
                             if tgt.model_class:
-                                rejecting[tgt.func[1]].add(tgt.model_class)
-                            for ref in analysis.affected_models(tgt.func):
-                                rejecting[tgt.func[1]].add((ref.path, ref.name))
+                                classes.add(tgt.model_class)
+                            classes.update((ref.path, ref.name) for ref in analysis.registry.affected_models(tgt.func))
                     if not rejecting:
                         continue
                     callees = sorted(rejecting)
@@ -66,8 +69,8 @@ class StepRejected(Rule):
                         rule=self.code,
                         severity=self.severity,
                         path=fkey[0],
-                        line=call["line"],
-                        column=call["col"],
+                        line=call.line,
+                        column=call.col,
                         function=fkey[1],
                         callee=", ".join(callees),
                         message=(
@@ -75,18 +78,8 @@ class StepRejected(Rule):
                             f"TypeError at run time"
                             + (f" for {len(classes)} draft model class(es)" if classes else "")
                         ),
-                        trace=[analysis.hop(fkey, call["line"], f"passes {param} to {c}") for c in callees],
+                        trace=[analysis.hop(fkey, call.line, f"passes {param} to {c}") for c in callees],
                         affected_classes=[ClassRef(*c) for c in classes],
-                        fingerprint_key=f"{param}|{'.'.join(call['func'] or [])}",
+                        fingerprint_key=f"{param}|{'.'.join(call.func or ())}",
+                        parameter=param,
                     )
-
-
-def _passes_by_name(call, fn, param: str) -> bool:
-    """Cheap syntactic pre-check before resolving: the call names ``param`` as a keyword."""
-    if any(name == param for name, _ in call["kwargs"]):
-        return True
-    for d in call["dstar"]:
-        ch = d.get("ch")
-        if ch and len(ch) == 1 and any(k == param for k, _ in fn["dicts"].get(ch[0], [])):
-            return True
-    return False

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
-from auditor.analysis import Analysis
-from auditor.model import Finding, Severity
+from auditor.model import Finding, Hop, Severity
+from auditor.suppress import ProblemKind, SuppressionProblem
 
 from ._examples import wrapper
-from .base import Rule
+from .base import Invalid, SuppressionRule, Valid
 
 _DROP = "return self.model(input_ids, positions, hidden_states)"
+_MESSAGES = {
+    ProblemKind.MISSING_REASON: (
+        "suppression without a reason: write why after the bracket, e.g. `# mtp-audit: ignore[MTP002] EAGLE-style by design`"
+    ),
+}
 
 
-class SuppressionHygiene(Rule):
+class SuppressionHygiene(SuppressionRule):
     """``# mtp-audit: ignore[MTP00x] <reason>`` on a finding's line, or on the ``def``
     line of the function it is in, suppresses it. The reason is required: a
     suppression without one suppresses nothing and is reported here. A suppression
     that no longer matches any finding is reported too, so stale ones get removed.
 
-    The engine produces these findings after every other rule has run (it needs
-    their results); this class carries the code's documentation and examples.
+    It runs after every other rule: the engine applies the comments to their findings
+    and hands this rule the comments that were wrong.
     """
 
     code = "MTP900"
@@ -29,13 +34,32 @@ class SuppressionHygiene(Rule):
     summary = "Suppression comment without a reason, or one that no longer suppresses anything"
 
     VALID = [
-        {"vllm/models/m_mtp.py": wrapper(_DROP + "  # mtp-audit: ignore[MTP001] single-layer checkpoints only")},
+        Valid({"vllm/models/m_mtp.py": wrapper(_DROP + "  # mtp-audit: ignore[MTP001] single-layer checkpoints only")}),
     ]
     INVALID = [
-        {"vllm/models/m_mtp.py": wrapper(_DROP + "  # mtp-audit: ignore[MTP001]")},
-        {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)"
-                                         "  # mtp-audit: ignore[MTP001] stale")},
+        Invalid({"vllm/models/m_mtp.py": wrapper(_DROP + "  # mtp-audit: ignore[MTP001]")},
+                line=22, message="suppression without a reason"),
+        Invalid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)"
+                                                 "  # mtp-audit: ignore[MTP001] stale")},
+                line=22, message="unused suppression: no MTP001 here any more"),
     ]
 
-    def check(self, analysis: Analysis) -> Iterable[Finding]:
-        return ()
+    def check_suppressions(self, problems: Sequence[SuppressionProblem]) -> Iterable[Finding]:
+        for problem in problems:
+            s = problem.suppression
+            if problem.kind is ProblemKind.UNUSED:
+                message = f"unused suppression: no {', '.join(s.codes) or 'finding'} here any more; remove it"
+            else:
+                message = _MESSAGES[problem.kind]
+            yield Finding(
+                rule=self.code,
+                severity=self.severity,
+                path=s.path,
+                line=s.line,
+                column=0,
+                function="",
+                callee="",
+                message=message,
+                trace=[Hop(s.path, s.line, "", "suppression comment")],
+                fingerprint_key=f"{','.join(s.codes)}|{s.reason}|{'reason' if not s.reason else 'unused'}",
+            )

@@ -9,6 +9,7 @@ from auditor.cache import FactsCache
 from auditor.config import Config
 from auditor.engine import Scan, run_scan
 from auditor.source import DirectoryTree
+from rules import all_rules
 
 
 def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -27,14 +28,14 @@ def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def scan_tree(root: Path, config: Config | None = None, cache_dir: Path | None = None, workers: int = 1) -> Scan:
-    return run_scan(DirectoryTree(root), config or Config(), FactsCache(cache_dir), workers)
+    return run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(cache_dir), workers)
 
 
 @lru_cache(maxsize=None)
 def scan_release(version: str) -> Scan:
     from release_cache import release_cache_dir, release_root
 
-    return run_scan(DirectoryTree(release_root(version)), Config(), FactsCache(release_cache_dir()), 2)
+    return run_scan(DirectoryTree(release_root(version)), Config(), all_rules(), FactsCache(release_cache_dir()), 2)
 
 
 def by_rule(scan: Scan, rule: str) -> list:

@@ -73,7 +73,7 @@ class MemoryTree:
 
 
 def _scan(files: dict[str, bytes], workers: int = 1, order: list[int] | None = None):
-    return run_scan(MemoryTree(files, order), Config(), FactsCache(None), workers).result
+    return run_scan(MemoryTree(files, order), Config(), all_rules(), FactsCache(None), workers).result
 
 
 def _key(result) -> list[tuple]:
@@ -112,7 +112,7 @@ def test_fuzz_2000_generated_modules_never_crash():
         seen[0] += 1
         files = dict(SCAFFOLD_BYTES)
         files[FUZZ_PATH] = _fuzzed(source)
-        scan = run_scan(MemoryTree(files), Config(), FactsCache(None), 1)
+        scan = run_scan(MemoryTree(files), Config(), all_rules(), FactsCache(None), 1)
         result = scan.result
         assert set(baseline) <= set(_key(result))
         problems = [p for p in result.problems if p.path == FUZZ_PATH]
@@ -178,7 +178,7 @@ def test_results_do_not_depend_on_order_workers_or_repetition(files, data):
     doc = first.to_json()
     assert _scan(files).to_json() == doc  # deterministic
     assert _scan(files, order=list(order)).to_json() == doc  # file order
-    parallel = run_scan(MemoryTree(files), Config(), FactsCache(None), 2)
+    parallel = run_scan(MemoryTree(files), Config(), all_rules(), FactsCache(None), 2)
     assert parallel.timing["files_parsed"] > 8  # the process pool really ran
     assert parallel.result.to_json() == doc  # number of workers
     assert render(first, "sarif") == render(parallel.result, "sarif")
@@ -193,16 +193,16 @@ def test_directory_scan_equals_memory_scan_and_cache_is_transparent(tmp_path_fac
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
     cache = tmp_path_factory.mktemp("cache")
-    cold = run_scan(DirectoryTree(root), Config(), FactsCache(None), 1).result.to_json()
+    cold = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 1).result.to_json()
     memory = _scan(files).to_json()
     cold.pop("root"), memory.pop("root")
     assert memory == cold
     for _ in range(2):  # writing the cache, then reading it
-        warm = run_scan(DirectoryTree(root), Config(), FactsCache(cache), 2).result.to_json()
+        warm = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(cache), 2).result.to_json()
         warm.pop("root")
         assert warm == cold
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_scaffold_alone(workers):
-    assert _key(run_scan(MemoryTree(SCAFFOLD_BYTES), Config(), FactsCache(None), workers).result) == _baseline()
+    assert _key(run_scan(MemoryTree(SCAFFOLD_BYTES), Config(), all_rules(), FactsCache(None), workers).result) == _baseline()

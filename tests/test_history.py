@@ -25,6 +25,7 @@ from auditor.history import (
     run_history,
 )
 from auditor.model import Finding, Severity
+from rules import all_rules
 from rules._examples import draft_tree, wrapper
 
 ACTOR = git.Actor("Test", "test@example.invalid")
@@ -146,7 +147,7 @@ def mtp001(findings):
 
 def test_history_introduced_persisted_fixed_and_skipped(synth, cache):
     path, ids = synth
-    hist = run_history(path, config=Config(), cache_dir=cache, workers=1)
+    hist = run_history(path, config=Config(), cache_dir=cache, workers=1, rules=all_rules())
     refs = [r.ref for r in hist.releases]
     assert refs == ["v0.0.1", "v0.1.0", "v0.2.0", "v0.3.0", "v0.4.0"]  # no rc without --pre
     skipped = hist.releases[0]
@@ -186,19 +187,19 @@ def test_history_introduced_persisted_fixed_and_skipped(synth, cache):
 
 def test_history_pre_and_range(synth, cache):
     path, _ = synth
-    hist = run_history(path, start="v0.1.0", end="0.3.0", include_pre=True, cache_dir=cache, workers=1)
+    hist = run_history(path, start="v0.1.0", end="0.3.0", include_pre=True, cache_dir=cache, workers=1, rules=all_rules())
     assert [r.ref for r in hist.releases] == ["v0.1.0", "v0.2.0", "v0.2.1rc1", "v0.3.0"]
-    hist = run_history(path, pattern=r"^v0\.[23]\.", cache_dir=cache, workers=1)
+    hist = run_history(path, pattern=r"^v0\.[23]\.", cache_dir=cache, workers=1, rules=all_rules())
     assert [r.ref for r in hist.releases] == ["v0.2.0", "v0.3.0"]
     with pytest.raises(UsageError, match="newer than"):
-        run_history(path, start="v0.3.0", end="v0.1.0", cache_dir=cache)
+        run_history(path, start="v0.3.0", end="v0.1.0", cache_dir=cache, rules=all_rules())
 
 
 def test_result_cache_reused_and_corrupt_entry_recomputed(synth, cache):
     path, _ = synth
-    first = run_history(path, cache_dir=cache, workers=1)
+    first = run_history(path, cache_dir=cache, workers=1, rules=all_rules())
     assert first.timing["scanned"] == 4 and first.timing["from_cache"] == 0
-    second = run_history(path, cache_dir=cache, workers=1)
+    second = run_history(path, cache_dir=cache, workers=1, rules=all_rules())
     assert second.timing["scanned"] == 0 and second.timing["from_cache"] == 4
     from auditor.history_report import render
 
@@ -207,16 +208,16 @@ def test_result_cache_reused_and_corrupt_entry_recomputed(synth, cache):
     assert len(entries) == 4
     entries[0].write_text("{not json")
     entries[1].write_text(json.dumps({"v": 1, "tree": "x", "key": "y", "result": {}}))
-    third = run_history(path, cache_dir=cache, workers=1)
+    third = run_history(path, cache_dir=cache, workers=1, rules=all_rules())
     assert third.timing["scanned"] == 2 and third.timing["from_cache"] == 2
     assert render(third, "json") == render(first, "json")
     assert not list((cache / "results").rglob(".tmp-*"))
     # another configuration is another key
-    other = run_history(path, config=Config(select=["MTP001"]), cache_dir=cache, workers=1)
+    other = run_history(path, config=Config(select=["MTP001"]), cache_dir=cache, workers=1, rules=all_rules())
     assert other.timing["scanned"] == 4
     assert {f.rule for r in other.scanned() for f in r.result.findings} == {"MTP001"}
     # no cache at all works too
-    assert run_history(path, cache_dir=None, workers=1).timing["scanned"] == 4
+    assert run_history(path, cache_dir=None, workers=1, rules=all_rules()).timing["scanned"] == 4
     assert ResultCache(None).get("0" * 40) is None
 
 
@@ -254,7 +255,7 @@ def test_progress_bar_on_a_terminal(synth, cache, monkeypatch, capsys):
     path, _ = synth
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     assert history.progress_wanted(False) and not history.progress_wanted(True)
-    run_history(path, cache_dir=cache, workers=1, progress=True)
+    run_history(path, cache_dir=cache, workers=1, progress=True, rules=all_rules())
     err = capsys.readouterr().err
     assert "releases" in err and "5/5" in err
 
@@ -316,7 +317,7 @@ def test_shallow_clone(synth, tmp_path, cache):
 
 def test_diff_any_two_refs(synth, cache):
     path, ids = synth
-    hist = run_diff(path, "v0.2.0", ids["intro"], cache_dir=cache, workers=1)
+    hist = run_diff(path, "v0.2.0", ids["intro"], cache_dir=cache, workers=1, rules=all_rules())
     assert [r.ref for r in hist.releases] == ["v0.2.0", ids["intro"]]
     d = hist.deltas[1]
     assert [f.function for f in mtp001(d.fixed)] == ["WrapperMTP.forward"]
@@ -351,9 +352,9 @@ def test_compare_pairs_moved_files_and_changed_callees():
 
 def test_bisect_finds_the_fix(synth, cache):
     path, ids = synth
-    hist = run_history(path, end="v0.1.0", cache_dir=cache, workers=1)
+    hist = run_history(path, end="v0.1.0", cache_dir=cache, workers=1, rules=all_rules())
     fp = mtp001(hist.releases[-1].result.findings)[0].fingerprint
-    res = run_bisect(path, fp[:8], "v0.1.0", "v0.4.0", cache_dir=cache, workers=1)
+    res = run_bisect(path, fp[:8], "v0.1.0", "v0.4.0", cache_dir=cache, workers=1, rules=all_rules())
     assert res.direction == "fixed" and res.commit == ids["fix"]
     assert res.subject == "Forward spec_step_idx in WrapperMTP"
     assert res.finding.fingerprint == fp and res.finding.function == "WrapperMTP.forward"
@@ -366,9 +367,9 @@ def test_bisect_finds_the_fix(synth, cache):
 
 def test_bisect_finds_the_introduction(synth, cache):
     path, ids = synth
-    hist = run_history(path, start="v0.4.0", cache_dir=cache, workers=1)
+    hist = run_history(path, start="v0.4.0", cache_dir=cache, workers=1, rules=all_rules())
     fp = next(f.fingerprint for f in hist.releases[0].result.findings if f.function == "OtherMTP.forward")
-    res = run_bisect(path, fp, "v0.3.0", "v0.4.0", cache_dir=cache, workers=1)
+    res = run_bisect(path, fp, "v0.3.0", "v0.4.0", cache_dir=cache, workers=1, rules=all_rules())
     assert res.direction == "introduced" and res.commit == ids["intro"] and res.subject == "Add OtherMTP"
     assert res.finding.path == OTHER
     out = invoke("bisect", path, fp, "--good", "v0.3.0", "--bad", "v0.4.0", "--cache-dir", cache, "-f", "json")
@@ -401,9 +402,9 @@ def release_history(tmp_path_factory):
     import_releases(RELEASES, repo, cache_dir=release_cache_dir(), progress=False)
     cold = base / "cache"  # a fresh facts + result cache, so the first run is a real first run
     t0 = time.perf_counter()
-    first = run_history(repo, cache_dir=cold)
+    first = run_history(repo, cache_dir=cold, rules=all_rules())
     t1 = time.perf_counter()
-    second = run_history(repo, cache_dir=cold)
+    second = run_history(repo, cache_dir=cold, rules=all_rules())
     t2 = time.perf_counter()
     return repo, first, second, t1 - t0, t2 - t1
 

@@ -15,6 +15,7 @@ from test_history import build_repo
 
 from auditor.history import run_history
 from auditor.history_report import chart_svg, render, to_json
+from rules import all_rules
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -24,7 +25,7 @@ ARTIFACTS = REPO_ROOT / "test-artifacts"
 def hist(tmp_path_factory):
     base = tmp_path_factory.mktemp("report")
     build_repo(base / "repo")
-    return run_history(base / "repo", cache_dir=base / "cache", workers=1)
+    return run_history(base / "repo", cache_dir=base / "cache", workers=1, rules=all_rules())
 
 
 def test_json_document(hist):

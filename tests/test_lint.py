@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from rules import all_rules
+
 pytestmark = pytest.mark.release
 
 DEEPSEEK = "vllm/model_executor/models/deepseek_mtp.py"
@@ -215,7 +217,7 @@ class Wrapper(nn.Module):
     root = write_tree(tmp_path, {"vllm/m_mtp.py": src})
     scan = scan_tree(root)
     assert [f.rule for f in scan.result.findings] == ["MTP001"]
-    report = apply_fixes(scan, root)
+    report = apply_fixes(scan, root, all_rules())
     assert not report.changed and report.refused
     assert "Plain.forward cannot accept spec_step_idx" in report.refused[0][1]
     assert (root / "vllm/m_mtp.py").read_text() == src

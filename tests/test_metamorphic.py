@@ -36,6 +36,7 @@ from auditor.cache import FactsCache
 from auditor.config import Config
 from auditor.engine import run_scan
 from auditor.source import DirectoryTree
+from rules import all_rules
 
 pytestmark = pytest.mark.release
 
@@ -72,7 +73,7 @@ def copy_release(release: Path, dest: Path) -> Path:
 
 
 def scan(root: Path, cache: Path):
-    return run_scan(DirectoryTree(root), Config(), FactsCache(cache), 2).result
+    return run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(cache), 2).result
 
 
 @pytest.fixture(scope="module")

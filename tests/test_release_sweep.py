@@ -32,6 +32,7 @@ from auditor.engine import run_scan
 from auditor.errors import FetchError
 from auditor.model import ScanResult, Severity
 from auditor.source import DirectoryTree
+from rules import all_rules
 
 pytestmark = pytest.mark.release
 
@@ -151,7 +152,7 @@ def test_release_scans_without_crash(version):
         pytest.skip(f"cannot fetch vllm {version}: {exc}")
     tree = DirectoryTree(root)
     started = time.perf_counter()
-    scan = run_scan(tree, Config(), FactsCache(release_cache_dir()), workers=2)
+    scan = run_scan(tree, Config(), all_rules(), FactsCache(release_cache_dir()), workers=2)
     seconds = time.perf_counter() - started
     result = scan.result
     assert isinstance(result, ScanResult)

@@ -27,6 +27,7 @@ from urllib.parse import unquote
 
 import git
 import pytest
+from rules import all_rules
 from scan_helpers import scan_tree, write_tree
 from test_fetch import FakeIndex, closed_port, make_sdist
 from test_scan_cli import BAD_WRAPPER, GOOD_WRAPPER, run_cli
@@ -261,7 +262,7 @@ def test_file_vanishing_between_listing_and_reading(tmp_path):
     tree = DirectoryTree(root)
     tree.python_files()
     (root / "vllm" / "gone.py").unlink()
-    result = run_scan(tree, Config(), FactsCache(None), 1).result
+    result = run_scan(tree, Config(), all_rules(), FactsCache(None), 1).result
     assert findings(result) == {EXPECTED}
     assert_listed_everywhere(result, "vllm/gone.py", "unreadable")
 
@@ -273,8 +274,8 @@ def test_many_hostile_files_in_parallel_workers(tmp_path):
         if name != "ten-megabytes":
             files.update({k.replace(".py", f"_{name.replace('-', '_')}.py"): v for k, v in extra.items()})
     root = write_tree(tmp_path / "t", files)
-    one = run_scan(DirectoryTree(root), Config(), FactsCache(None), 1)
-    two = run_scan(DirectoryTree(root), Config(), FactsCache(None), 2)
+    one = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 1)
+    two = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 2)
     assert one.timing["files_parsed"] > 8
     assert one.result.to_json() == two.result.to_json()
     assert len(one.result.problems) >= 10
@@ -322,7 +323,7 @@ def test_unwritable_output_file(tmp_path):
 
 
 def _cold(root: Path) -> dict:
-    return run_scan(DirectoryTree(root), Config(), FactsCache(None), 1).result.to_json()
+    return run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 1).result.to_json()
 
 
 CORRUPTIONS = {
@@ -333,11 +334,11 @@ CORRUPTIONS = {
     "deeply-nested-json": lambda p, d: p.write_text("[" * 100_000 + "]" * 100_000),
     "a-directory": lambda p, d: (p.unlink(), p.mkdir()),
     "other-tool-version": lambda p, d: p.write_text(json.dumps({**d, "tool": "0.0.0-other"})),
-    "other-facts-version": lambda p, d: p.write_text(json.dumps({**d, "facts": {**d["facts"], "v": FACTS_VERSION - 1}})),
+    "other-facts-version": lambda p, d: p.write_text(json.dumps({**d, "facts": {**d["facts"], "version": FACTS_VERSION - 1}})),
     "wrong-key": lambda p, d: p.write_text(json.dumps({**d, "key": "0" * 64})),
     # valid JSON, right key and versions, another shape: a build that changed the facts
     # without bumping FACTS_VERSION, or a hand-edited entry
-    "missing-field": lambda p, d: p.write_text(json.dumps({**d, "facts": {"v": FACTS_VERSION}})),
+    "missing-field": lambda p, d: p.write_text(json.dumps({**d, "facts": {"version": FACTS_VERSION}})),
     "wrong-type": lambda p, d: p.write_text(json.dumps({**d, "facts": {**d["facts"], "classes": []}})),
     "wrong-inner-type": lambda p, d: p.write_text(json.dumps(
         {**d, "facts": {**d["facts"], "classes": {k: 1 for k in d["facts"]["classes"]} or {"X": 1}}})),
@@ -356,12 +357,12 @@ def test_damaged_facts_cache_is_a_miss(tmp_path, how):
     for p in entries:
         CORRUPTIONS[how](p, json.loads(p.read_text()))
     fc = FactsCache(cache)
-    again = run_scan(DirectoryTree(root), Config(), fc, 1)
+    again = run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1)
     assert again.result.to_json() == cold
     assert fc.hits == 0
     if how != "a-directory":  # rewritten: the next scan hits
         fc = FactsCache(cache)
-        assert run_scan(DirectoryTree(root), Config(), fc, 1).result.to_json() == cold
+        assert run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1).result.to_json() == cold
         assert fc.hits == len(entries)
 
 
@@ -390,7 +391,7 @@ def test_cache_dir_under_a_regular_file(tmp_path):
         r = run_cli("scan", str(root), "-q", "-f", "json", "--cache-dir", str(cache))
         assert (r.returncode, r.stdout, r.stderr) == (1, cold.stdout, "")
     fc = FactsCache(blocker / "sub")
-    assert run_scan(DirectoryTree(root), Config(), fc, 1).result.to_json() == _cold(root)
+    assert run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1).result.to_json() == _cold(root)
     assert fc.write_failures > 0 and fc.hits == 0
     assert blocker.read_text() == "a file, not a directory"
 
@@ -403,7 +404,7 @@ def test_read_only_cache_dir(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
     fc = FactsCache(tmp_path / "cache")
-    assert run_scan(DirectoryTree(root), Config(), fc, 1).result.to_json() == _cold(root)
+    assert run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1).result.to_json() == _cold(root)
     assert fc.write_failures > 0
     assert not list((tmp_path / "cache").rglob("*.json"))
 
@@ -425,7 +426,7 @@ def test_full_cache_dir(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k: Full(fd))
     fc = FactsCache(tmp_path / "cache")
-    assert run_scan(DirectoryTree(root), Config(), fc, 1).result.to_json() == _cold(root)
+    assert run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1).result.to_json() == _cold(root)
     assert fc.write_failures > 0
     assert cache_files(tmp_path / "cache") == []  # no half-written temp file left
 
@@ -497,7 +498,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
 
 def _git_scan(repo, rev: str) -> dict:
     with GitTree(repo, rev) as tree:
-        doc = run_scan(tree, Config(), FactsCache(None), 1).result.to_json()
+        doc = run_scan(tree, Config(), all_rules(), FactsCache(None), 1).result.to_json()
     doc.pop("root")
     return doc
 

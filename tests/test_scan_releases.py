@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from scan_helpers import by_rule, scan_release
+from rules import all_rules
 
 pytestmark = pytest.mark.release
 
@@ -107,7 +108,7 @@ def test_scan_is_deterministic():
     from release_cache import release_root
 
     root = release_root("0.22.1")
-    a = run_scan(DirectoryTree(root), Config(), FactsCache(None), workers=2).result.to_json()
-    b = run_scan(DirectoryTree(root), Config(), FactsCache(None), workers=1).result.to_json()
+    a = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), workers=2).result.to_json()
+    b = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), workers=1).result.to_json()
     assert a == b
     assert a == scan_release("0.22.1").result.to_json()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
+from rules import all_rules
 from scan_helpers import scan_tree, write_tree
 from test_scan_cli import BAD_WRAPPER, run_cli
 
@@ -110,8 +111,9 @@ from auditor.cache import FactsCache
 from auditor.config import Config
 from auditor.engine import run_scan
 from auditor.source import DirectoryTree
+from rules import all_rules
 before = set(sys.modules)
-result = run_scan(DirectoryTree(__import__("pathlib").Path(root)), Config(), FactsCache(None), 1).result
+result = run_scan(DirectoryTree(__import__("pathlib").Path(root)), Config(), all_rules(), FactsCache(None), 1).result
 from_tree = sorted(
     name for name, mod in list(sys.modules.items())
     if os.path.realpath(getattr(mod, "__file__", None) or "/-").startswith(root + os.sep)
@@ -257,6 +259,6 @@ def test_release_paths_stay_inside_the_root():
     from release_cache import release_root
 
     root = release_root("0.22.1")
-    doc = run_scan(DirectoryTree(root), Config(), FactsCache(None), 2).result.to_json()
+    doc = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 2).result.to_json()
     assert doc["findings"]
     assert_paths_inside(doc, root)

@@ -1,0 +1,303 @@
+"""Draft loops: find every ``for`` loop over a draft-step count and follow its calls,
+carrying which values vary per step, into every draft model class it reaches.
+
+The result of one loop records where it enters a draft model (:class:`LoopEntry`:
+which method, and whether the threaded parameter arrives varying, constant or absent)
+and every layer selection it reaches there (:class:`LoopSelection`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..facts import CallFact, ExprFact, FunctionFact, LoopFact
+from ..index import ClassKey, FuncKey
+from ..model import Hop
+from .base import Analyses, Provider
+from .calls import ArgSource, CallProvider, Callables, Obj, PassKind
+from .flow import FlowProvider, selecting_subscripts, sources_for, taint
+from .types import TypeProvider
+
+_MAX_CALL_DEPTH = 10
+
+
+class StepKind(str, Enum):
+    """What a call site hands over for a threaded parameter, per draft step."""
+
+    VARYING = "varying"  # changes with the draft step
+    CONSTANT = "constant"  # the same value at every step
+    ABSENT = "absent"  # not passed: the callee's default
+
+
+@dataclass(frozen=True)
+class LoopEntry:
+    """A call from a draft loop (possibly through helpers) into a draft model's method."""
+
+    loop_hop: Hop
+    call_hop: Hop
+    model_class: ClassKey
+    method: str
+    kind: StepKind  # for the threaded parameter ``param``
+    param: str
+    accepts: bool  # the callee can take the parameter
+    hops: tuple[Hop, ...]
+    callee: FuncKey
+
+
+@dataclass(frozen=True)
+class LoopSelection:
+    model_class: ClassKey
+    kind: StepKind
+    hops: tuple[Hop, ...]
+    container: str
+    method: str  # the draft model entry method this selection was reached through
+
+
+@dataclass
+class LoopResult:
+    func: FuncKey
+    loop: LoopFact
+    hop: Hop
+    entries: list[LoopEntry] = field(default_factory=list)
+    selections: list[LoopSelection] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EntryGroup:
+    """The entries of one loop that enter the draft model at one call site."""
+
+    entry: LoopEntry  # the first one (for its hops)
+    kind: StepKind  # varying if any entry is, else constant if any is, else absent
+    kinds: frozenset[StepKind]
+    classes: frozenset[ClassKey]
+
+
+@dataclass
+class _Frame:
+    key: FuncKey
+    fn: FunctionFact
+    ctx: ClassKey | None
+    varying: set[str]
+    param_kinds: dict[str, StepKind]
+    callables: Callables
+    model_class: ClassKey | None
+    entry_method: str
+    attr_kinds: dict[str, StepKind]
+    dict_kinds: dict[str, dict[str, StepKind]] = field(default_factory=dict)
+
+
+class LoopProvider(Provider):
+    dependencies = (TypeProvider, CallProvider, FlowProvider)
+
+    def __init__(self, analyses: Analyses) -> None:
+        super().__init__(analyses)
+        self.types = self.dep(TypeProvider)
+        self.calls = self.dep(CallProvider)
+        self.flow = self.dep(FlowProvider)
+        self._results: list[LoopResult] | None = None
+        counts = "|".join(re.escape(c) for c in self.config.draft_loop_counts)
+        self._count_re = re.compile(rf"\b(?:{counts})\b")
+
+    def functions(self) -> list[tuple[FuncKey, FunctionFact]]:
+        """Every function and method of every file loaded so far, in a stable order."""
+        out: list[tuple[FuncKey, FunctionFact]] = []
+        for path, facts in self.index.loaded():
+            for name, fn in sorted(facts.functions.items()):
+                out.append(((path, name), fn))
+            for cname, cls in sorted(facts.classes.items()):
+                for mname, m in sorted(cls.methods.items()):
+                    out.append(((path, f"{cname}.{mname}"), m))
+        return out
+
+    def draft_loops(self) -> list[tuple[FuncKey, FunctionFact, LoopFact]]:
+        """Outermost loops whose iterable is a ``range`` over a draft-step count."""
+        out = []
+        for fkey, fn in self.functions():
+            matching = {lp.id for lp in fn.loops if "range" in lp.iter.text and self._count_re.search(lp.iter.text)}
+            for loop in fn.loops:
+                if loop.id in matching and not matching.intersection(loop.parents):
+                    out.append((fkey, fn, loop))
+        return out
+
+    def loop_results(self) -> list[LoopResult]:
+        """Every draft loop that reaches a draft model (computed once)."""
+        if self._results is None:
+            results = [self.explore_loop(*args) for args in self.draft_loops()]
+            self._results = [r for r in results if r.entries]
+        return self._results
+
+    def explore_loop(self, fkey: FuncKey, fn: FunctionFact, loop: LoopFact) -> LoopResult:
+        loop_hop = self.hop(fkey, loop.line, f"draft loop: for … in {loop.iter.text}")
+        result = LoopResult(fkey, loop, loop_hop)
+        varying = taint(fn, set(loop.targets))
+        frame = _Frame(fkey, fn, self.types.defining_class(fkey), varying, {}, {}, None, "", {})
+        seen: set[object] = set()
+        for ci, call in enumerate(fn.calls):
+            if loop.id in call.loops:
+                self._walk(frame, ci, (loop_hop,), 0, result, seen)
+        return result
+
+    def _kind(self, frame: _Frame, expr: ExprFact | None) -> StepKind:
+        if expr is None:
+            return StepKind.ABSENT
+        if frame.varying.intersection(expr.names):
+            return StepKind.VARYING
+        for n in expr.names:
+            if n in frame.param_kinds:
+                return frame.param_kinds[n]
+        return StepKind.CONSTANT
+
+    def _walk(self, frame: _Frame, ci: int, hops: tuple[Hop, ...], depth: int, result: LoopResult, seen: set[object]) -> None:
+        if depth > _MAX_CALL_DEPTH:
+            self.limits.hit("draft loop call depth")
+            return
+        call = frame.fn.calls[ci]
+        if frame.model_class is None and not self._worth_following(frame, call):
+            return
+        targets = self.calls.resolve_call(frame.key, frame.fn, frame.ctx, call.func, frame.callables, frame.model_class)
+        for tgt in targets:
+            callee = self.index.function(tgt.func)
+            if callee is None:
+                continue
+            b = self.calls.bind(call, frame.fn, tgt)
+            # Dicts that arrived as parameters (run_pw_graph(model, inputs) -> model(**inputs)).
+            for d in call.star_kwargs:
+                ch = d.chain
+                if ch and len(ch) == 1 and ch[0] in frame.dict_kinds:
+                    for k in frame.dict_kinds[ch[0]]:
+                        b.params.setdefault(k, ArgSource(ExprFact(text=f"{ch[0]}[{k!r}]"), PassKind.PARAM_DICT, ch[0], k))
+            kinds: dict[str, StepKind] = {}
+            for cparam, src in b.params.items():
+                if src.how is PassKind.PARAM_DICT and src.dict_name is not None and src.dict_key is not None:
+                    kinds[cparam] = frame.dict_kinds[src.dict_name][src.dict_key]
+                else:
+                    kinds[cparam] = self._kind(frame, src.expr)
+            sub_frame_kinds = dict(kinds)
+            if b.forwards_kwargs:
+                for p in self.params:
+                    if p in frame.param_kinds and p not in kinds:
+                        kinds[p] = sub_frame_kinds[p] = frame.param_kinds[p]
+            call_hop = self.hop(frame.key, call.line, f"calls {tgt.func[1]}")
+            entering = tgt.model_class is not None and frame.model_class is None
+            new_hops = hops + (call_hop,)
+            if entering and tgt.model_class is not None:
+                method = tgt.func[1].rpartition(".")[2]
+                for p in self.params:
+                    result.entries.append(
+                        LoopEntry(result.hop, call_hop, tgt.model_class, method, kinds.get(p, StepKind.ABSENT), p,
+                                  self.calls.accepts(tgt.func, p), new_hops, tgt.func)
+                    )
+            callables, dict_kinds = self._handed_over(frame, b.params)
+            # Side channel into the callee's object.
+            attr_kinds = dict(frame.attr_kinds) if tgt.ctx == frame.ctx else {}
+            for s in frame.fn.attr_assigns:
+                t = s.target
+                if len(t) >= 3 and t[0] == "self" and t[-1] in self.params:
+                    objs = [o for o, _ in self.calls.objects_of_chain(frame.ctx, t[1:-1], frame.model_class)]
+                    if tgt.ctx in objs:
+                        varies = frame.varying.intersection(s.value.names)
+                        attr_kinds[t[-1]] = StepKind.VARYING if varies else StepKind.CONSTANT
+            model_class = tgt.model_class or frame.model_class
+            varying_src = {p for p, k in sub_frame_kinds.items() if k is StepKind.VARYING}
+            varying_src |= {"self." + p for p, k in attr_kinds.items() if k is StepKind.VARYING}
+            state = (
+                tgt.func, tgt.ctx, model_class, frozenset(sub_frame_kinds.items()), frozenset(attr_kinds.items()),
+                frozenset((k, tuple(v)) for k, v in callables.items()),
+                frozenset((k, frozenset(v.items())) for k, v in dict_kinds.items()),
+            )
+            if state in seen:
+                continue
+            seen.add(state)
+            entry_method = tgt.func[1].rpartition(".")[2] if entering else frame.entry_method
+            sub = _Frame(tgt.func, callee, tgt.ctx, taint(callee, varying_src), sub_frame_kinds, callables, model_class,
+                         entry_method, attr_kinds, dict_kinds)
+            if model_class is not None:
+                self._record_selections(sub, new_hops, result)
+            for cj in range(len(callee.calls)):
+                self._walk(sub, cj, new_hops, depth + 1, result, seen)
+
+    def _handed_over(self, frame: _Frame, params: dict[str, ArgSource]) -> tuple[Callables, dict[str, dict[str, StepKind]]]:
+        """Callables (modules) and dicts the caller hands to the callee as arguments."""
+        callables: Callables = {}
+        dict_kinds: dict[str, dict[str, StepKind]] = {}
+        for cparam, src in params.items():
+            ch = src.expr.chain
+            if not ch:
+                continue
+            if ch[0] == "self" and len(ch) >= 2:
+                objs: list[Obj] = self.calls.objects_of_chain(frame.ctx, ch[1:], frame.model_class)
+                if objs:
+                    callables[cparam] = objs
+            elif len(ch) == 1 and ch[0] in frame.fn.dicts:
+                dict_kinds[cparam] = {e.key: self._kind(frame, e.value) for e in frame.fn.dicts[ch[0]] if e.key is not None}
+            elif len(ch) == 1 and ch[0] in frame.callables:
+                callables[cparam] = frame.callables[ch[0]]
+            elif len(ch) == 1 and ch[0] in frame.dict_kinds:
+                dict_kinds[cparam] = frame.dict_kinds[ch[0]]
+        return callables, dict_kinds
+
+    def _worth_following(self, frame: _Frame, call: CallFact) -> bool:
+        """Before the draft model is entered, a plain function call matters only if it
+        receives something that can carry the step: a varying value, a module, a dict."""
+        chain = call.func
+        if not chain:
+            return False
+        head = chain[0]
+        if head in ("self", "super()") or head in frame.callables or head in frame.fn.assigns:
+            return True
+        for e in [*call.args, *(kw.value for kw in call.keywords), *call.star_kwargs, *call.star_args]:
+            if frame.varying.intersection(e.names) or any(n.startswith("self.") for n in e.names):
+                return True
+            ch = e.chain
+            if ch and len(ch) == 1 and (ch[0] in frame.fn.dicts or ch[0] in frame.dict_kinds or ch[0] in frame.callables):
+                return True
+            if any(n in frame.param_kinds for n in e.names):
+                return True
+        return False
+
+    def _record_selections(self, frame: _Frame, hops: tuple[Hop, ...], result: LoopResult) -> None:
+        assert frame.model_class is not None
+        for sub in selecting_subscripts(frame.fn):
+            names = set(sub.index.names)
+            kind: StepKind | None = None
+            if frame.varying.intersection(names):
+                kind = StepKind.VARYING
+            else:
+                for p in self.params:
+                    src = sources_for(frame.fn, p) | ({"self." + p} if ("self." + p) in names else set())
+                    if src and taint(frame.fn, src).intersection(names):
+                        kind = frame.param_kinds.get(p) or frame.attr_kinds.get(p) or StepKind.ABSENT
+                        if kind is StepKind.VARYING:
+                            kind = StepKind.CONSTANT  # varying would have matched above
+                        break
+            if kind is None:
+                continue
+            label = ".".join(sub.container)
+            hop = self.hop(frame.key, sub.line, f"selects {label}[{sub.index.text}]")
+            result.selections.append(LoopSelection(frame.model_class, kind, hops + (hop,), label, frame.entry_method))
+
+    def entry_groups(self, result: LoopResult, param: str) -> list[EntryGroup]:
+        """Entries of one loop grouped by the call site that enters the draft model.
+
+        A group's kind is what that call site hands over for ``param`` to the callees
+        that can take it; groups no callee can take the parameter in are left out.
+        """
+        grouped: dict[tuple[str, int, str], list[LoopEntry]] = {}
+        for e in result.entries:
+            if e.param != param or not e.accepts:
+                continue
+            fn = self.index.function(e.callee)
+            if fn is None:
+                continue
+            if param not in fn.param_names and self.flow.selects(e.callee, e.model_class, param) is None:
+                continue
+            grouped.setdefault((e.call_hop.path, e.call_hop.line, e.method), []).append(e)
+        out = []
+        for k in sorted(grouped):
+            entries = grouped[k]
+            kinds = frozenset(e.kind for e in entries)
+            kind = next(s for s in (StepKind.VARYING, StepKind.CONSTANT, StepKind.ABSENT) if s in kinds or s is StepKind.ABSENT)
+            out.append(EntryGroup(entries[0], kind, kinds, frozenset(e.model_class for e in entries)))
+        return out

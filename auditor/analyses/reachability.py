@@ -1,0 +1,66 @@
+"""Per draft model class: which draft loops reach it, and whether step *i* selects
+layer *i* there (the reachability table of a scan report)."""
+
+from __future__ import annotations
+
+from ..index import ClassKey
+from ..model import ClassRef, ClassReachability, LoopReach
+from .base import Analyses, Provider
+from .loops import LoopProvider, StepKind
+from .registry import RegistryProvider
+from .types import TypeProvider
+
+# A config field whose name carries one of these sizes the MTP layers (when a container
+# reads several fields, these are the ones that count).
+_COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
+_ENTRY_METHODS = ("forward", "__call__")
+
+
+class ReachabilityProvider(Provider):
+    dependencies = (TypeProvider, RegistryProvider, LoopProvider)
+
+    def __init__(self, analyses: Analyses) -> None:
+        super().__init__(analyses)
+        self.types = self.dep(TypeProvider)
+        self.registry = self.dep(RegistryProvider)
+        self.loops = self.dep(LoopProvider)
+
+    def layer_count_fields(self, cls: ClassKey) -> list[str]:
+        """Config fields that size the model's MTP layer container(s)."""
+        fields: set[str] = set()
+        for part in sorted(self.registry.model_parts(cls)):
+            for container in self.types.containers(part):
+                found = set(container.config_fields)
+                hinted = {f for f in found if any(h in f.lower() for h in _COUNT_HINT)}
+                fields.update(hinted or found)
+        return sorted(fields)
+
+    def reachability(self) -> list[ClassReachability]:
+        loops = self.loops.loop_results()
+        out = []
+        for cls in self.registry.model_classes():
+            rep = ClassReachability(ClassRef(*cls), self.registry.architectures(cls), self.layer_count_fields(cls))
+            for lr in loops:
+                entries = [e for e in lr.entries if e.model_class == cls]
+                if not entries:
+                    continue
+                sels = [s for s in lr.selections if s.model_class == cls]
+                fwd = [s for s in sels if s.method in _ENTRY_METHODS] or sels
+                varying = [s for s in fwd if s.kind is StepKind.VARYING]
+                loop_label = f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}"
+                if varying:
+                    via = ", ".join(sorted({s.method for s in sels if s.kind is StepKind.VARYING}))
+                    detail = f"step i selects {varying[0].container}[i] (via {via})"
+                    others = sorted({s.method for s in sels if s.kind is not StepKind.VARYING})
+                    if others:
+                        detail += f"; {', '.join(others)} still use(s) step 0"
+                    rep.loops.append(LoopReach(loop_label, True, detail, list(varying[0].hops)))
+                elif fwd:
+                    kinds = "/".join(sorted({s.kind.value for s in fwd}))
+                    detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
+                    rep.loops.append(LoopReach(loop_label, False, detail, list(fwd[0].hops)))
+                else:
+                    rep.loops.append(LoopReach(loop_label, False, "reached, but no layer selection found on the path",
+                                               list(entries[0].hops)))
+            out.append(rep)
+        return out

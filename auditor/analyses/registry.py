@@ -1,0 +1,109 @@
+"""Draft model classes: the registry tables (architecture -> module, class), which of
+their classes take part in step threading (MTP models), and every class whose code
+runs as part of one (its MRO and the modules it holds, recursively)."""
+
+from __future__ import annotations
+
+from ..index import ClassKey, FuncKey, SymbolKind
+from ..model import ClassRef
+from .base import Analyses, Provider
+from .types import REGISTRY, TypeProvider
+
+_MAX_MODEL_PARTS = 200
+_MAX_HOLD_DEPTH = 2
+
+
+class RegistryProvider(Provider):
+    dependencies = (TypeProvider,)
+
+    def __init__(self, analyses: Analyses) -> None:
+        super().__init__(analyses)
+        self.types = self.dep(TypeProvider)
+        self._registry: list[tuple[ClassKey, list[str]]] | None = None
+        self._model_classes: list[ClassKey] | None = None
+        self._parts: dict[ClassKey, frozenset[ClassKey]] = {}
+
+    def registry(self) -> list[tuple[ClassKey, list[str]]]:
+        """Draft model classes from the registry tables, with their architecture names."""
+        if self._registry is None:
+            by_class: dict[ClassKey, list[str]] = {}
+            for path, facts in list(self.index.loaded()):
+                for tname, table in sorted(facts.tables.items()):
+                    if tname not in self.config.registry_tables:
+                        continue
+                    for arch, entry in sorted(table.items()):
+                        mpath = self.index.resolve_module_path(entry.module, path)
+                        if mpath is None:
+                            continue
+                        for sym in self.index.resolve(mpath, entry.cls):
+                            if sym.kind is SymbolKind.CLASS:
+                                by_class.setdefault((sym.path, sym.name), []).append(arch)
+            self._registry = sorted(by_class.items())
+        return self._registry
+
+    def architectures(self, cls: ClassKey) -> list[str]:
+        for c, archs in self.registry():
+            if c == cls:
+                return archs
+        return []
+
+    def declares_step(self, cls: ClassKey) -> bool:
+        """A method of the class itself takes a threaded parameter."""
+        return any(p in m.param_names for m in self.index.methods(cls).values() for p in self.params)
+
+    def step_aware(self, cls: ClassKey, depth: int = 0) -> bool:
+        """A class, or a module it holds, has a method taking or reading a threaded parameter."""
+        for c in self.index.mro(cls):
+            for m in self.index.methods(c).values():
+                if any(p in m.param_names or ("self." + p) in m.live for p in self.params):
+                    return True
+        held = [t for t in self.types.held_types(cls) if t != REGISTRY]
+        if depth >= _MAX_HOLD_DEPTH:
+            if held:
+                self.limits.hit("held-module depth")
+            return False
+        return any(self.step_aware(t, depth + 1) for t in held)
+
+    def model_classes(self) -> list[ClassKey]:
+        """Draft model classes that take part in step threading (MTP models)."""
+        if self._model_classes is None:
+            reg = [c for c, _ in self.registry() if self.step_aware(c)]
+            if not reg:
+                # No registry in this tree (a fixture, a vendored subset): every
+                # step-aware class that no other step-aware class holds is a model.
+                aware = [c for c in self.index.all_classes() if self.declares_step(c)]
+                held: set[ClassKey] = set()
+                for c in aware:
+                    for t in self.types.held_types(c):
+                        if t != REGISTRY:
+                            held.update(self.index.mro(t))
+                reg = [c for c in aware if c not in held]
+            self._model_classes = sorted(set(reg))
+        return self._model_classes
+
+    def model_parts(self, cls: ClassKey) -> frozenset[ClassKey]:
+        """Every class whose code runs as part of a model: its MRO and held modules, recursively."""
+        found = self._parts.get(cls)
+        if found is not None:
+            return found
+        parts: set[ClassKey] = set()
+        todo = [cls]
+        while todo:
+            if len(parts) >= _MAX_MODEL_PARTS:
+                self.limits.hit("model parts")
+                break
+            c = todo.pop()
+            for m in self.index.mro(c):
+                if m in parts:
+                    continue
+                parts.add(m)
+                todo.extend(t for t in self.types.held_types(m) if t != REGISTRY)
+        found = frozenset(parts)
+        self._parts[cls] = found
+        return found
+
+    def affected_models(self, func: FuncKey) -> list[ClassRef]:
+        owner = self.types.defining_class(func)
+        if owner is None:
+            return []
+        return [ClassRef(*c) for c in self.model_classes() if owner in self.model_parts(c)]
