@@ -18,7 +18,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from .analysis import Analysis
 from .cache import FactsCache
@@ -34,6 +34,13 @@ if TYPE_CHECKING:
 
 RuleClass = type["Rule"]
 Progress = Callable[[str], None]
+
+
+@runtime_checkable
+class SuppressionChecker(Protocol):
+    """A rule about suppression comments (runs last, on what applying them found)."""
+
+    def check_suppressions(self, problems: Sequence[SuppressionProblem]) -> Iterable[Finding]: ...
 
 
 @dataclass
@@ -127,21 +134,21 @@ def run_scan(
 
 def _run_rules(analysis: Analysis, rules: Sequence[RuleClass]) -> list[Finding]:
     from_rules: list[Finding] = []
-    suppression_rules = []
+    suppression_rules: list[SuppressionChecker] = []
     for rule_cls in rules:
         rule = rule_cls()
-        if hasattr(rule, "check_suppressions"):
+        if isinstance(rule, SuppressionChecker):
             suppression_rules.append(rule)
             continue
         from_rules.extend(_finalize(rule.check(analysis), analysis.config))
     findings = _distinct(from_rules)
     problems = _apply_suppressions(analysis.index, findings)
-    for rule in suppression_rules:
-        findings += _finalize(rule.check_suppressions(problems), analysis.config)  # type: ignore[attr-defined]
+    for checker in suppression_rules:
+        findings += _finalize(checker.check_suppressions(problems), analysis.config)
     return findings
 
 
-def _finalize(found: Any, config: Config) -> list[Finding]:
+def _finalize(found: Iterable[Finding], config: Config) -> list[Finding]:
     out = []
     for f in found:
         if f.rule in config.severity:

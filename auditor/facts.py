@@ -39,7 +39,7 @@ class Struct(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fie
     """Base of every fact record: immutable, compact when encoded, strict when decoded."""
 
 
-class ExprFact(Struct):
+class ExprFact(Struct, frozen=True):
     """A summary of one expression."""
 
     text: str  # source text, whitespace-normalised and shortened (part of fingerprints)
@@ -62,18 +62,18 @@ class ParamKind(str, Enum):
     VAR_KEYWORD = "kwarg"
 
 
-class ParamFact(Struct):
+class ParamFact(Struct, frozen=True):
     name: str
     kind: ParamKind
     default: str | None = None  # source text of the default value
 
 
-class KeywordArg(Struct):
+class KeywordArg(Struct, frozen=True):
     name: str
     value: ExprFact
 
 
-class CallFact(Struct):
+class CallFact(Struct, frozen=True):
     line: int
     col: int
     func: Chain | None  # the called chain; None for calls of computed callables
@@ -84,7 +84,7 @@ class CallFact(Struct):
     loops: tuple[int, ...] = ()  # ids of the enclosing for-loops, outermost first
 
 
-class DictEntry(Struct):
+class DictEntry(Struct, frozen=True):
     """One key of a dict built in a function (``{...}``, ``dict(...)``, ``d[k] = v``,
     ``d.update(k=v)``); ``key`` is None for a ``**other`` expansion."""
 
@@ -92,7 +92,7 @@ class DictEntry(Struct):
     value: ExprFact
 
 
-class SubscriptFact(Struct):
+class SubscriptFact(Struct, frozen=True):
     """``self.<container>[index]``: a candidate layer selection."""
 
     container: Chain
@@ -102,7 +102,7 @@ class SubscriptFact(Struct):
     loops: tuple[int, ...] = ()
 
 
-class AttrAssignFact(Struct):
+class AttrAssignFact(Struct, frozen=True):
     """``<target chain> = value`` where the target is an attribute (``self.model = ...``)."""
 
     target: Chain
@@ -110,7 +110,7 @@ class AttrAssignFact(Struct):
     line: int
 
 
-class LoopFact(Struct):
+class LoopFact(Struct, frozen=True):
     id: int
     line: int
     col: int
@@ -119,7 +119,7 @@ class LoopFact(Struct):
     parents: tuple[int, ...] = ()
 
 
-class FunctionFact(Struct):
+class FunctionFact(Struct, frozen=True):
     name: str
     qualname: str
     line: int
@@ -156,7 +156,7 @@ class FunctionFact(Struct):
         return any(d.endswith("staticmethod") for d in self.decorators)
 
 
-class ClassFact(Struct):
+class ClassFact(Struct, frozen=True):
     name: str
     qualname: str
     line: int
@@ -167,7 +167,7 @@ class ClassFact(Struct):
     class_attrs: dict[str, ExprFact] = {}
 
 
-class ImportFact(Struct):
+class ImportFact(Struct, frozen=True):
     """``local`` is bound to ``module`` (``name`` None) or to ``module.name``; local ``*``
     with name ``*`` is a star import."""
 
@@ -176,14 +176,14 @@ class ImportFact(Struct):
     name: str | None = None
 
 
-class TableEntry(Struct):
+class TableEntry(Struct, frozen=True):
     """One entry of a registry table: architecture -> (module, class name)."""
 
     module: str
     cls: str
 
 
-class ModuleFacts(Struct):
+class ModuleFacts(Struct, frozen=True):
     version: int
     path: str
     module: str
@@ -677,7 +677,8 @@ class _ModuleExtractor:
                 self.toplevel(sub)
         elif isinstance(node, _TRY_NODES):
             # ... and so are try-import fallbacks.
-            for body in [node.body, node.orelse, *(h.body for h in node.handlers), node.finalbody]:
+            handler: ast.Try = node  # type: ignore[assignment]  # ast.TryStar has the same fields
+            for body in [handler.body, handler.orelse, *(h.body for h in handler.handlers), handler.finalbody]:
                 for sub in body:
                     self.toplevel(sub)
 

@@ -39,7 +39,7 @@ class FixReport:
     fixed: list[Finding] = field(default_factory=list)
 
     def diff(self) -> str:
-        out = []
+        out: list[str] = []
         for path, (old, new) in sorted(self.changed.items()):
             out.extend(
                 difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}")

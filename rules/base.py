@@ -23,7 +23,7 @@ from auditor.model import Finding, Severity
 
 if TYPE_CHECKING:
     from auditor.analysis import Analysis
-    from auditor.fix import Autofix
+    from auditor.autofix import Autofix
     from auditor.suppress import SuppressionProblem
 
 Files = dict[str, str]

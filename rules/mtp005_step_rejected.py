@@ -64,7 +64,7 @@ class StepRejected(Rule):
                     if not rejecting:
                         continue
                     callees = sorted(rejecting)
-                    classes = sorted({c for cs in rejecting.values() for c in cs})
+                    rejected_by = sorted({c for cs in rejecting.values() for c in cs})
                     yield Finding(
                         rule=self.code,
                         severity=self.severity,
@@ -76,10 +76,10 @@ class StepRejected(Rule):
                         message=(
                             f"passes {param} to {', '.join(callees)}, which take(s) no {param} and no **kwargs: "
                             f"TypeError at run time"
-                            + (f" for {len(classes)} draft model class(es)" if classes else "")
+                            + (f" for {len(rejected_by)} draft model class(es)" if rejected_by else "")
                         ),
                         trace=[analysis.hop(fkey, call.line, f"passes {param} to {c}") for c in callees],
-                        affected_classes=[ClassRef(*c) for c in classes],
+                        affected_classes=[ClassRef(*c) for c in rejected_by],
                         fingerprint_key=f"{param}|{'.'.join(call.func or ())}",
                         parameter=param,
                     )
