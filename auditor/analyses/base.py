@@ -94,13 +94,19 @@ class FixpointMemo(Generic[K, V]):
     """Memo for recursive queries (a query may, through others, ask itself again).
 
     When a query meets itself on the stack, it gets the value computed so far (at first
-    ``bottom``); the outer query is then recomputed until its value stops changing, and
-    only then memoised. Queries that read an unfinished value of an outer query are not
-    memoised at all (their result may change when the outer one grows), so a result never
-    depends on the order in which questions were asked.
+    ``bottom``). With ``iterate`` (for monotone answers such as sets of types) the outer
+    query is then recomputed until its value stops changing, and only then memoised.
+    Without it (for witness answers such as "a path to a layer selection", where a path
+    through the query itself is never needed) the cycle simply answers ``bottom``.
+    Either way, queries that read an unfinished value of an outer query are not memoised
+    (their result may change when the outer one finishes), so a result never depends on
+    the order in which questions were asked.
     """
 
-    def __init__(self, bottom: Callable[[], V], limits: Limits, name: str, max_rounds: int = 8) -> None:
+    def __init__(
+        self, bottom: Callable[[], V], limits: Limits, name: str, max_rounds: int = 8, iterate: bool = True
+    ) -> None:
+        self._iterate = iterate
         self._bottom = bottom
         self._limits = limits
         self._name = name
@@ -134,7 +140,7 @@ class FixpointMemo(Generic[K, V]):
             while True:
                 self._reentered.discard(key)
                 value = compute()
-                if key not in self._reentered:
+                if not self._iterate or key not in self._reentered:
                     break
                 previous = self._partial.get(key, self._bottom())
                 if value == previous:

@@ -61,7 +61,7 @@ class FlowProvider(Provider):
         super().__init__(analyses)
         self.calls = self.dep(CallProvider)
         self._selects: FixpointMemo[tuple[FuncKey, ClassKey | None, str], Selection | None] = FixpointMemo(
-            lambda: None, self.limits, "selection"
+            lambda: None, self.limits, "selection", iterate=False
         )
 
     def direct_selection(self, fkey: FuncKey, fn: FunctionFact, tainted: set[str]) -> Selection | None:
