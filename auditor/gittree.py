@@ -205,7 +205,8 @@ class GitTree:
         if size > MAX_FILE_BYTES:
             raise FileTooLarge(f"{size} bytes, over the {MAX_FILE_BYTES} byte limit")
         try:
-            return self.repo.odb.stream(bytes.fromhex(sha)).read()
+            data: bytes = self.repo.odb.stream(bytes.fromhex(sha)).read()
+            return data
         except (BadObject, BadName, ValueError, git.GitCommandError) as exc:
             raise OSError(f"cannot read blob {sha[:12]} for {relpath}: {exc}") from None
 
@@ -219,7 +220,7 @@ class GitTree:
     def __enter__(self) -> "GitTree":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -278,7 +279,7 @@ def commits_between(repo: str | Path | git.Repo, good: str, bad: str) -> list[st
     b = resolve_commit(repo, bad)
     if g.hexsha == b.hexsha:
         return []
-    if not repo.is_ancestor(g.hexsha, b.hexsha):
+    if not repo.is_ancestor(g, b):
         hint = " (or the shallow clone lacks the history between them)" if is_shallow(repo) else ""
         raise GitError(f"{good} ({g.hexsha[:12]}) is not an ancestor of {bad} ({b.hexsha[:12]}){hint}")
     out = repo.git.rev_list("--topo-order", "--reverse", f"{g.hexsha}..{b.hexsha}")
