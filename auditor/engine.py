@@ -63,7 +63,8 @@ def run_scan(
     index.load_seeds()
     analysis = Analysis(index, config)
     findings = []
-    for rule_cls in all_rules():
+    rule_classes = all_rules()
+    for rule_cls in rule_classes:
         if not config.rule_enabled(rule_cls.code):
             continue
         rule = rule_cls()
@@ -74,7 +75,7 @@ def run_scan(
     # Two rules never report the same place twice; dedupe identical fingerprints.
     unique = {f.fingerprint: f for f in sorted(findings, key=lambda f: f.sort_key())}
     findings = list(unique.values())
-    suppression_findings = _suppressions(index, analysis, findings)
+    suppression_findings = _suppressions(index, analysis, findings, {r.code for r in rule_classes})
     if config.rule_enabled(SUPPRESSION_RULE):
         findings += suppression_findings
     result = ScanResult(root=tree.label, findings=findings)
@@ -92,7 +93,7 @@ def run_scan(
     return Scan(result, analysis, timing)
 
 
-def _suppressions(index: Index, analysis: Analysis, findings: list) -> list:
+def _suppressions(index: Index, analysis: Analysis, findings: list, known_codes: set[str]) -> list:
     sups = []
     for path in index.suppression_files:
         try:
@@ -107,7 +108,7 @@ def _suppressions(index: Index, analysis: Analysis, findings: list) -> list:
         fn = index.function((f.path, f.function)) if f.function else None
         if fn is not None:
             def_lines[(f.path, f.function)] = fn["line"]
-    return apply_suppressions(findings, sups, def_lines)
+    return apply_suppressions(findings, sups, def_lines, known_codes)
 
 
 def layer_count_fields(analysis: Analysis, cls) -> list[str]:

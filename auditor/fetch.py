@@ -37,6 +37,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
@@ -681,24 +682,37 @@ def _remove_stale_temps(cache: Path) -> None:
 
 
 
-def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = True) -> Path:
+def fetch_release(
+    version: str, cache_dir: Path | None = None, progress: bool = True, log: Callable[[str], None] | None = None
+) -> Path:
     """Return the directory holding the ``vllm/`` package of vLLM release ``version``.
 
     Downloads and unpacks ``vllm-<version>.tar.gz`` on first use; a complete cached copy
-    is returned without any network access. Raises :class:`FetchError` with one line.
+    is returned without any network access. ``0.33`` means the release ``0.33.0`` (PEP 440
+    equality): it is stored once, under the release's own name. ``log`` gets a line per
+    phase (download, unpack). Raises :class:`FetchError` with one line.
     """
     want = _parse_version(version)
     cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    target = cache / "releases" / f"{PROJECT}-{want}"
-    if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
-        return target
+    cached = _cached_release(cache, want)
+    if cached is not None:
+        return cached
     if cache.exists() and not cache.is_dir():
         raise FetchError(f"cannot write to cache directory {cache}: it is not a directory")
     try:
         cache.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(cache)
+    except OSError as exc:
+        raise _cache_error(cache, exc) from None
+
+    index = configured_index_url()
+    sdists, versions = list_sdists(index)
+    sdist = select_sdist(want, sdists, versions, index)
+    want = str(Version(sdist.version))  # the release's own name: 0.33 -> 0.33.0
+    target = cache / "releases" / f"{PROJECT}-{want}"
+    try:
         if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
-            return target  # another process just finished it
+            return target  # cached under its full name, or another process just finished it
         if target.exists() or target.is_symlink():
             # half-written (no marker): remove and redo
             if target.is_dir() and not target.is_symlink():
@@ -707,10 +721,6 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
                 target.unlink()
     except OSError as exc:
         raise _cache_error(cache, exc) from None
-
-    index = configured_index_url()
-    sdists, versions = list_sdists(index)
-    sdist = select_sdist(want, sdists, versions, index)
     archive = cache / "sdists" / sdist.filename
     if archive.is_file() and not _verify_file(archive, sdist.sha256):
         try:
@@ -718,7 +728,11 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
         except OSError as exc:
             raise _cache_error(archive.parent, exc) from None
     if not archive.is_file():
+        if log is not None:
+            log(f"downloading {sdist.filename} from {redact(index)}")
         _download(sdist, archive, index, progress)
+    if log is not None:
+        log(f"unpacking {sdist.filename} into {target}")
     meta = {
         "project": PROJECT,
         "version": want,
@@ -736,6 +750,25 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
         archive.unlink(missing_ok=True)
         raise
     return target
+
+
+def _cached_release(cache: Path, want: str) -> Path | None:
+    """A complete cached copy of release ``want`` (``0.33`` finds ``vllm-0.33.0``), or None."""
+    releases = cache / "releases"
+    exact = releases / f"{PROJECT}-{want}"
+    candidates = [exact]
+    try:
+        candidates += sorted(p for p in releases.glob(f"{PROJECT}-*") if p != exact)
+    except OSError:
+        pass
+    for root in candidates:
+        try:
+            same = Version(root.name[len(PROJECT) + 1 :]) == Version(want)
+        except InvalidVersion:
+            continue
+        if same and (root / COMPLETE_MARKER).is_file() and (root / PROJECT).is_dir():
+            return root
+    return None
 
 
 def release_metadata(root: Path) -> dict:

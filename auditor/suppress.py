@@ -3,8 +3,9 @@
 A suppression comment applies to a finding when it stands on the finding's line or
 on the ``def`` line of the function the finding is in. A reason is required: a
 suppression without one suppresses nothing and is reported. A suppression that
-matches no finding is reported too, so stale ones get cleaned up. Both reports
-use rule code MTP900.
+matches no finding is reported too, so stale ones get cleaned up, and so is one
+naming a rule code the tool does not know (a typo would silently suppress nothing).
+All three reports use rule code MTP900.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable, Optional
 
 from .atomic import write_atomic
 from .errors import UsageError
@@ -47,9 +48,14 @@ def parse_suppressions(path: str, text: str) -> list[Suppression]:
 
 
 def apply_suppressions(
-    findings: list[Finding], suppressions: Iterable[Suppression], def_lines: dict[tuple[str, str], int]
+    findings: list[Finding],
+    suppressions: Iterable[Suppression],
+    def_lines: dict[tuple[str, str], int],
+    known_codes: Optional[Collection[str]] = None,
 ) -> list[Finding]:
-    """Mark suppressed findings; return MTP900 findings for bad or unused suppressions."""
+    """Mark suppressed findings; return MTP900 findings for bad, unknown or unused suppressions.
+
+    ``known_codes``: the rule codes of the tool (None: not checked)."""
     by_line: dict[tuple[str, int], list[Suppression]] = {}
     sups = list(suppressions)
     for s in sups:
@@ -67,7 +73,13 @@ def apply_suppressions(
                     s.used = True
     extra = []
     for s in sups:
-        if not s.reason:
+        unknown = [c for c in s.codes if known_codes is not None and c not in known_codes]
+        if unknown:
+            msg = (
+                f"unknown rule code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in suppression "
+                f"(known: {', '.join(sorted(known_codes or ()))})"
+            )
+        elif not s.reason:
             msg = "suppression without a reason: write why after the bracket, e.g. `# mtp-audit: ignore[MTP002] EAGLE-style by design`"
         elif not s.used:
             msg = f"unused suppression: no {', '.join(s.codes) or 'finding'} here any more; remove it"
@@ -84,7 +96,7 @@ def apply_suppressions(
                 callee="",
                 message=msg,
                 trace=[Hop(s.path, s.line, "", "suppression comment")],
-                fingerprint_key=f"{','.join(s.codes)}|{s.reason}|{'reason' if not s.reason else 'unused'}",
+                fingerprint_key=f"{','.join(s.codes)}|{s.reason}|{'unknown' if unknown else 'reason' if not s.reason else 'unused'}",
             ).finalize()
         )
     return extra

@@ -14,16 +14,8 @@ from typer.testing import CliRunner
 
 from auditor.config import Config
 from auditor.errors import AuditError, GitError, UsageError
-from auditor.history import (
-    ResultCache,
-    bisect_command,
-    compare,
-    diff_command,
-    history_command,
-    run_bisect,
-    run_diff,
-    run_history,
-)
+from auditor.cli_history import bisect_command, diff_command, history_command
+from auditor.history import ResultCache, compare, run_bisect, run_diff, run_history
 from auditor.model import Finding, Severity
 from rules._examples import draft_tree, wrapper
 
@@ -249,14 +241,27 @@ def test_history_cli_formats(synth, cache, tmp_path):
 def test_progress_bar_on_a_terminal(synth, cache, monkeypatch, capsys):
     import sys
 
-    from auditor import history
+    from auditor.progress import Progress
 
     path, _ = synth
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    assert history.progress_wanted(False) and not history.progress_wanted(True)
-    run_history(path, cache_dir=cache, workers=1, progress=True)
+    assert Progress(False).interactive and not Progress(True).enabled
+    run_history(path, cache_dir=cache, workers=1, progress=Progress(False))
     err = capsys.readouterr().err
-    assert "releases" in err and "5/5" in err
+    assert "history: release" in err and "5/5" in err
+
+
+def test_progress_lines_when_not_a_terminal(synth, cache, tmp_path):
+    """In a log (stderr not a terminal) every release gets a line; -q silences them."""
+    path, _ = synth
+    out = tmp_path / "h.txt"
+    res = invoke("history", path, "--cache-dir", cache, "-o", out)
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("mtp-audit: history: release")]
+    assert lines == [f"mtp-audit: history: release {i}/5: {t}" for i, t in enumerate(["v0.0.1", "v0.1.0", "v0.2.0", "v0.3.0", "v0.4.0"], 1)]
+    assert "5 releases in" in res.stderr
+    res = invoke("history", path, "--cache-dir", cache, "-o", out, "-q")
+    assert res.exit_code == 0 and res.stderr == ""
 
 
 # --------------------------------------------------------------------------- errors
