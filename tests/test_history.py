@@ -482,3 +482,24 @@ def test_release_history_second_run_is_5x_faster(release_history):
     assert render(first, "json") == render(second, "json")
     assert second.timing["from_cache"] == len(RELEASES) and second.timing["scanned"] == 0
     assert t_second * 5 <= t_first, (t_first, t_second)
+
+
+def test_diff_shows_only_what_changed_and_takes_version_numbers(synth, cache):
+    """`diff A B` is about B versus A: A's own findings are not listed as introduced."""
+    path, _ = synth
+    res = invoke("diff", path, "0.3.0", "0.4.0", "--cache-dir", cache, "-q")  # versions, as history --from takes
+    assert res.exit_code == 1, res.output
+    lines = res.stdout.splitlines()
+    assert "first scanned" not in res.stdout
+    assert lines[1].startswith("v0.3.0 (") and "-> v0.4.0 (" in lines[1]
+    assert lines[1].endswith("1 introduced, 0 fixed, 0 unchanged")
+    assert [ln.split()[0:2] for ln in lines[2:]] == [["introduced", "MTP001"]] and "OtherMTP.forward" in lines[2]
+    # code that only moved: nothing changed, nothing listed
+    res = invoke("diff", path, "v0.1.0", "v0.2.0", "--cache-dir", cache, "-q")
+    assert res.exit_code == 0
+    assert "0 introduced, 0 fixed, 1 unchanged" in res.stdout and "introduced MTP" not in res.stdout
+    for fmt in ("markdown", "html"):
+        out = invoke("diff", path, "v0.1.0", "v0.2.0", "--cache-dir", cache, "-q", "-f", fmt).stdout
+        assert "first scanned" not in out and "Persisting" not in out
+    res = invoke("diff", path, "9.9.9", "v0.2.0", "--cache-dir", cache)
+    assert_one_line_error(res, GitError, "9.9.9")
