@@ -55,6 +55,8 @@ def emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    if str(output) in ("", "."):
+        raise UsageError("-o needs a file name (an empty name or '.' is the current directory)")
     problem = _unwritable(output)
     if problem:
         raise UsageError(f"cannot write the report to {str(output)!r}: {problem}")
@@ -66,8 +68,6 @@ def emit(text: str, output: Path | None) -> None:
 
 def _unwritable(output: Path) -> str:
     """Why ``output`` cannot take a report, in plain words ('' when it looks fine)."""
-    if str(output) in ("", "."):
-        return "-o needs a file name"
     if output.is_dir():
         return "it is a directory; give a file name"
     if output.exists() and not output.is_file():
