@@ -206,3 +206,25 @@ def test_fix_follows_the_call_layout_and_line_length(tmp_path, call, limit, expe
     assert max(len(line) for line in text.splitlines()) <= max(limit or 88, longest_before)
     if limit is None:
         assert "    def forward(\n        self,\n        input_ids,\n" in text and "        **kwargs,\n    ):" in text
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def test_progress_lines_when_not_a_terminal_and_quiet_silences_them(tree, tmp_path):
+    cache = tmp_path / "cache"
+    r = cli("scan", tree, "-f", "json", "--cache-dir", cache)
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("mtp-audit: scanning ") and lines[-1].startswith("mtp-audit: scanned in ")
+    assert "files parsed" in lines[-1]
+    assert cli("scan", tree, "-f", "json", "--cache-dir", cache, "-q").stderr == ""
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for git_args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+        subprocess.run(["git", *git_args], cwd=tree, check=True, env={**os.environ, **env})
+    r = cli("lint", ".", "--base", "HEAD", "--cache-dir", cache, cwd=tree)
+    assert r.returncode == 0 and "mtp-audit: lint: scanning the work tree" in r.stderr
+    assert "mtp-audit: 0 changed files, 0 new findings" in r.stderr
+    r = cli("lint", ".", "--base", "HEAD", "--cache-dir", cache, "-q", cwd=tree)
+    assert r.returncode == 0 and r.stderr == ""
