@@ -322,7 +322,7 @@ def graph(
     path: PathArg = None,
     installed: InstalledOpt = False,
     release: ReleaseOpt = None,
-    format: Annotated[GraphFormat, typer.Option("--format", "-f", help="Graph format: dot, json (node-link) or graphml.")] = GraphFormat.dot,
+    format: Annotated[GraphFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Graph format: dot, json (node-link) or graphml.")] = GraphFormat.dot,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the graph to FILE instead of stdout.")] = None,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
@@ -469,7 +469,7 @@ app.add_typer(baseline_app, name="baseline")
 
 @command("create", baseline_app)
 def baseline_create(
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", show_default=False, help="The baseline file to write (required).")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", show_default=False, help="The baseline file to write.")],
     path: PathArg = None,
     installed: InstalledOpt = False,
     release: ReleaseOpt = None,

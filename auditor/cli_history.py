@@ -20,9 +20,8 @@ from .cli_options import (
     RepoArg,
     WorkersOpt,
 )
-from .history.scan import DEFAULT_TAG_PATTERN
 
-ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", help="Report format: text, markdown, html or json.")]
+ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Report format: text, markdown, html or json.")]
 
 
 def _settings(config: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):  # -> tuple[Config, Optional[Path]]
@@ -37,7 +36,7 @@ def history_command(
     end: Annotated[Optional[str], typer.Option("--to", metavar="TAG", help="Last release (tag or version), inclusive.")] = None,
     tags: Annotated[
         Optional[str],
-        typer.Option("--tags", metavar="REGEX", help=f"Regular expression release tags must match (default: {DEFAULT_TAG_PATTERN}).")
+        typer.Option("--tags", metavar="REGEX", help="Regular expression release tags must match (default: final releases such as v0.10.1 and v0.10.1.1).")
     ] = None,
     pre: Annotated[bool, typer.Option("--pre", help="Include pre-releases (rc, alpha, beta).")] = False,
     format: ReportFormatOpt = ReportFormat.text,
@@ -94,7 +93,7 @@ def bisect_command(
     fingerprint: Annotated[str, typer.Argument(metavar="ID", show_default=False, help="The finding's id (fingerprint) or a unique prefix.")],
     good: Annotated[str, typer.Option("--good", metavar="A", show_default=False, help="An older revision.")],
     bad: Annotated[str, typer.Option("--bad", metavar="B", show_default=False, help="A newer revision (A must be its ancestor).")],
-    format: Annotated[BisectFormat, typer.Option("--format", "-f", help="Output format: text or json.")] = BisectFormat.text,
+    format: Annotated[BisectFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Output format: text or json.")] = BisectFormat.text,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
     cache_dir: CacheDirOpt = None,

@@ -273,7 +273,7 @@ def import_command(
         list[str], typer.Argument(metavar="VERSION...", show_default=False, help="Release versions to import, e.g. 0.9.2 0.10.0")
     ],
     into: Annotated[
-        Path, typer.Option("--into", metavar="DIR", show_default=False, help="Repository directory to create or append to (a bare git repo; required).")
+        Path, typer.Option("--into", metavar="DIR", show_default=False, help="Repository directory to create or append to (a bare git repo).")
     ],
     cache_dir: CacheDirOpt = None,
     quiet: QuietOpt = False,

@@ -228,3 +228,18 @@ def test_progress_lines_when_not_a_terminal_and_quiet_silences_them(tree, tmp_pa
     assert "mtp-audit: 0 changed files, 0 new findings" in r.stderr
     r = cli("lint", ".", "--base", "HEAD", "--cache-dir", cache, "-q", cwd=tree)
     assert r.returncode == 0 and r.stderr == ""
+
+
+def test_explain_keeps_code_lines_whole_when_piped(tmp_path):
+    import json
+
+    call = LONG  # a 110-column line
+    root = write_tree(tmp_path / "t", draft_tree(LOOP, model=wrapper_calling(call)))
+    cache = tmp_path / "cache"
+    scan = cli("scan", root, "-q", "-f", "json", "--cache-dir", cache)
+    fid = json.loads(scan.stdout)["findings"][0]["fingerprint"]
+    text_report = cli("scan", root, "-q", "--cache-dir", cache).stdout
+    assert f"[id {fid}]" in text_report  # the id `explain` takes is in the text report
+    r = cli("explain", fid[:8], root, "--cache-dir", cache)
+    assert r.returncode == 0, r.stderr
+    assert any(line.endswith(call) and len(line) > 100 for line in r.stdout.splitlines()), r.stdout
