@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence, TypeVar
 
 import typer
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from .config import Config
     from .engine import Scan
-    from .model import ScanResult
+    from .model import Finding, ScanResult
     from .source import SourceTree
 
 try:  # typer >= 0.24 carries its own copy of click
@@ -76,8 +76,8 @@ class Command(TyperCommand):
         args, opts = [], []
         for param in self.get_params(ctx):
             kind = getattr(param, "param_type_name", "")
-            if kind == "argument" and not param.hidden:
-                args.append(((param.metavar or (param.name or "").upper()), param.help or ""))
+            if kind == "argument" and not getattr(param, "hidden", False):
+                args.append(((param.metavar or (param.name or "").upper()), getattr(param, "help", None) or ""))
             elif kind == "option":
                 record = param.get_help_record(ctx)
                 if record is not None:
@@ -129,8 +129,13 @@ def _root(
     """Audit vLLM for a lost spec_step_idx between speculative draft loops and MTP layer selection."""
 
 
-def command(name: Optional[str] = None, app_: typer.Typer = app) -> Any:
-    return app_.command(name, cls=Command)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def command(name: Optional[str] = None, app_: typer.Typer = app) -> Callable[[_F], _F]:
+    """Register a command of ``app_`` with the :class:`Command` help and usage style."""
+    register: Callable[[_F], _F] = app_.command(name, cls=Command)
+    return register
 
 
 # --------------------------------------------------------------------------
@@ -211,7 +216,7 @@ def load_settings(root: Optional[Path], config_path: Optional[Path], select: Opt
 
 
 def cache_root(no_cache: bool, cache_dir: Optional[Path]) -> Optional[Path]:
-    from .cache import default_cache_dir
+    from .fetch import default_cache_dir
 
     return None if no_cache else (cache_dir or default_cache_dir())
 
@@ -248,7 +253,7 @@ def scan_target(
     return scan, cfg
 
 
-def _apply_baseline(result: "ScanResult", baseline: Optional[Path], everything: "Optional[list]", cfg: "Optional[Config]" = None) -> None:
+def _apply_baseline(result: "ScanResult", baseline: Optional[Path], everything: "Optional[list[Finding]]", cfg: "Optional[Config]" = None) -> None:
     """Hide baseline findings. An entry is called fixed only when its finding is really gone
     from the tree (``everything``: all of its findings, not only the reported ones) and its
     rule ran."""
@@ -509,7 +514,7 @@ def fix(
         raise UsageError(f"no autofix for {', '.join(sorted(unsupported))} (fixable: {', '.join(sorted(FIXABLE))})")
     scan_, _ = scan_target(path, False, None, cache_dir, no_cache, config, None, None, None)
     assert scan_.analysis is not None
-    root = scan_.analysis.index.tree.root
+    root = Path(getattr(scan_.analysis.index.tree, "root"))
     if only:
         wanted = {_relative(p, root) for p in only}
         files = set(scan_.analysis.index.tree.python_files())
@@ -588,7 +593,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except AuditError as exc:
         _err(str(exc))
         rc = EXIT_ERROR
-    except (KeyboardInterrupt, click_exceptions.Abort, typer.Abort):
+    except (KeyboardInterrupt, typer.Abort):
         _err("interrupted")
         rc = 130
     except BrokenPipeError:

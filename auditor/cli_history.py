@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -21,10 +21,13 @@ from .cli_options import (
     WorkersOpt,
 )
 
+if TYPE_CHECKING:
+    from .config import Config
+
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Report format: text, markdown, html or json.")]
 
 
-def _settings(config: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):  # -> tuple[Config, Optional[Path]]
+def _settings(config: Optional[Path], no_cache: bool, cache_dir: Optional[Path]) -> "tuple[Config, Optional[Path]]":
     from .cli import cache_root, load_settings
 
     return load_settings(None, config, [], []), cache_root(no_cache, cache_dir)

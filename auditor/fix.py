@@ -38,7 +38,7 @@ class FixReport:
     fixed: list[Finding] = field(default_factory=list)
 
     def diff(self) -> str:
-        out = []
+        out: list[str] = []
         for path, (old, new) in sorted(self.changed.items()):
             out.extend(
                 difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}")
@@ -175,7 +175,7 @@ def _one_param_per_line(fn: cst.FunctionDef, unit: str) -> cst.FunctionDef:
         elif isinstance(item, cst.Param):
             item = item.with_changes(comma=cst.Comma(whitespace_after=ws), whitespace_after_param=cst.SimpleWhitespace(""))
         if i >= 0:
-            groups[kind][i] = item  # type: ignore[assignment]
+            groups[kind][i] = item
         else:
             singles[kind] = item
     params = p.with_changes(**groups, **singles)
@@ -276,6 +276,7 @@ DEFAULT_LINE_LENGTH = 88
 
 def _refusal(scan: Scan, f: Finding, param: str) -> str | None:
     analysis = scan.analysis
+    assert analysis is not None  # fixes need the analysis, never a cached result
     fn = analysis.index.function((f.path, f.function))
     if fn is None:
         return "the function is no longer in the analysed tree"
@@ -301,6 +302,7 @@ def plan_fixes(scan: Scan, select: set[str] | None = None) -> dict[str, list[Fin
 
 def apply_fixes(scan: Scan, root: Path, select: set[str] | None = None, write: bool = True) -> FixReport:
     report = FixReport()
+    assert scan.analysis is not None  # fixes need the analysis, never a cached result
     param = scan.analysis.params[0]
     limit = line_limit(root)
     for path, findings in sorted(plan_fixes(scan, select).items()):

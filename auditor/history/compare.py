@@ -32,7 +32,7 @@ def compare(base: list[Finding], head: list[Finding], base_ref: Optional[str] = 
     # now reaching more or fewer callees). Either way the defect persists.
     still_introduced = sorted(introduced, key=Finding.sort_key)
     for key in (identity, lambda f: (f.rule, f.path, f.function)):
-        gone: dict[tuple, list[Finding]] = defaultdict(list)
+        gone: dict[tuple[str, ...], list[Finding]] = defaultdict(list)
         taken = set(delta.moved.values())
         for f in fixed:
             if f.fingerprint not in taken:
@@ -62,7 +62,7 @@ def by_rule(findings: list[Finding]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def find(findings: list[Finding], fingerprint: str, ident: Optional[tuple] = None) -> Optional[Finding]:
+def find(findings: list[Finding], fingerprint: str, ident: Optional[tuple[str, str, str]] = None) -> Optional[Finding]:
     for f in findings:
         if f.fingerprint == fingerprint:
             return f

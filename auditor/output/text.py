@@ -103,7 +103,7 @@ def _hop_text(hop: Hop) -> Text:
     return t
 
 
-def _finding(console: Console, f: Finding, rules: dict) -> None:
+def _finding(console: Console, f: Finding, rules: "dict[str, type[Rule]]") -> None:
     head = Text("  ")
     head.append(_clean(rule_title(f.rule, rules)), style="bold")
     head.append(" ")
@@ -130,7 +130,7 @@ def _finding(console: Console, f: Finding, rules: dict) -> None:
             console.print(Text(f"      {_clean(ref.name)}  ({_clean(ref.path)})"), soft_wrap=True)
 
 
-def _findings(console: Console, result: ScanResult, rules: dict) -> None:
+def _findings(console: Console, result: ScanResult, rules: "dict[str, type[Rule]]") -> None:
     findings = sorted_findings(result.findings)
     if not findings:
         return  # the summary line says "0 findings"; nothing else is printed
