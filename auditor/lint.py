@@ -25,7 +25,7 @@ from .config import Config
 from .engine import run_scan
 from .errors import GitError, UsageError
 from .gittree import GitTree, NoVllmInTree
-from .model import Finding, Hop, ScanResult, Severity
+from .model import Finding, ScanResult, Severity
 from .progress import Progress
 from .result_cache import ResultCache, result_key
 from .source import DirectoryTree, SourceTree
@@ -186,7 +186,6 @@ def unparsable_changes(tree: SourceTree, result: ScanResult, changed: list[str])
                 function="",
                 callee="",
                 message=f"changed file cannot be parsed ({reason}); the audit cannot see into it, so fix it first",
-                trace=[Hop(path, line, "", "does not parse")],
                 fingerprint_key="parse",
             ).finalize()
         )

@@ -142,11 +142,12 @@ def _findings(console: Console, result: ScanResult, rules: "dict[str, type[Rule]
             _finding(console, f, rules)
 
 
-def _problems(console: Console, result: ScanResult) -> None:
+def _problems(console: Console, result: ScanResult, first: bool) -> None:
     problems = sorted_problems(result.problems)
     if not problems:
         return
-    console.print()
+    if not first:  # a blank line after the findings
+        console.print()
     console.print(Text(f"Skipped files ({len(problems)})", style="bold underline"))
     for p in problems:
         t = Text("  ")
@@ -199,7 +200,7 @@ def render(
     console, buf = _console(width, color)
     by_code = rule_index(rules)
     _findings(console, result, by_code)
-    _problems(console, result)
+    _problems(console, result, first=not buf.getvalue())
     if reachability:
         _reachability(console, result)
     if buf.getvalue():
