@@ -574,7 +574,7 @@ def _usage_message(exc: Any) -> str:
     msg = msg[:1].lower() + msg[1:]
     ctx = getattr(exc, "ctx", None)
     where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-    return " ".join(msg.split()) + where
+    return " ".join(msg.split()).rstrip(".") + where
 
 
 def main(argv: Optional[list[str]] = None) -> None:
