@@ -464,7 +464,8 @@ def lint(
     outcome = run_lint(path.resolve(), base, head, cfg, FactsCache(root), root, workers, progress)
     _apply_baseline(outcome.result, baseline, outcome.head_findings, cfg)
     emit(render(outcome.result, format.value), output)
-    progress.line(f"{outcome.result.stats.get('changed_files', 0)} changed files, {len(outcome.result.findings)} new findings")
+    changed, new = outcome.result.stats.get("changed_files", 0), len(outcome.result.findings)
+    progress.line(f"{changed} changed file{'' if changed == 1 else 's'}, {new} new finding{'' if new == 1 else 's'}")
     raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)
 
 
