@@ -210,6 +210,8 @@ def load_settings(root: Optional[Path], config_path: Optional[Path], select: Opt
     cfg.severity = severity
     if select:
         cfg.select = check_codes(_split(select), "--select")
+        if not cfg.select:
+            raise UsageError("--select needs at least one rule code (e.g. --select MTP001)")
     if ignore:
         cfg.ignore = check_codes(_split(ignore), "--ignore")
     return cfg
