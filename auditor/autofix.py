@@ -23,8 +23,9 @@ class Autofix(ABC):
         """Why this finding must not be fixed automatically (None: it may be)."""
 
     @abstractmethod
-    def rewrite(self, source: str, findings: Sequence[Finding]) -> str:
-        """The file's new text with every given finding fixed (all in this file)."""
+    def rewrite(self, source: str, findings: Sequence[Finding], line_limit: int = 88) -> str:
+        """The file's new text with every given finding fixed (all in this file), keeping
+        lines within ``line_limit`` where it can."""
 
 
 class ThreadStepFix(Autofix):
@@ -49,7 +50,7 @@ class ThreadStepFix(Autofix):
             return None
         return "the call site could not be located"
 
-    def rewrite(self, source: str, findings: Sequence[Finding]) -> str:
+    def rewrite(self, source: str, findings: Sequence[Finding], line_limit: int = 88) -> str:
         from .fix import thread_step
 
         by_param: dict[str, dict[str, list[tuple[int, int]]]] = {}
@@ -57,5 +58,5 @@ class ThreadStepFix(Autofix):
             param = f.parameter or "spec_step_idx"
             by_param.setdefault(param, {}).setdefault(f.function, []).append((f.line, f.column))
         for param, targets in sorted(by_param.items()):
-            source = thread_step(source, param, targets)
+            source = thread_step(source, param, targets, line_limit)
         return source

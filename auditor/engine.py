@@ -113,7 +113,7 @@ def run_scan(
     index.freeze()
     # Phase 3: rules.
     say(f"running {len(enabled)} rules")
-    findings = _run_rules(analysis, enabled)
+    findings = _run_rules(analysis, enabled, known_codes={r.code for r in rules})
     result = ScanResult(root=tree.label, findings=findings)
     result.reachability = analysis.reachability.reachability()
     result.problems = list(index.problems.values())
@@ -132,7 +132,7 @@ def run_scan(
     return Scan(result, analysis, timing)
 
 
-def _run_rules(analysis: Analysis, rules: Sequence[RuleClass]) -> list[Finding]:
+def _run_rules(analysis: Analysis, rules: Sequence[RuleClass], known_codes: set[str]) -> list[Finding]:
     from_rules: list[Finding] = []
     suppression_rules: list[SuppressionChecker] = []
     for rule_cls in rules:
@@ -142,7 +142,7 @@ def _run_rules(analysis: Analysis, rules: Sequence[RuleClass]) -> list[Finding]:
             continue
         from_rules.extend(_finalize(rule.check(analysis), analysis.config))
     findings = _distinct(from_rules)
-    problems = _apply_suppressions(analysis.index, findings)
+    problems = _apply_suppressions(analysis.index, findings, known_codes)
     for checker in suppression_rules:
         findings += _finalize(checker.check_suppressions(problems), analysis.config)
     return findings
@@ -181,7 +181,7 @@ def _distinct(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _apply_suppressions(index: Index, findings: list[Finding]) -> list[SuppressionProblem]:
+def _apply_suppressions(index: Index, findings: list[Finding], known_codes: set[str]) -> list[SuppressionProblem]:
     sups = []
     for path in index.suppression_files:
         try:
@@ -196,4 +196,4 @@ def _apply_suppressions(index: Index, findings: list[Finding]) -> list[Suppressi
         fn = index.function((f.path, f.function)) if f.function else None
         if fn is not None:
             def_lines[(f.path, f.function)] = fn.line
-    return apply_suppressions(findings, sups, def_lines)
+    return apply_suppressions(findings, sups, def_lines, known_codes)

@@ -37,6 +37,7 @@ import urllib.parse
 import urllib.request
 import zlib
 from dataclasses import dataclass
+from typing import Any, Callable
 from pathlib import Path, PurePosixPath
 
 
@@ -192,7 +193,7 @@ def _request(url: str, accept: str | None = None) -> urllib.request.Request:
     return urllib.request.Request(url, headers=headers)
 
 
-def _open(url: str, accept: str | None = None):
+def _open(url: str, accept: str | None = None) -> Any:
     req = _request(url, accept)
     ctx = _ssl_context() if url.startswith("https:") else None
     return urllib.request.urlopen(req, timeout=_timeout(), context=ctx)
@@ -287,7 +288,8 @@ def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[Sdist
         ver = _sdist_version(filename)
         if ver is None:
             continue
-        hashes = entry.get("hashes") if isinstance(entry.get("hashes"), dict) else {}
+        raw_hashes = entry.get("hashes")
+        hashes: dict[str, Any] = raw_hashes if isinstance(raw_hashes, dict) else {}
         sha = str(hashes.get("sha256", "")).lower()
         size = entry.get("size") if isinstance(entry.get("size"), int) else None
         upload = entry.get("upload-time") if isinstance(entry.get("upload-time"), str) else None
@@ -425,7 +427,7 @@ def _cache_error(path: Path, exc: OSError) -> FetchError:
     return FetchError(f"cannot write to cache directory {path}: {reason} (set MTP_AUDIT_CACHE_DIR to another directory)")
 
 
-def _progress_bar(enabled: bool, total: int | None, description: str):
+def _progress_bar(enabled: bool, total: int | None, description: str) -> Any:
     if not (enabled and sys.stderr.isatty()):
         return None
     from rich.console import Console
@@ -587,7 +589,7 @@ def _normalize(p: PurePosixPath) -> PurePosixPath | None:
     return PurePosixPath(*stack) if stack else PurePosixPath(".")
 
 
-def _replace(m: tarfile.TarInfo, **kw) -> tarfile.TarInfo:
+def _replace(m: tarfile.TarInfo, **kw: Any) -> tarfile.TarInfo:
     if hasattr(m, "replace"):
         return m.replace(**kw, deep=False)
     import copy
@@ -598,7 +600,7 @@ def _replace(m: tarfile.TarInfo, **kw) -> tarfile.TarInfo:
     return m
 
 
-def _unpack(archive: Path, target: Path, meta: dict) -> None:
+def _unpack(archive: Path, target: Path, meta: dict[str, Any]) -> None:
     """Unpack ``archive`` (top directory stripped) into ``target`` via a temp dir and one rename."""
     parent = target.parent
     try:
@@ -611,8 +613,10 @@ def _unpack(archive: Path, target: Path, meta: dict) -> None:
         try:
             with tarfile.open(archive, "r:*") as tar:
                 _top, members = _safe_members(tar, archive.name)
-                kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-                tar.extractall(tmp, members=members, **kwargs)
+                if hasattr(tarfile, "data_filter"):
+                    tar.extractall(tmp, members=members, filter="data")
+                else:  # pragma: no cover - Python without extraction filters
+                    tar.extractall(tmp, members=members)
         except FetchError:
             raise
         except (tarfile.TarError, EOFError, zlib.error) as exc:
@@ -673,24 +677,37 @@ def _remove_stale_temps(cache: Path) -> None:
 
 
 
-def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = True) -> Path:
+def fetch_release(
+    version: str, cache_dir: Path | None = None, progress: bool = True, log: Callable[[str], None] | None = None
+) -> Path:
     """Return the directory holding the ``vllm/`` package of vLLM release ``version``.
 
     Downloads and unpacks ``vllm-<version>.tar.gz`` on first use; a complete cached copy
-    is returned without any network access. Raises :class:`FetchError` with one line.
+    is returned without any network access. ``0.33`` means the release ``0.33.0`` (PEP 440
+    equality): it is stored once, under the release's own name. ``log`` gets a line per
+    phase (download, unpack). Raises :class:`FetchError` with one line.
     """
     want = _parse_version(version)
     cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    target = cache / "releases" / f"{PROJECT}-{want}"
-    if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
-        return target
+    cached = _cached_release(cache, want)
+    if cached is not None:
+        return cached
     if cache.exists() and not cache.is_dir():
         raise FetchError(f"cannot write to cache directory {cache}: it is not a directory")
     try:
         cache.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(cache)
+    except OSError as exc:
+        raise _cache_error(cache, exc) from None
+
+    index = configured_index_url()
+    sdists, versions = list_sdists(index)
+    sdist = select_sdist(want, sdists, versions, index)
+    want = str(Version(sdist.version))  # the release's own name: 0.33 -> 0.33.0
+    target = cache / "releases" / f"{PROJECT}-{want}"
+    try:
         if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
-            return target  # another process just finished it
+            return target  # cached under its full name, or another process just finished it
         if target.exists() or target.is_symlink():
             # half-written (no marker): remove and redo
             if target.is_dir() and not target.is_symlink():
@@ -699,10 +716,6 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
                 target.unlink()
     except OSError as exc:
         raise _cache_error(cache, exc) from None
-
-    index = configured_index_url()
-    sdists, versions = list_sdists(index)
-    sdist = select_sdist(want, sdists, versions, index)
     archive = cache / "sdists" / sdist.filename
     if archive.is_file() and not _verify_file(archive, sdist.sha256):
         try:
@@ -710,7 +723,11 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
         except OSError as exc:
             raise _cache_error(archive.parent, exc) from None
     if not archive.is_file():
+        if log is not None:
+            log(f"downloading {sdist.filename} from {redact(index)}")
         _download(sdist, archive, index, progress)
+    if log is not None:
+        log(f"unpacking {sdist.filename} into {target}")
     meta = {
         "project": PROJECT,
         "version": want,
@@ -730,9 +747,29 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
     return target
 
 
-def release_metadata(root: Path) -> dict:
+def _cached_release(cache: Path, want: str) -> Path | None:
+    """A complete cached copy of release ``want`` (``0.33`` finds ``vllm-0.33.0``), or None."""
+    releases = cache / "releases"
+    exact = releases / f"{PROJECT}-{want}"
+    candidates = [exact]
+    try:
+        candidates += sorted(p for p in releases.glob(f"{PROJECT}-*") if p != exact)
+    except OSError:
+        pass
+    for root in candidates:
+        try:
+            same = Version(root.name[len(PROJECT) + 1 :]) == Version(want)
+        except InvalidVersion:
+            continue
+        if same and (root / COMPLETE_MARKER).is_file() and (root / PROJECT).is_dir():
+            return root
+    return None
+
+
+def release_metadata(root: Path) -> dict[str, Any]:
     """The provenance record ``fetch_release`` wrote beside ``vllm/`` (empty if absent)."""
     try:
-        return json.loads((Path(root) / METADATA_FILE).read_text())
+        meta: dict[str, Any] = json.loads((Path(root) / METADATA_FILE).read_text())
+        return meta
     except (OSError, ValueError):
         return {}

@@ -6,6 +6,10 @@
   SVG chart generated here; nothing is fetched (no URL appears in the file).
 * ``text`` — a terminal summary.
 
+A ``diff`` report shows only what changed between its two revisions (introduced, fixed,
+and how many persist); a ``history`` report also lists what the first release had.
+:func:`render_bisect` renders a ``bisect`` result (``text`` or ``json``).
+
 Every format is deterministic (no timestamps, no timings) and never mutates the history.
 """
 
@@ -17,7 +21,7 @@ import re
 from typing import Any, Optional
 
 from . import __version__
-from .history import Delta, History, Release, by_rule
+from .history import BisectResult, Delta, History, Release, by_rule
 from .model import Finding
 
 HISTORY_FORMAT_VERSION = 1
@@ -83,6 +87,13 @@ def _counts(rel: Release, delta: Optional[Delta]) -> dict[str, Any]:
     }
 
 
+def _change_cells(hist: History, delta: Delta, c: dict[str, Any]) -> list[str]:
+    """Introduced, fixed, persisting; a diff's base revision changed nothing ("—")."""
+    if hist.kind == "diff" and delta.base is None:
+        return ["—", "—", "—"]
+    return [str(c["introduced"]), str(c["fixed"]), str(c["persisted"])]
+
+
 # --------------------------------------------------------------------------- json
 
 
@@ -140,7 +151,30 @@ def _finding_line(f: Finding) -> str:
     return _one_line(f"{f.rule} {f.path}:{f.line} {f.function} -> {f.callee} [{f.fingerprint}]")
 
 
+def _diff_text(hist: History) -> str:
+    """A diff: what B introduced and fixed compared with A; persisting findings are counted."""
+    out = [f"mtp-audit diff: {_one_line(hist.repository)}"]
+    base, head = hist.releases[0], hist.releases[-1]
+    delta = hist.deltas[-1]
+    assert delta is not None and head.result is not None
+    out.append(
+        _one_line(
+            f"{base.ref} ({base.commit[:12]}) -> {head.ref} ({head.commit[:12]}): "
+            f"{len(delta.introduced)} introduced, {len(delta.fixed)} fixed, {len(delta.persisted)} unchanged"
+        )
+    )
+    for label, items in (("introduced", delta.introduced), ("fixed", delta.fixed)):
+        for f in items:
+            out.append(f"  {label:<10} {_finding_line(f)}")
+    moved = [f for f in delta.persisted if f.fingerprint in delta.moved]
+    for f in moved:
+        out.append(f"  {'moved':<10} {_finding_line(f)} (was {delta.moved[f.fingerprint]})")
+    return "\n".join(out) + "\n"
+
+
 def to_text(hist: History) -> str:
+    if hist.kind == "diff" and len(hist.releases) == 2 and hist.deltas[-1] is not None:
+        return _diff_text(hist)
     out = [f"mtp-audit {hist.kind}: {_one_line(hist.repository)}", ""]
     rules = rules_seen(hist)
     header = ["release", "findings", "new", "fixed", "kept", *rules]
@@ -216,7 +250,7 @@ def to_markdown(hist: History) -> str:
             out.append(f"| {_md(rel.ref)} | {_code(rel.commit[:12])} | **skipped**: {_md(rel.skipped)} | | | |" + " |" * len(rules))
             continue
         c = _counts(rel, delta)
-        cells = [str(c["findings"]), str(c["introduced"]), str(c["fixed"]), str(c["persisted"])]
+        cells = [str(c["findings"]), *_change_cells(hist, delta, c)]
         cells += [str(c["by_rule"].get(r, 0)) for r in rules]
         out.append(f"| {_md(rel.ref)} | {_code(rel.commit[:12])} | " + " | ".join(cells) + " |")
     names, cells_m, _ = matrix(hist)
@@ -229,6 +263,8 @@ def to_markdown(hist: History) -> str:
         for n in names:
             out.append(f"| {_md(n)} | " + " | ".join(_mark(cells_m[n].get(ref)) for ref in refs) + " |")
     for rel, delta in zip(hist.releases, hist.deltas):
+        if hist.kind == "diff" and delta is not None and delta.base is None:
+            continue  # a diff shows what changed from A to B, not what A had
         out += ["", f"## {_md(rel.ref)}", ""]
         if rel.result is None or delta is None:
             out.append(f"**Skipped** ({_code(rel.commit[:12])}): {_md(rel.skipped)}.")
@@ -236,7 +272,9 @@ def to_markdown(hist: History) -> str:
         out.append(f"Commit {_code(rel.commit[:12])} — {_md(rel.subject)}" + (f" — compared with {_md(delta.base)}" if delta.base else " — first scanned release"))
         groups = [("Introduced", delta.introduced)]
         if delta.base is not None:
-            groups += [("Fixed", delta.fixed), ("Persisting", delta.persisted)]
+            groups += [("Fixed", delta.fixed)]
+            if hist.kind != "diff":
+                groups += [("Persisting", delta.persisted)]
         for label, items in groups:
             out += ["", f"### {label} ({len(items)})", ""]
             if not items:
@@ -419,8 +457,8 @@ def to_html(hist: History) -> str:
         c = _counts(rel, delta)
         b.append(
             f'<tr><td><a href="#rel-{_e(rel.ref)}">{_e(rel.ref)}</a></td><td class="mono">{_e(rel.commit[:12])}</td>'
-            f'<td class="num">{c["findings"]}</td><td class="num">{c["introduced"]}</td>'
-            f'<td class="num">{c["fixed"]}</td><td class="num">{c["persisted"]}</td>'
+            f'<td class="num">{c["findings"]}</td>'
+            + "".join(f'<td class="num">{cell}</td>' for cell in _change_cells(hist, delta, c))
             + "".join(f'<td class="num">{c["by_rule"].get(r, 0)}</td>' for r in rules)
             + "</tr>"
         )
@@ -449,6 +487,8 @@ def to_html(hist: History) -> str:
     b.append('<h2>Releases</h2><p class="toolbar"><button id="expand" type="button">Expand all call chains</button>'
              '<button id="collapse" type="button">Collapse all</button></p>')
     for rel, delta in zip(hist.releases, hist.deltas):
+        if hist.kind == "diff" and delta is not None and delta.base is None:
+            continue  # a diff shows what changed from A to B, not what A had
         b.append(f'<section class="release" id="rel-{_e(rel.ref)}"><h3>{_e(rel.ref)} '
                  f'<span class="muted mono">{_e(rel.commit[:12])}</span></h3>')
         if rel.result is None or delta is None:
@@ -458,10 +498,40 @@ def to_html(hist: History) -> str:
         b.append(f'<p class="muted">{_e(rel.subject)} · {_e(rel.date)} · {base}</p>')
         groups = [("introduced", "Introduced", delta.introduced)]
         if delta.base is not None:
-            groups += [("fixed", "Fixed", delta.fixed), ("persisted", "Persisting", delta.persisted)]
+            groups += [("fixed", "Fixed", delta.fixed)]
+            if hist.kind != "diff":
+                groups += [("persisted", "Persisting", delta.persisted)]
         for kind, label, items in groups:
             b.append(f'<h4><span class="tag {kind}">{label}</span> {len(items)}</h4>')
             b.append(_finding_rows(items, kind, delta))
         b.append("</section>")
     b.append("</body></html>")
     return "\n".join(b) + "\n"
+
+
+# --------------------------------------------------------------------------- bisect
+
+
+def render_bisect(res: BisectResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(res.to_json(), indent=2, sort_keys=False) + "\n"
+    f = res.finding
+    lines = [
+        f"{res.commit} is the first commit where finding {res.fingerprint} is {res.direction}",
+        f"subject: {res.subject}",
+        f"date:    {res.date}",
+        f"searched {res.candidates} commits between {res.good} and {res.bad} with {res.scans} scans",
+        "",
+        f"{f.rule} {f.severity.value} {f.path}:{f.line}:{f.column + 1} {f.function}",
+        f"  {f.message}",
+    ]
+    for i, hop in enumerate(f.trace, 1):
+        lines.append(f"  {i}. {hop.path}:{hop.line} {hop.function} — {hop.note}")
+    return "\n".join(_bisect_clean(line) for line in lines) + "\n"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _bisect_clean(s: str) -> str:
+    return _CONTROL.sub("?", s)

@@ -5,13 +5,18 @@ than the one that caused it (a callee gains a step parameter, a registry entry
 changes what ``self.model`` can be). The base side is read from git objects — the
 user's work tree and index are never touched — and its result is cached by the
 git tree id, so repeated lints against the same base cost one scan.
+
+A changed file that no longer parses (or decodes) is a failure of its own: the analysis
+cannot see into it, so a regression in it would pass unnoticed. It is reported like a
+finding (rule :data:`PARSE_FAILURE_RULE`, severity error) in every format.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import git
 
@@ -21,6 +26,7 @@ from .engine import RuleClass, run_scan
 from .errors import GitError, UsageError
 from .gittree import GitTree, NoVllmInTree
 from .model import Finding, ScanResult, Severity
+from .progress import Progress
 from .result_cache import ResultCache
 from .source import DirectoryTree, SourceTree
 
@@ -32,6 +38,13 @@ class LintOutcome:
     fixed: list[Finding] = field(default_factory=list)
     base_label: str = ""
     head_label: str = ""
+    # every finding of the linted side (not only the new ones): what a baseline entry is checked against
+    head_findings: list[Finding] = field(default_factory=list)
+
+
+#: rule code of "a changed file cannot be parsed" (not a rule of the registry: lint reports it)
+PARSE_FAILURE_RULE = "MTP901"
+_UNPARSABLE = ("parse-error", "decode-error")
 
 
 def _repo_for(path: Path) -> git.Repo:
@@ -69,9 +82,11 @@ def run_lint(
     cache: FactsCache,
     cache_root: Path | None,
     workers: int | None = None,
+    progress: Optional[Progress] = None,
     *,
     rules: Sequence[RuleClass],
 ) -> LintOutcome:
+    progress = progress or Progress(quiet=True)
     repo = _repo_for(path)
     if repo.bare:
         raise GitError(f"{path} is a bare repository: give --head REF to lint a commit")
@@ -84,10 +99,13 @@ def run_lint(
         if not (work / "vllm").is_dir():
             raise UsageError(f"no vllm/ package at the repository root {work}")
         head_tree: SourceTree = DirectoryTree(work, label="work tree")
+        progress.phase("lint: scanning the work tree")
         head_result = run_scan(head_tree, config, rules, cache, workers).result
     else:
         head_tree = GitTree(repo, head)
+        progress.phase(f"lint: scanning {head}")
         head_result = _scan_git(head_tree, config, rules, cache, cache_root, workers)
+    progress.phase(f"lint: scanning {base} (cached after the first run)")
     base_result = _scan_git(base_tree, config, rules, cache, cache_root, workers)
 
     base_shas, head_shas = _blob_shas(base_tree), _blob_shas(head_tree)
@@ -107,6 +125,7 @@ def run_lint(
         elif not causes and changed:
             f.message += f" [introduced by the change to {', '.join(changed[:3])}{' …' if len(changed) > 3 else ''}]"
         new.append(f)
+    new += unparsable_changes(head_tree, head_result, changed)
     fixed = [f for f in base_result.findings if f.fingerprint not in head_fps]
     result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems)
     result.stats = {
@@ -117,7 +136,57 @@ def run_lint(
         "fixed": len(fixed),
     }
     result.sort()
-    return LintOutcome(result, changed, fixed, base_tree.label, head_tree.label)
+    return LintOutcome(result, changed, fixed, base_tree.label, head_tree.label, list(head_result.findings))
+
+
+def unparsable_changes(tree: SourceTree, result: ScanResult, changed: list[str]) -> list[Finding]:
+    """A finding per changed file of ``tree`` that cannot be decoded or parsed.
+
+    The scan parses only the files the analysis reaches, so a changed file it skipped is
+    parsed here (``ast.parse``: the code is read, never run)."""
+    from .index import _decode
+
+    present = set(tree.python_files())
+    problems = {p.path: p for p in result.problems}
+    out = []
+    for path in changed:
+        if path not in present:
+            continue  # deleted
+        line, reason = 0, ""
+        problem = problems.get(path)
+        if problem is not None:
+            if problem.kind not in _UNPARSABLE:
+                continue
+            reason = problem.message
+        else:
+            try:
+                ast.parse(_decode(tree.read(path)), filename=path)
+                continue
+            except SyntaxError as exc:
+                line, reason = exc.lineno or 0, f"line {exc.lineno}: {exc.msg}" if exc.lineno else exc.msg
+            except (UnicodeDecodeError, LookupError, ValueError) as exc:
+                reason = f"cannot decode: {exc}"
+            except (RecursionError, MemoryError):
+                reason = "expression nesting too deep to analyse"
+            except OSError:
+                continue  # unreadable files are listed as problems by the scan
+        if not line and reason.startswith("line "):
+            digits = reason[5:].split(":", 1)[0]
+            line = int(digits) if digits.isdigit() else 0
+        out.append(
+            Finding(
+                rule=PARSE_FAILURE_RULE,
+                severity=Severity.ERROR,
+                path=path,
+                line=line,
+                column=0,
+                function="",
+                callee="",
+                message=f"changed file cannot be parsed ({reason}); the audit cannot see into it, so fix it first",
+                fingerprint_key="parse",
+            ).finalize()
+        )
+    return out
 
 
 def fails(findings: list[Finding], fail_on: Severity) -> bool:

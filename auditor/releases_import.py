@@ -26,15 +26,16 @@ import stat
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import git
 import typer
 from git.index.fun import write_tree_from_cache
 from git.index.typ import BaseIndexEntry, IndexEntry
 from gitdb.base import IStream
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
+from .cli_options import CacheDirOpt, QuietOpt
 from .errors import GitError
 from .fetch import _parse_version, fetch_release, release_metadata
 from .gittree import open_repo
@@ -172,6 +173,13 @@ def _tags(repo: git.Repo) -> set[str]:
     return {line for line in out.splitlines() if line}
 
 
+def _tag_release(tag: str) -> Optional[Version]:
+    try:
+        return Version(tag[1:]) if tag[:1] == "v" else None
+    except InvalidVersion:
+        return None
+
+
 def _branch_tip(repo: git.Repo) -> str | None:
     try:
         sha = repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{BRANCH}^{{commit}}").strip()
@@ -181,28 +189,43 @@ def _branch_tip(repo: git.Repo) -> str | None:
 
 
 def run_import(
-    versions: list[str], into: Path, cache_dir: Path | None = None, progress: bool = True
+    versions: list[str],
+    into: Path,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    log: Optional[Callable[[str], None]] = None,
 ) -> ImportResult:
-    """Import ``versions``; see the module docstring. Returns what was created and skipped."""
-    wanted = sorted({_parse_version(v) for v in versions}, key=Version)
-    if not wanted:
+    """Import ``versions``; see the module docstring. Returns what was created and skipped.
+
+    ``progress``: download bars (a terminal); ``log``: one line per phase (logs)."""
+    asked = sorted({_parse_version(v) for v in versions}, key=Version)
+    if not asked:
         return ImportResult()
     into = Path(into)
     existing: set[str] = set()
     if into.exists() and not _is_empty_dir(into):
         existing = _tags(_open_or_create(into))  # validates before any download
-    todo = [v for v in wanted if f"v{v}" not in existing]
+    have = {_tag_release(t): t for t in existing}
+    todo = [v for v in asked if Version(v) not in have]
     # fetch everything first: a bad version must leave the repository untouched
-    roots = {v: fetch_release(v, cache_dir, progress=progress) for v in todo}
+    roots: dict[str, Path] = {}
+    for i, v in enumerate(todo, 1):
+        if log is not None:
+            log(f"releases import: fetching {v} ({i}/{len(todo)})")
+        root = fetch_release(v, cache_dir, progress=progress, log=log)
+        roots[root.name[len("vllm-"):]] = root  # the release's own name: 0.33 -> 0.33.0
+    wanted = sorted({*roots, *(have[Version(v)][1:] for v in asked if Version(v) in have)}, key=Version)
     repo = _open_or_create(into)
     result = ImportResult()
     try:
         existing = _tags(repo)
         for v in wanted:
             tag = f"v{v}"
-            if tag in existing:
+            if tag in existing or v not in roots:
                 result.skipped.append(tag)
                 continue
+            if log is not None:
+                log(f"releases import: committing {tag}")
             root = roots[v]
             files = _files_to_commit(root)
             if not any(p.startswith("vllm/") for p, _, _ in files):
@@ -247,19 +270,21 @@ def import_releases(
 
 def import_command(
     versions: Annotated[
-        list[str], typer.Argument(metavar="VERSION...", help="Release versions to import, e.g. 0.9.2 0.10.0")
+        list[str], typer.Argument(metavar="VERSION...", show_default=False, help="Release versions to import, e.g. 0.9.2 0.10.0")
     ],
-    into: Annotated[Path, typer.Option("--into", help="Repository directory to create or append to (a bare git repo)")],
-    cache_dir: Annotated[
-        Optional[Path],
-        typer.Option("--cache-dir", help="Release cache (default: $MTP_AUDIT_CACHE_DIR or ~/.cache/mtp-audit)"),
-    ] = None,
+    into: Annotated[
+        Path, typer.Option("--into", metavar="DIR", show_default=False, help="Repository directory to create or append to (a bare git repo).")
+    ],
+    cache_dir: CacheDirOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Build (or extend) a git repository with one tagged commit per vLLM release sdist."""
-    result = run_import(versions, into, cache_dir, progress=True)
+    from .progress import Progress
+
+    progress = Progress(quiet)
+    result = run_import(versions, into, cache_dir, progress=progress.interactive, log=progress.phase)
     for tag in result.skipped:
         typer.echo(f"skipped {tag} (tag exists)")
     for tag in result.created:
         typer.echo(f"created {tag} {result.commits[tag][:12]}")
     typer.echo(f"{into}: {len(result.created)} created, {len(result.skipped)} skipped")
-

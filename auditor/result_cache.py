@@ -27,14 +27,15 @@ def tool_digest() -> str:
     """Tool version plus a digest of every engine module that decides a scan's result.
 
     Editing the analysis invalidates cached results even when the version string did not
-    change. Report-only modules (history, output, cli, fetch) are left out; the rules'
-    own files are added by :func:`result_key`.
+    change. Report-only modules (history, output, cli, progress, fetch) are left out; the
+    rules' own files are added by :func:`result_key`.
     """
     h = hashlib.sha256(f"mtp-audit:{__version__}:{FACTS_VERSION}\0".encode())
     here = Path(__file__).resolve().parent
-    skip = {"history.py", "history_report.py", "cli.py", "releases_import.py", "fetch.py", "lint.py", "fix.py"}
+    skip = {"history_report.py", "cli.py", "cli_options.py", "cli_history.py", "progress.py",
+            "releases_import.py", "fetch.py", "lint.py", "fix.py", "autofix.py"}
     for p in sorted(here.rglob("*.py")):
-        if p.name in skip or p.parent.name == "output":
+        if p.name in skip or p.parent.name in ("output", "history"):
             continue
         _add_file(h, p, here)
     return h.hexdigest()[:20]

@@ -3,8 +3,9 @@
 A suppression comment applies to a finding when it stands on the finding's line or
 on the ``def`` line of the function the finding is in. A reason is required: a
 suppression without one suppresses nothing and is reported. A suppression that
-matches no finding is reported too, so stale ones get cleaned up. Both reports
-use rule code MTP900.
+matches no finding is reported too, so stale ones get cleaned up, and so is one
+naming a rule code the tool does not know (a typo would silently suppress nothing).
+All three reports use rule code MTP900.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable, Optional
 
 from .atomic import write_atomic
 from .errors import UsageError
@@ -47,7 +48,8 @@ def parse_suppressions(path: str, text: str) -> list[Suppression]:
 
 
 class ProblemKind(str, Enum):
-    MISSING_REASON = "missing-reason"
+    UNKNOWN_CODE = "unknown"
+    MISSING_REASON = "reason"
     UNUSED = "unused"
 
 
@@ -57,12 +59,18 @@ class SuppressionProblem:
 
     suppression: Suppression
     kind: ProblemKind
+    unknown_codes: tuple[str, ...] = ()  # for UNKNOWN_CODE: the codes no rule has
+    known_codes: tuple[str, ...] = ()  # ... and the ones that exist
 
 
 def apply_suppressions(
-    findings: list[Finding], suppressions: Iterable[Suppression], def_lines: dict[tuple[str, str], int]
+    findings: list[Finding],
+    suppressions: Iterable[Suppression],
+    def_lines: dict[tuple[str, str], int],
+    known_codes: Optional[Collection[str]] = None,
 ) -> list[SuppressionProblem]:
-    """Mark suppressed findings; return the suppressions that are wrong (no reason, unused)."""
+    """Mark suppressed findings; return the suppressions that are wrong (unknown code, no
+    reason, unused). ``known_codes``: the rule codes of the tool (None: not checked)."""
     by_line: dict[tuple[str, int], list[Suppression]] = {}
     sups = list(suppressions)
     for s in sups:
@@ -80,7 +88,10 @@ def apply_suppressions(
                     s.used = True
     problems = []
     for s in sups:
-        if not s.reason:
+        unknown = tuple(c for c in s.codes if known_codes is not None and c not in known_codes)
+        if unknown:
+            problems.append(SuppressionProblem(s, ProblemKind.UNKNOWN_CODE, unknown, tuple(sorted(known_codes or ()))))
+        elif not s.reason:
             problems.append(SuppressionProblem(s, ProblemKind.MISSING_REASON))
         elif not s.used:
             problems.append(SuppressionProblem(s, ProblemKind.UNUSED))

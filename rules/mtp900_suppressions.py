@@ -22,7 +22,9 @@ class SuppressionHygiene(SuppressionRule):
     """``# mtp-audit: ignore[MTP00x] <reason>`` on a finding's line, or on the ``def``
     line of the function it is in, suppresses it. The reason is required: a
     suppression without one suppresses nothing and is reported here. A suppression
-    that no longer matches any finding is reported too, so stale ones get removed.
+    that no longer matches any finding is reported too, so stale ones get removed,
+    and so is one naming a rule code that does not exist (a typo would otherwise
+    silently suppress nothing).
 
     It runs after every other rule: the engine applies the comments to their findings
     and hands this rule the comments that were wrong.
@@ -42,12 +44,20 @@ class SuppressionHygiene(SuppressionRule):
         Invalid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)"
                                                  "  # mtp-audit: ignore[MTP001] stale")},
                 line=22, message="unused suppression: no MTP001 here any more"),
+        Invalid({"vllm/models/m_mtp.py": wrapper(_DROP + "  # mtp-audit: ignore[MTP0001] typo")},
+                line=22, message="unknown rule code MTP0001 in suppression (known: MTP001,"),
     ]
 
     def check_suppressions(self, problems: Sequence[SuppressionProblem]) -> Iterable[Finding]:
         for problem in problems:
             s = problem.suppression
-            if problem.kind is ProblemKind.UNUSED:
+            if problem.kind is ProblemKind.UNKNOWN_CODE:
+                plural = "s" if len(problem.unknown_codes) > 1 else ""
+                message = (
+                    f"unknown rule code{plural} {', '.join(problem.unknown_codes)} in suppression "
+                    f"(known: {', '.join(problem.known_codes)})"
+                )
+            elif problem.kind is ProblemKind.UNUSED:
                 message = f"unused suppression: no {', '.join(s.codes) or 'finding'} here any more; remove it"
             else:
                 message = _MESSAGES[problem.kind]
@@ -61,5 +71,5 @@ class SuppressionHygiene(SuppressionRule):
                 callee="",
                 message=message,
                 trace=[Hop(s.path, s.line, "", "suppression comment")],
-                fingerprint_key=f"{','.join(s.codes)}|{s.reason}|{'reason' if not s.reason else 'unused'}",
+                fingerprint_key=f"{','.join(s.codes)}|{s.reason}|{problem.kind.value}",
             )

@@ -225,6 +225,21 @@ def test_fetch_json_index_and_reuse_without_network(index, cache, monkeypatch):
     assert len(index.requests) == n
 
 
+def test_short_version_means_the_release_and_is_stored_once(index, cache, monkeypatch):
+    """``0.1`` is the release 0.1.0 (PEP 440): downloaded under its own name, never a second copy."""
+    index.add_release("0.1.0", make_sdist("0.1.0"))
+    lines: list[str] = []
+    root = fetch_release("0.1", cache, progress=False, log=lines.append)
+    assert root == cache / "releases" / "vllm-0.1.0"
+    assert [p.name for p in (cache / "releases").iterdir()] == ["vllm-0.1.0"]
+    assert lines[0].startswith("downloading vllm-0.1.0.tar.gz") and lines[1].startswith("unpacking")
+    # cached: no network for either spelling
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed_port()}/simple")
+    assert fetch_release("0.1", cache, progress=False) == root
+    assert fetch_release("v0.1.0.0", cache, progress=False) == root
+    assert [p.name for p in (cache / "releases").iterdir()] == ["vllm-0.1.0"]
+
+
 def test_fetch_html_fallback_with_relative_links(index, cache):
     data = make_sdist("0.2.0")
     index.add_release("0.2.0", data, json_api=False, relative=True)

@@ -14,16 +14,8 @@ from typer.testing import CliRunner
 
 from auditor.config import Config
 from auditor.errors import AuditError, GitError, UsageError
-from auditor.history import (
-    ResultCache,
-    bisect_command,
-    compare,
-    diff_command,
-    history_command,
-    run_bisect,
-    run_diff,
-    run_history,
-)
+from auditor.cli_history import bisect_command, diff_command, history_command
+from auditor.history import ResultCache, compare, run_bisect, run_diff, run_history
 from auditor.model import Finding, Severity
 from rules import all_rules
 from rules._examples import draft_tree, wrapper
@@ -250,14 +242,27 @@ def test_history_cli_formats(synth, cache, tmp_path):
 def test_progress_bar_on_a_terminal(synth, cache, monkeypatch, capsys):
     import sys
 
-    from auditor import history
+    from auditor.progress import Progress
 
     path, _ = synth
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    assert history.progress_wanted(False) and not history.progress_wanted(True)
-    run_history(path, cache_dir=cache, workers=1, progress=True, rules=all_rules())
+    assert Progress(False).interactive and not Progress(True).enabled
+    run_history(path, cache_dir=cache, workers=1, progress=Progress(False), rules=all_rules())
     err = capsys.readouterr().err
-    assert "releases" in err and "5/5" in err
+    assert "history: release" in err and "5/5" in err
+
+
+def test_progress_lines_when_not_a_terminal(synth, cache, tmp_path):
+    """In a log (stderr not a terminal) every release gets a line; -q silences them."""
+    path, _ = synth
+    out = tmp_path / "h.txt"
+    res = invoke("history", path, "--cache-dir", cache, "-o", out)
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("mtp-audit: history: release")]
+    assert lines == [f"mtp-audit: history: release {i}/5: {t}" for i, t in enumerate(["v0.0.1", "v0.1.0", "v0.2.0", "v0.3.0", "v0.4.0"], 1)]
+    assert "5 releases in" in res.stderr
+    res = invoke("history", path, "--cache-dir", cache, "-o", out, "-q")
+    assert res.exit_code == 0 and res.stderr == ""
 
 
 # --------------------------------------------------------------------------- errors
@@ -478,3 +483,24 @@ def test_release_history_second_run_is_5x_faster(release_history):
     assert render(first, "json") == render(second, "json")
     assert second.timing["from_cache"] == len(RELEASES) and second.timing["scanned"] == 0
     assert t_second * 5 <= t_first, (t_first, t_second)
+
+
+def test_diff_shows_only_what_changed_and_takes_version_numbers(synth, cache):
+    """`diff A B` is about B versus A: A's own findings are not listed as introduced."""
+    path, _ = synth
+    res = invoke("diff", path, "0.3.0", "0.4.0", "--cache-dir", cache, "-q")  # versions, as history --from takes
+    assert res.exit_code == 1, res.output
+    lines = res.stdout.splitlines()
+    assert "first scanned" not in res.stdout
+    assert lines[1].startswith("v0.3.0 (") and "-> v0.4.0 (" in lines[1]
+    assert lines[1].endswith("1 introduced, 0 fixed, 0 unchanged")
+    assert [ln.split()[0:2] for ln in lines[2:]] == [["introduced", "MTP001"]] and "OtherMTP.forward" in lines[2]
+    # code that only moved: nothing changed, nothing listed
+    res = invoke("diff", path, "v0.1.0", "v0.2.0", "--cache-dir", cache, "-q")
+    assert res.exit_code == 0
+    assert "0 introduced, 0 fixed, 1 unchanged" in res.stdout and "introduced MTP" not in res.stdout
+    for fmt in ("markdown", "html"):
+        out = invoke("diff", path, "v0.1.0", "v0.2.0", "--cache-dir", cache, "-q", "-f", fmt).stdout
+        assert "first scanned" not in out and "Persisting" not in out
+    res = invoke("diff", path, "9.9.9", "v0.2.0", "--cache-dir", cache)
+    assert_one_line_error(res, GitError, "9.9.9")

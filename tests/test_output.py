@@ -448,7 +448,12 @@ def test_text_report_contents():
     # problems
     assert "Skipped files (2)" in out
     assert "vllm/zz_broken.py  [parse-error] invalid syntax at line 3" in out
-    # reachability
+    # each finding shows its id, for `explain ID`
+    assert f"[id {make_result().findings[0].fingerprint}]" in out
+    # the reachability table is opt-in: findings, skipped files, then the summary
+    assert "Layer reachability" not in out and "✓" not in out
+    assert out.splitlines()[-1] == "3 findings (1 error, 1 warning, 1 note) in 3 files; 2 files skipped"
+    out = render(make_result(), "text", rules=RULES, console_width=120, reachability=True)
     assert "Layer reachability" in out
     assert "✓ step i → layer i" in out
     assert "✗ layer 0 every step" in out
@@ -494,8 +499,8 @@ def test_text_ignores_terminal_environment(monkeypatch):
 
 
 def test_text_width_and_no_trailing_whitespace():
-    narrow = render(make_result(), "text", rules=RULES, console_width=60)
-    wide = render(make_result(), "text", rules=RULES, console_width=160)
+    narrow = render(make_result(), "text", rules=RULES, console_width=60, reachability=True)
+    wide = render(make_result(), "text", rules=RULES, console_width=160, reachability=True)
     assert narrow != wide
     for out in (narrow, wide):
         assert all(line == line.rstrip() for line in out.splitlines())

@@ -161,8 +161,11 @@ def test_import_command(cache, tmp_path):
     res = runner.invoke(app, ["0.9.2", "0.10.0", "--into", str(into), "--cache-dir", str(cache)])
     assert res.exit_code == 0, res.output
     assert "created v0.9.2" in res.output and "2 created, 0 skipped" in res.output
-    res = runner.invoke(app, ["0.10.0", "--into", str(into), "--cache-dir", str(cache)])
-    assert "skipped v0.10.0 (tag exists)" in res.output
+    # not a terminal: a line per phase on stderr (the cache already holds both releases)
+    assert "mtp-audit: releases import: fetching 0.9.2 (1/2)" in res.stderr
+    assert "mtp-audit: releases import: committing v0.10.0" in res.stderr
+    res = runner.invoke(app, ["0.10", "--into", str(into), "--cache-dir", str(cache), "-q"])
+    assert "skipped v0.10.0 (tag exists)" in res.output and res.stderr == ""
     res = runner.invoke(app, ["0.1.2.3.x", "--into", str(into), "--cache-dir", str(cache)])
     assert isinstance(res.exception, AuditError)
 

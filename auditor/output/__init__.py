@@ -8,9 +8,9 @@ result.
 Formats:
 
 ``text``
-    Human report rendered with rich: findings grouped by file, each with its call
-    chain and affected MTP classes; skipped files; the layer-reachability table; a
-    one-line summary.
+    Human report rendered with rich: findings grouped by file, each with its id, call
+    chain and affected MTP classes; skipped files; the layer-reachability table only
+    when asked for (``reachability=True``); a one-line summary.
 ``json``
     The ``ScanResult.to_json()`` document (schema version 1), documented in
     ``JSON_FORMAT.md`` and described by ``scan-result.schema.json`` beside this file.
@@ -50,13 +50,15 @@ def render(
     rules: "list[type[Rule]] | None" = None,
     console_width: int | None = None,
     color: bool = False,
+    reachability: bool = False,
 ) -> str:
     """Render ``result`` in format ``fmt`` (one of :data:`FORMATS`).
 
     ``rules`` is the rule metadata used for rule names and SARIF rule descriptors;
     ``None`` means every registered rule (``rules.all_rules()``). Findings whose rule
     code is not among ``rules`` are still rendered (with the code as their name).
-    ``console_width`` and ``color`` only affect ``text``. The returned string ends
+    ``console_width``, ``color`` and ``reachability`` (add the layer-reachability
+    table) only affect ``text``. The returned string ends
     with a newline unless it is empty (``github`` with nothing to report).
     """
     if fmt not in FORMATS:
@@ -65,7 +67,7 @@ def render(
         return json_format.render(result)
     rule_list = _default_rules() if rules is None else list(rules)
     if fmt == "text":
-        return text.render(result, rule_list, width=console_width, color=color)
+        return text.render(result, rule_list, width=console_width, color=color, reachability=reachability)
     if fmt == "sarif":
         return sarif.render(result, rule_list)
     return github.render(result, rule_list)

@@ -55,7 +55,7 @@ def _finding_message(f: Finding) -> str:
     return "\n".join(lines)
 
 
-def _finding(f: Finding, rules: dict) -> str:
+def _finding(f: Finding, rules: "dict[str, type[Rule]]") -> str:
     props: dict[str, object] = {"file": f.path}
     if f.line >= 1:
         props["line"] = f.line

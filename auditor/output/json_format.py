@@ -32,4 +32,5 @@ def render(result: ScanResult) -> str:
 def load_schema() -> dict[str, Any]:
     """The JSON Schema of the ``--format json`` document."""
     text = resources.files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema

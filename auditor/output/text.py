@@ -4,12 +4,12 @@ Layout (stable order, no timestamps):
 
 1. findings grouped by file (files sorted; findings by line, column, rule), each
    with rule code and name, severity, ``path:line:col``, the enclosing function and
-   the callee, the message, the call chain (one hop per line,
-   ``path:line function — note``) and the affected MTP classes;
+   the callee, its id (the fingerprint ``explain`` takes), the message, the call chain
+   (one hop per line, ``path:line function — note``) and the affected MTP classes;
 2. ``Skipped files``: the problems (parse errors and the like);
-3. ``Layer reachability``: per MTP model class, its architectures and layer-count
-   config fields, and per draft loop whether step i reaches layer i
-   (``✓ step i → layer i`` / ``✗ layer 0 every step``);
+3. only with ``reachability=True`` (``scan --reachability``): ``Layer reachability``,
+   per MTP model class its architectures and layer-count config fields, and per draft
+   loop whether step i reaches layer i (``✓ step i → layer i`` / ``✗ layer 0 every step``);
 4. one summary line.
 
 Columns are shown 1-based (``path:line:col`` as editors expect); ``Finding.column`` is
@@ -103,7 +103,7 @@ def _hop_text(hop: Hop) -> Text:
     return t
 
 
-def _finding(console: Console, f: Finding, rules: dict) -> None:
+def _finding(console: Console, f: Finding, rules: "dict[str, type[Rule]]") -> None:
     head = Text("  ")
     head.append(_clean(rule_title(f.rule, rules)), style="bold")
     head.append(" ")
@@ -116,6 +116,8 @@ def _finding(console: Console, f: Finding, rules: dict) -> None:
         head.append(f"  {_clean(f.function)}", style="bold")
     if f.callee:
         head.append(f" → {_clean(f.callee)}")
+    if f.fingerprint:
+        head.append(f"  [id {f.fingerprint}]", style="dim")
     console.print(head, soft_wrap=True)
     console.print(Padding(Text(_clean(f.message)), (0, 0, 0, 4), expand=False))
     if f.trace:
@@ -128,7 +130,7 @@ def _finding(console: Console, f: Finding, rules: dict) -> None:
             console.print(Text(f"      {_clean(ref.name)}  ({_clean(ref.path)})"), soft_wrap=True)
 
 
-def _findings(console: Console, result: ScanResult, rules: dict) -> None:
+def _findings(console: Console, result: ScanResult, rules: "dict[str, type[Rule]]") -> None:
     findings = sorted_findings(result.findings)
     if not findings:
         return  # the summary line says "0 findings"; nothing else is printed
@@ -140,11 +142,12 @@ def _findings(console: Console, result: ScanResult, rules: dict) -> None:
             _finding(console, f, rules)
 
 
-def _problems(console: Console, result: ScanResult) -> None:
+def _problems(console: Console, result: ScanResult, first: bool) -> None:
     problems = sorted_problems(result.problems)
     if not problems:
         return
-    console.print()
+    if not first:  # a blank line after the findings
+        console.print()
     console.print(Text(f"Skipped files ({len(problems)})", style="bold underline"))
     for p in problems:
         t = Text("  ")
@@ -191,12 +194,15 @@ def _reachability(console: Console, result: ScanResult) -> None:
                 console.print(Text(" " * (4 + pad) + _clean(loop.detail), style="dim"), soft_wrap=True)
 
 
-def render(result: ScanResult, rules: "list[type[Rule]]", *, width: int | None = None, color: bool = False) -> str:
+def render(
+    result: ScanResult, rules: "list[type[Rule]]", *, width: int | None = None, color: bool = False, reachability: bool = False
+) -> str:
     console, buf = _console(width, color)
     by_code = rule_index(rules)
     _findings(console, result, by_code)
-    _problems(console, result)
-    _reachability(console, result)
+    _problems(console, result, first=not buf.getvalue())
+    if reachability:
+        _reachability(console, result)
     if buf.getvalue():
         console.print()
     console.print(Text(summary_line(result), style="bold"), soft_wrap=True)

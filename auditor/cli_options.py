@@ -1,0 +1,98 @@
+"""Options and arguments shared by the ``mtp-audit`` commands, declared once (``Annotated`` style).
+
+Every command takes its shared parameters from here, so that an option is spelled,
+described and validated the same way wherever it appears.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from rules.base import Rule
+
+
+def registered_rules() -> "list[type[Rule]]":
+    """The rules this tool runs. The command line's only call to the rule registry: the
+    engine is handed this list, and every list of known codes (validation, `rules`,
+    error messages) comes from here."""
+    from rules import all_rules
+
+    return all_rules()
+
+PathArg = Annotated[
+    Optional[Path],
+    typer.Argument(metavar="PATH", show_default=False, help="vLLM repository root (holding vllm/) or the vllm package directory."),
+]
+RepoArg = Annotated[
+    Path,
+    typer.Argument(metavar="REPO", show_default=False, help="A git repository of vLLM (a clone, or one made by `releases import`)."),
+]
+InstalledOpt = Annotated[bool, typer.Option("--installed", help="Scan the vLLM installed in this Python environment (read, never imported).")]
+ReleaseOpt = Annotated[
+    Optional[str],
+    typer.Option("--release", metavar="X.Y.Z", help="Download and scan the source distribution of a vLLM release (e.g. 0.33.0)."),
+]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the report to FILE instead of stdout.")]
+SelectOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--select", metavar="CODES", help="Only these rule codes or prefixes (repeat or comma-separate, e.g. MTP001,MTP002)."),
+]
+IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODES", help="Skip these rule codes or prefixes.")]
+ExitZeroOpt = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings.")]
+CacheDirOpt = Annotated[
+    Optional[Path],
+    typer.Option("--cache-dir", metavar="DIR", help="Cache directory (default: $MTP_AUDIT_CACHE_DIR, else ~/.cache/mtp-audit)."),
+]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the analysis caches.")]
+ConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option("--config", metavar="FILE", help="A pyproject.toml with a [tool.mtp-audit] table (default: the scanned tree's)."),
+]
+BaselineOpt = Annotated[
+    Optional[Path],
+    typer.Option("--baseline", metavar="FILE", help="Hide findings recorded in this baseline file (see `baseline create`)."),
+]
+WorkersOpt = Annotated[
+    Optional[int],
+    typer.Option("--workers", metavar="N", min=1, max=64, help="Parser processes for a cold scan (default: CPU count, at most 4)."),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or timing lines on stderr.")]
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+class GraphFormat(str, Enum):
+    dot = "dot"
+    json = "json"
+    graphml = "graphml"
+
+
+class ReportFormat(str, Enum):
+    text = "text"
+    markdown = "markdown"
+    html = "html"
+    json = "json"
+
+
+class BisectFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    note = "note"
+
+
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Report format: text, json, sarif or github.")]
