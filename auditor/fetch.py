@@ -65,7 +65,7 @@ _MAX_INDEX_PAGE = 64 * 1024 * 1024
 
 def release_dir(version: str, cache_dir: Path | None = None) -> Path:
     """Where ``fetch_release(version)`` puts (or finds) the unpacked release."""
-    v = _parse_version(version)
+    v = parse_version(version)
     return Path(cache_dir or default_cache_dir()) / "releases" / f"{PROJECT}-{v}"
 
 
@@ -375,7 +375,7 @@ def list_sdists(index_url: str | None = None) -> tuple[list[SdistFile], list[str
 # --------------------------------------------------------------------------- selection
 
 
-def _parse_version(version: str) -> str:
+def parse_version(version: str) -> str:
     text = version.strip()
     if text[:1] in ("v", "V"):
         text = text[1:]
@@ -396,7 +396,7 @@ def _nearest(target: str, versions: list[str], k: int = 3) -> str:
 
 
 def select_sdist(version: str, sdists: list[SdistFile], versions: list[str], index: str) -> SdistFile:
-    want = _parse_version(version)
+    want = parse_version(version)
     matches = [s for s in sdists if Version(s.version) == Version(want)]
     if not matches:
         sdist_versions = sorted({s.version for s in sdists}, key=Version)
@@ -687,7 +687,7 @@ def fetch_release(
     equality): it is stored once, under the release's own name. ``log`` gets a line per
     phase (download, unpack). Raises :class:`FetchError` with one line.
     """
-    want = _parse_version(version)
+    want = parse_version(version)
     cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     cached = _cached_release(cache, want)
     if cached is not None:

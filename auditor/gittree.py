@@ -227,7 +227,7 @@ class GitTree:
 # --------------------------------------------------------------------------- history helpers
 
 
-def _tag_version(tag: str) -> Version | None:
+def tag_version(tag: str) -> Version | None:
     text = tag[1:] if tag[:1] in ("v", "V") else tag
     try:
         return Version(text)
@@ -258,7 +258,7 @@ def list_release_tags(
             continue
         if not rx.search(name):
             continue
-        v = _tag_version(name)
+        v = tag_version(name)
         if v is None:
             continue
         if (v.is_prerelease or v.is_devrelease) and not include_pre:

@@ -37,7 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from .cli_options import CacheDirOpt, QuietOpt
 from .errors import GitError
-from .fetch import _parse_version, fetch_release, release_metadata
+from .fetch import parse_version, fetch_release, release_metadata
 from .gittree import open_repo
 
 BRANCH = "main"
@@ -198,7 +198,7 @@ def run_import(
     """Import ``versions``; see the module docstring. Returns what was created and skipped.
 
     ``progress``: download bars (a terminal); ``log``: one line per phase (logs)."""
-    asked = sorted({_parse_version(v) for v in versions}, key=Version)
+    asked = sorted({parse_version(v) for v in versions}, key=Version)
     if not asked:
         return ImportResult()
     into = Path(into)

@@ -622,3 +622,13 @@ def test_github_escaping_properties(value):
     # the runner decodes %25 last, so escaping is lossless
     assert unescape(prop) == value
     assert unescape(data) == value
+
+
+def test_text_report_says_when_search_limits_cut_the_answer():
+    from auditor.output import render
+
+    r = ScanResult(root="x", findings=[])
+    assert "limits" not in render(r, "text")
+    r.stats["limits_hit"] = {"draft loop call depth": 3}
+    text = render(r, "text")
+    assert "note: the search stopped at its limits (draft loop call depth ×3)" in text

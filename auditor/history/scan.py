@@ -18,7 +18,7 @@ from packaging.version import Version
 from ..cache import FactsCache
 from ..config import Config
 from ..errors import GitError, UsageError
-from ..gittree import PACKAGE, GitTree, NoVllmInTree, _tag_version, is_shallow, list_release_tags, open_repo, resolve_commit
+from ..gittree import PACKAGE, GitTree, NoVllmInTree, tag_version, is_shallow, list_release_tags, open_repo, resolve_commit
 from ..progress import Progress
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def scan_refs(scanner: Scanner, refs: list[str], kind: str, progress: Optional[P
 
 def _bound(repo: git.Repo, tags: list[str], ref: str, what: str) -> Version:
     """The version a --from/--to bound stands for (a tag name or a version number)."""
-    v = _tag_version(ref)
+    v = tag_version(ref)
     if v is not None:
         return v
     # an arbitrary ref: accepted when it is a tag whose version we can read
@@ -146,7 +146,7 @@ def select_tags(
     hi = _bound(repo, tags, end, "--to") if end else None
     if lo is not None and hi is not None and lo > hi:
         raise UsageError(f"--from {start} is newer than --to {end}")
-    chosen = [t for t in tags if (lo is None or _tag_version(t) >= lo) and (hi is None or _tag_version(t) <= hi)]  # type: ignore[operator]
+    chosen = [t for t in tags if (lo is None or tag_version(t) >= lo) and (hi is None or tag_version(t) <= hi)]  # type: ignore[operator]
     if not chosen:
         raise GitError(f"no release tags between {start or tags[0]} and {end or tags[-1]} in {name}")
     if shallow:  # every chosen tag's commit and tree must be present

@@ -206,6 +206,14 @@ def render(
     if buf.getvalue():
         console.print()
     console.print(Text(summary_line(result), style="bold"), soft_wrap=True)
+    limits = result.stats.get("limits_hit")
+    if limits:
+        cuts = ", ".join(f"{name} ×{n}" for name, n in sorted(limits.items()))
+        console.print(
+            Text(f"note: the search stopped at its limits ({cuts}); a path longer than those limits is not followed, "
+                 "so a finding beyond them may be missing", style="dim"),
+            soft_wrap=True,
+        )
     # split on "\n" only: str.splitlines would also break at \u2028 and friends in messages
     lines = [line.rstrip() for line in buf.getvalue().split("\n")]
     while lines and not lines[-1]:
