@@ -159,6 +159,27 @@ class Index:
                 pending.append((path, data, content_key(data, path)))
         self._load_many(pending)
 
+    def files_mentioning(self, words: list[bytes]) -> list[str]:
+        """Files whose bytes contain any of ``words`` (a plain substring test, as for the
+        seeds; a git tree searches its blobs natively). Issue 12: the capture analysis
+        finds graph wrappers and the places that install them this way."""
+        if not words:
+            return []
+        files = self.files
+        narrow = getattr(self.tree, "files_containing", None)
+        if narrow is not None:
+            hits = narrow(words)
+            files = [p for p in self.files if p in hits]
+        out = []
+        for path in files:
+            try:
+                data = self.tree.read(path)
+            except OSError:
+                continue
+            if any(w in data for w in words):
+                out.append(path)
+        return out
+
     def _load_many(self, pending: list[tuple[str, bytes, str]]) -> None:
         todo: list[tuple[str, bytes, str, bool]] = []
         keys: dict[str, str] = {}
