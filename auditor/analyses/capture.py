@@ -69,7 +69,7 @@ class GraphWrapper:
     key_kind: KeyKind
     key_text: str  # the key expression(s), as written
     key_fn_param: str | None  # KEY_FN: the constructor parameter holding the key function
-    key_params: tuple[str, ...]  # ARGUMENTS: threaded parameters the key reads
+    key_params: tuple[str, ...]  # threaded parameters the key reads from the call's arguments itself
 
     @property
     def name(self) -> str:
@@ -237,9 +237,11 @@ class CaptureProvider(Provider):
                 return self.hop(func, call.line, f"captures a graph: {'.'.join(call.func or ())}(…)")
         for w in fn.withs:
             for item in w.items:
-                if not item.called:
-                    continue
-                for sym in self.index.resolve_chain(func[0], item.called):
+                # `with X(...)`, or `cap = X(...)` then `with cap:`
+                built = [item.called] if item.called else [
+                    v.called for v in fn.assigns.get(item.chain[0], ()) if v.called
+                ] if item.chain and len(item.chain) == 1 else []
+                for sym in (s for b in built if b for s in self.index.resolve_chain(func[0], b)):
                     if sym.kind is not SymbolKind.CLASS:
                         continue
                     enter = self.index.method((sym.path, sym.name), "__enter__")
@@ -319,13 +321,14 @@ class CaptureProvider(Provider):
                     if s.value.chain[0] in init_params:
                         ctor_attrs[s.target[1]] = s.value.chain[0]
         from_args = [v for v in values if tainted.intersection(v.names)]
+        # Threaded parameters the key reads from the call's arguments itself.
+        params = tuple(p for p in self.params if any(re.search(rf"\b{re.escape(p)}\b", v.text) for v in from_args))
         for v in from_args:
             for n in v.names:
                 attr = n[5:] if n.startswith("self.") else None
                 if attr in ctor_attrs and f"{n}(" in v.text:
-                    return GraphWrapper(cls, dkey, capture, replay, KeyKind.KEY_FN, texts, ctor_attrs[attr], ())
+                    return GraphWrapper(cls, dkey, capture, replay, KeyKind.KEY_FN, texts, ctor_attrs[attr], params)
         if from_args:
-            params = tuple(p for p in self.params if any(re.search(rf"\b{re.escape(p)}\b", v.text) for v in from_args))
             return GraphWrapper(cls, dkey, capture, replay, KeyKind.ARGUMENTS, texts, None, params)
         return GraphWrapper(cls, dkey, capture, replay, KeyKind.BATCH, texts, None, ())
 
@@ -385,11 +388,9 @@ class CaptureProvider(Provider):
         return None
 
     def _key_includes(self, w: GraphWrapper, fkey: FuncKey, key_fn: ExprFact | None) -> tuple[str, ...]:
-        if w.key_kind is KeyKind.ARGUMENTS:
-            return w.key_params
         if w.key_kind is not KeyKind.KEY_FN or key_fn is None or key_fn.text == "None":
-            return ()
-        found = [p for p in self.params if re.search(rf"\b{re.escape(p)}\b", key_fn.text)]
+            return w.key_params
+        found = list(w.key_params) + [p for p in self.params if re.search(rf"\b{re.escape(p)}\b", key_fn.text)]
         if not found and key_fn.chain:
             fn = self.index.function(fkey)
             syms = self.index.resolve_chain(fkey[0], key_fn.chain) if fn is not None else []
@@ -456,7 +457,8 @@ class CaptureProvider(Provider):
                     caller = Installation(
                         wrapper=inst.wrapper, site=ckey, line=call.line, col=call.col, root=cctx,
                         slot=receiver + inst.slot, wrapped=wrapped, key_fn=key_text,
-                        key_includes=includes if key_src is not None else (() if key_text is None else inst.key_includes),
+                        key_includes=includes if key_src is not None else (
+                            inst.wrapper.key_params if key_text is None else inst.key_includes),
                         guards=self.guards(ckey, cfn, cctx, call) + inst.guards,
                         via=(self.hop(ckey, call.line, f"calls {inst.site[1]}({wrapped}, …)"),) + inst.via,
                     )
@@ -535,8 +537,10 @@ class CaptureProvider(Provider):
                     if arg in d.dict_keys:
                         dynamic = (dynamic or ()) + d.dict_keys[arg]
                 condition = next((kw.value.text for kw in d.keywords if kw.name in self.config.compile_condition_args), None)
-                text = cf.decorators[i] if i < len(cf.decorators) else ".".join(d.func)
-                found = CompiledClass(c, d.line, "@" + text, dynamic, condition)
+                # The name, not the full text (shortened in facts): the arguments that
+                # matter are reported separately.
+                text = "@" + ".".join(d.func) + ("(…)" if d.called and d.keywords else "")
+                found = CompiledClass(c, d.line, text, dynamic, condition)
                 break
             if found is not None:
                 break
