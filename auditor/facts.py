@@ -24,7 +24,8 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 9  # 9: capture/compile facts (WithFact, BranchFact, DecoratorFact; issue 12)
+FACTS_VERSION = 12  # 12: capture/compile facts (WithFact, BranchFact, DecoratorFact; issue 12). Not 9: helpers
+# working in parallel bump it too and share one facts cache; the lead renumbers at merge.
 
 _TEXT_LIMIT = 100
 

@@ -95,8 +95,9 @@ class StepFrozenByCapture(Rule):
 
     @staticmethod
     def _loops(found: list[FrozenStep]) -> str:
-        loops = sorted({f.loop[1] for f in found})
-        return loops[0] + (f" (and {len(loops) - 1} more loop(s))" if len(loops) > 1 else "")
+        """The first loop (the one the trace follows), and how many others."""
+        loops = list(dict.fromkeys(f.loop for f in found))
+        return loops[0][1] + (f" (and {len(loops) - 1} more loop(s))" if len(loops) > 1 else "")
 
     def _graph(self, found: list[FrozenStep]) -> Finding:
         first = found[0]
@@ -118,7 +119,7 @@ class StepFrozenByCapture(Rule):
             f"{inst.wrapped} is wrapped in {w.name} ({inst.via[-1].function}) and stored in {inst.slot_text}; its graphs are "
             f"{key}: {self._loops(found)} passes a per-step {first.param} through self.{inst.slot[-1] if inst.slot else '?'} "
             f"to {len(classes)} MTP model class(es) ({classes[0][1]} selects {first.container}), but a replay runs the kernels "
-            f"captured at the first step, so every draft step uses that step's layer"
+            f"captured at the first step, so every draft step reuses the captured step's layer"
         ]
         if outside:
             parts.append(f"; {', '.join(outside)} runs outside the graph and still selects by step i, so layer and head disagree")

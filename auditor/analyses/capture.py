@@ -104,7 +104,8 @@ class Installation:
         return ".".join(self.slot) if self.slot else "?"
 
     def guard_text(self) -> str:
-        return " and ".join(f"({g})" if " and " in g or " or " in g else g for g in self.guards)
+        # Conditions are joined with `and`; only an `or` inside one needs parentheses.
+        return " and ".join(f"({g})" if " or " in re.sub(r"\[=.*?\]", "", g) else g for g in self.guards)
 
 
 @dataclass(frozen=True)
