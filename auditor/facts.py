@@ -545,7 +545,10 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.visit(node.test)
         test = node.test
         conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-        tests = tuple(_expr(c, self.src) for c in conjuncts)
+        # Only what a guard is shown and explained by (text, called or read chain): every
+        # `if` of every file gets one, so the facts stay small.
+        tests = tuple(ExprFact(text=self.src.segment(c), chain=chain_of(c),
+                               called=chain_of(c.func) if isinstance(c, ast.Call) else None) for c in conjuncts)
         for negated, body in ((False, node.body), (True, node.orelse)):
             if not body:
                 continue

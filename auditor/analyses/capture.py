@@ -178,6 +178,7 @@ class CaptureProvider(Provider):
         self._compiled: dict[ClassKey, CompiledClass | None] = {}
         self._frozen: list[FrozenStep] | None = None
         self._capture_files: list[str] | None = None
+        self._functions_memo: tuple[int, list[tuple[FuncKey, FunctionFact, ClassKey | None]]] | None = None
         counts = "|".join(re.escape(c) for c in self.config.draft_loop_counts)
         self._count_re = re.compile(rf"\b(?:{counts})\b")
 
@@ -192,14 +193,17 @@ class CaptureProvider(Provider):
         names = sorted({w.name.rpartition(".")[2] for w in self.wrappers().values()})
         for path in self.index.files_mentioning([n.encode() for n in names]):
             self.index.load(path)
-        installers = sorted({i.site[1].rpartition(".")[2] for i in self._constructions() if self._passthrough(i)})
-        for path in self.index.files_mentioning([n.encode() for n in installers]):
-            self.index.load(path)
+        # Callers of an installer method are looked for among the loaded files (the
+        # speculators whose draft loops matter are loaded already): no third pass.
         self.frozen_steps()
         self.loop_captures()
 
     # -- functions -------------------------------------------------------
     def _functions(self) -> list[tuple[FuncKey, FunctionFact, ClassKey | None]]:
+        """Every loaded function and method (recomputed only when more files loaded)."""
+        loaded = sum(1 for f in self.index.facts.values() if f is not None)
+        if self._functions_memo is not None and self._functions_memo[0] == loaded:
+            return self._functions_memo[1]
         out: list[tuple[FuncKey, FunctionFact, ClassKey | None]] = []
         for path, facts in self.index.loaded():
             for name, fn in sorted(facts.functions.items()):
@@ -207,6 +211,7 @@ class CaptureProvider(Provider):
             for cname, cls in sorted(facts.classes.items()):
                 for mname, m in sorted(cls.methods.items()):
                     out.append(((path, f"{cname}.{mname}"), m, (path, cname)))
+        self._functions_memo = (loaded, out)
         return out
 
     # -- capture ---------------------------------------------------------
@@ -560,12 +565,16 @@ class CaptureProvider(Provider):
         call path captures a graph: the whole loop is recorded as one graph."""
         if self._loop_captures is None:
             out: list[LoopCapture] = []
-            for fkey, fn, ctx in self._functions():
+            functions = self._functions()
+            # Names of methods that hold a draft loop: only these can be handed over whole.
+            loop_methods = {k[1].rpartition(".")[2] for k, fn, ctx in functions
+                            if ctx is not None and self._draft_loop_line(fn) is not None}
+            for fkey, fn, ctx in functions:
                 if ctx is None:
                     continue
                 for ci, call in enumerate(fn.calls):
                     handed = [a for a in [*call.args, *(k.value for k in call.keywords)]
-                              if a.chain and len(a.chain) == 2 and a.chain[0] == "self"]
+                              if a.chain and len(a.chain) == 2 and a.chain[0] == "self" and a.chain[1] in loop_methods]
                     if not handed:
                         continue
                     for a in handed:
