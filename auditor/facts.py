@@ -24,7 +24,7 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 12  # 12: capture/compile facts (WithFact, BranchFact, DecoratorFact; issue 12). Not 9: helpers
+FACTS_VERSION = 121  # 121 (issue 12, second revision): capture/compile facts (WithFact, BranchFact, DecoratorFact; issue 12). Not 9: helpers
 # working in parallel bump it too and share one facts cache; the lead renumbers at merge.
 
 _TEXT_LIMIT = 100
@@ -522,8 +522,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         for t in targets:
             self.assigns.setdefault(t, []).append(ExprFact(text="<loop>", loop=loop_id))
         self._loop_stack.append(loop_id)
-        for stmt in node.body:
-            self.visit(stmt)
+        self.visit_block(node.body)
         self._loop_stack.pop()
         for stmt in node.orelse:
             self.visit(stmt)
@@ -536,27 +535,42 @@ class _FunctionExtractor(ast.NodeVisitor):
             if item.optional_vars is not None:
                 self._bind(item.optional_vars, item.context_expr, node.lineno)
         first = len(self.calls)
-        for stmt in node.body:
-            self.visit(stmt)
+        self.visit_block(node.body)
         items = tuple(_expr(item.context_expr, self.src) for item in node.items)
         self.withs.append(WithFact(node.lineno, items, first, len(self.calls)))
 
-    def visit_If(self, node: ast.If) -> None:
-        self.visit(node.test)
-        test = node.test
+    def _tests(self, test: ast.expr) -> tuple[ExprFact, ...]:
         conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
         # Only what a guard is shown and explained by (text, called or read chain): every
         # `if` of every file gets one, so the facts stay small.
-        tests = tuple(ExprFact(text=self.src.segment(c), chain=chain_of(c),
-                               called=chain_of(c.func) if isinstance(c, ast.Call) else None) for c in conjuncts)
+        return tuple(ExprFact(text=self.src.segment(c), chain=chain_of(c),
+                              called=chain_of(c.func) if isinstance(c, ast.Call) else None) for c in conjuncts)
+
+    def visit_block(self, stmts: list[ast.stmt]) -> None:
+        """A statement list; after ``if c: ... return`` (or ``raise``) without ``else``,
+        the rest of the block runs only when ``not c``: a branch of its own."""
+        pushed = 0
+        for stmt in stmts:
+            self.visit(stmt)
+            if (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body
+                    and isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
+                branch = BranchFact(len(self.branches), stmt.lineno, self._tests(stmt.test), True)
+                self.branches.append(branch)
+                self._branch_stack.append(branch.id)
+                pushed += 1
+        for _ in range(pushed):
+            self._branch_stack.pop()
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        tests = self._tests(node.test)
         for negated, body in ((False, node.body), (True, node.orelse)):
             if not body:
                 continue
             branch = BranchFact(len(self.branches), node.lineno, tests, negated)
             self.branches.append(branch)
             self._branch_stack.append(branch.id)
-            for stmt in body:
-                self.visit(stmt)
+            self.visit_block(body)
             self._branch_stack.pop()
 
     visit_AsyncWith = visit_With
@@ -635,8 +649,7 @@ class _FunctionExtractor(ast.NodeVisitor):
 
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:
     ex = _FunctionExtractor(src)
-    for stmt in node.body:
-        ex.visit(stmt)
+    ex.visit_block(node.body)
     for dflt in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
         ex.live.update(_names(dflt))
     own = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}

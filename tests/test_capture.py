@@ -88,6 +88,19 @@ def test_unkeyed_wrapper_freezes_the_step(tmp_path):
     assert [c.name for c in f.affected_classes] == ["WrapperMTP"]
 
 
+def test_early_return_above_the_installation_is_part_of_the_guard(tmp_path):
+    files = wrapper_tree(UNKEYED)
+    files["vllm/runner.py"] = files["vllm/runner.py"].replace(
+        "        self.drafter.load_model()\n",
+        '        self.drafter.load_model()\n        if os.environ.get("EAGER") == "1":\n            return\n',
+    )
+    scan, cap = _scan(tmp_path, files)
+    (inst,) = cap.installations()
+    assert inst.guards[0] == 'os.environ.get("EAGER") != "1"'
+    (f,) = _mtp007(scan)
+    assert 'reached only when os.environ.get("EAGER") != "1" and graphs_enabled()' in f.message
+
+
 def test_unconditional_installation_is_an_error(tmp_path):
     scan, _ = _scan(tmp_path, wrapper_tree(UNKEYED, guard=None))
     (f,) = _mtp007(scan)

@@ -156,6 +156,17 @@ class FrozenStep:
     outside: tuple[str, ...] = ()  # entry methods outside the region that still get the step
 
 
+def _negate(text: str) -> str:
+    """``a == b`` -> ``a != b``; ``not x`` -> ``x``; else ``not (text)``."""
+    if text.startswith("not ") and " and " not in text and " or " not in text:
+        return text[4:]
+    if text.count("==") == 1 and "!=" not in text and " and " not in text and " or " not in text:
+        return text.replace("==", "!=")
+    if text.count("!=") == 1 and "==" not in text and " and " not in text and " or " not in text:
+        return text.replace("!=", "==")
+    return f"not ({text})"
+
+
 def _chain_matches(chain: Chain | None, api: str) -> bool:
     if not chain:
         return False
@@ -488,6 +499,8 @@ class CaptureProvider(Provider):
             return []
         texts = [self._explain(fkey, fn, ctx, t) for t in tests]
         if br.negated:
+            if len(tests) == 1 and texts[0] == tests[0].text:
+                return [_negate(texts[0])]
             joined = " and ".join(texts)
             return [f"not ({joined})"]
         return texts
