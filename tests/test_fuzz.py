@@ -137,7 +137,7 @@ def test_fuzz_2000_generated_modules_never_crash():
 
 # Built once: from_grammar() compiles hypothesmith's LALR grammar (seconds) on every call.
 PYTHON = hypothesmith.from_grammar()
-EXAMPLE_TREES = [tree for rule in all_rules() for tree in (*rule.VALID, *rule.INVALID)]
+EXAMPLE_TREES = [tree.files for rule in all_rules() for tree in (*rule.VALID, *rule.INVALID)]
 
 
 def _relocate(tree: dict[str, str], n: int) -> dict[str, bytes]:
