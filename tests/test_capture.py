@@ -13,7 +13,8 @@ from scan_helpers import scan_tree, write_tree
 from auditor.analyses import CaptureProvider, FreezeKind, KeyKind
 from auditor.config import Config
 from auditor.facts import extract
-from auditor.model import Severity
+from auditor.engine import Scan
+from auditor.model import Finding, Severity
 from rules._capture_examples import (
     CONTEXT,
     GRAPHS,
@@ -28,20 +29,20 @@ from rules._capture_examples import (
 from rules._examples import LOADER
 
 
-def _scan(tmp_path: Path, files: dict[str, str], config: Config | None = None):
-    scan = scan_tree(write_tree(tmp_path, files), config)
+def _scan(tmp_path: Path, files: dict[str, str], config: Config | None = None) -> tuple[Scan, CaptureProvider]:
+    scan = scan_tree(write_tree(tmp_path, dict(files)), config)
     assert scan.analysis is not None
     return scan, scan.analysis.get(CaptureProvider)
 
 
-def _mtp007(scan):
+def _mtp007(scan: Scan) -> list[Finding]:
     return [f for f in scan.result.findings if f.rule == "MTP007"]
 
 
 # -- facts ------------------------------------------------------------------
 
 
-def test_facts_record_with_blocks_branches_and_decorator_arguments():
+def test_facts_record_with_blocks_branches_and_decorator_arguments() -> None:
     src = (
         "@compile_me(dynamic_arg_dims={'x': 0, 'y': -1}, enable_if=on)\n"
         "class A:\n"
@@ -68,7 +69,7 @@ def test_facts_record_with_blocks_branches_and_decorator_arguments():
 # -- graph wrappers ---------------------------------------------------------
 
 
-def test_unkeyed_wrapper_freezes_the_step(tmp_path):
+def test_unkeyed_wrapper_freezes_the_step(tmp_path: Path) -> None:
     scan, cap = _scan(tmp_path, wrapper_tree(UNKEYED))
     (wrapper,) = cap.wrappers().values()
     assert wrapper.name == "GraphWrapper"
@@ -88,7 +89,7 @@ def test_unkeyed_wrapper_freezes_the_step(tmp_path):
     assert [c.name for c in f.affected_classes] == ["WrapperMTP"]
 
 
-def test_early_return_above_the_installation_is_part_of_the_guard(tmp_path):
+def test_early_return_above_the_installation_is_part_of_the_guard(tmp_path: Path) -> None:
     files = wrapper_tree(UNKEYED)
     files["vllm/runner.py"] = files["vllm/runner.py"].replace(
         "        self.drafter.load_model()\n",
@@ -101,13 +102,13 @@ def test_early_return_above_the_installation_is_part_of_the_guard(tmp_path):
     assert 'reached only when os.environ.get("EAGER") != "1" and graphs_enabled()' in f.message
 
 
-def test_unconditional_installation_is_an_error(tmp_path):
+def test_unconditional_installation_is_an_error(tmp_path: Path) -> None:
     scan, _ = _scan(tmp_path, wrapper_tree(UNKEYED, guard=None))
     (f,) = _mtp007(scan)
     assert f.severity is Severity.ERROR and "reached only when" not in f.message
 
 
-def test_keyed_wrapper_is_clean(tmp_path):
+def test_keyed_wrapper_is_clean(tmp_path: Path) -> None:
     scan, cap = _scan(tmp_path, wrapper_tree(KEYED))
     (inst,) = cap.installations()
     assert inst.key_includes == ("spec_step_idx",)
@@ -115,14 +116,14 @@ def test_keyed_wrapper_is_clean(tmp_path):
     assert _mtp007(scan) == []
 
 
-def test_key_fn_that_ignores_the_step_is_reported(tmp_path):
+def test_key_fn_that_ignores_the_step_is_reported(tmp_path: Path) -> None:
     install = 'GraphWrapper(self.drafter.model, key_fn=lambda *args, **kwargs: kwargs["positions"].shape)'
     scan, _ = _scan(tmp_path, wrapper_tree(install))
     (f,) = _mtp007(scan)
     assert "keyed by key_fn=lambda" in f.message and "which does not read spec_step_idx" in f.message
 
 
-def test_wrapper_keyed_on_the_call_arguments_directly(tmp_path):
+def test_wrapper_keyed_on_the_call_arguments_directly(tmp_path: Path) -> None:
     graphs = GRAPHS.replace(
         "        key = current_batch()\n", '        key = (current_batch(), kwargs["spec_step_idx"])\n'
     )
@@ -136,7 +137,7 @@ def test_wrapper_keyed_on_the_call_arguments_directly(tmp_path):
     assert _mtp007(scan) == []
 
 
-def test_a_class_that_captures_but_never_replays_is_not_a_wrapper(tmp_path):
+def test_a_class_that_captures_but_never_replays_is_not_a_wrapper(tmp_path: Path) -> None:
     files = wrapper_tree(UNKEYED)
     files["vllm/graphs.py"] = GRAPHS.replace("        graph.replay()\n", "")
     scan, cap = _scan(tmp_path, files)
@@ -204,7 +205,7 @@ def _manager_tree(install: str) -> dict[str, str]:
     }
 
 
-def test_installer_method_without_key_fn_is_reported_at_its_caller(tmp_path):
+def test_installer_method_without_key_fn_is_reported_at_its_caller(tmp_path: Path) -> None:
     scan, cap = _scan(tmp_path, _manager_tree("self.manager.init_runner(self.model)"))
     (inst,) = [i for i in cap.installations() if i.site[1] == "Speculator.capture"]
     assert inst.slot == ("manager", "runner") and inst.key_fn is None
@@ -215,7 +216,7 @@ def test_installer_method_without_key_fn_is_reported_at_its_caller(tmp_path):
     assert f.severity is Severity.ERROR  # the only guard is a presence test (`is None`)
 
 
-def test_installer_method_with_a_step_key_is_clean(tmp_path):
+def test_installer_method_with_a_step_key_is_clean(tmp_path: Path) -> None:
     install = 'self.manager.init_runner(self.model, key_fn=lambda **kw: kw["spec_step_idx"] % 2)'
     scan, cap = _scan(tmp_path, _manager_tree(install))
     (inst,) = [i for i in cap.installations() if i.site[1] == "Speculator.capture"]
@@ -226,7 +227,7 @@ def test_installer_method_with_a_step_key_is_clean(tmp_path):
 # -- whole-loop capture ------------------------------------------------------
 
 
-def test_whole_draft_loop_captured_as_one_graph_is_recognised_and_clean(tmp_path):
+def test_whole_draft_loop_captured_as_one_graph_is_recognised_and_clean(tmp_path: Path) -> None:
     scan, cap = _scan(tmp_path, loop_capture_tree())
     (lc,) = cap.loop_captures()
     assert lc.site[1] == "Speculator.capture"
@@ -242,7 +243,7 @@ def test_whole_draft_loop_captured_as_one_graph_is_recognised_and_clean(tmp_path
 # -- compilation ---------------------------------------------------------------
 
 
-def test_compile_decorator_freezes_the_step(tmp_path):
+def test_compile_decorator_freezes_the_step(tmp_path: Path) -> None:
     scan, cap = _scan(tmp_path, compile_tree())
     comp = cap.compiled(("vllm/models/m_mtp.py", "WrapperMTP"))
     assert comp is not None and comp.dynamic_args is None and comp.condition is None
@@ -254,7 +255,7 @@ def test_compile_decorator_freezes_the_step(tmp_path):
     assert [fs.kind for fs in cap.frozen_steps()] == [FreezeKind.COMPILE]
 
 
-def test_compile_decorator_settings_are_read(tmp_path):
+def test_compile_decorator_settings_are_read(tmp_path: Path) -> None:
     dec = '@support_torch_compile(dynamic_arg_dims={"hidden_states": 0}, enable_if=lambda cfg: cfg.compile_mtp)'
     scan, cap = _scan(tmp_path, compile_tree(dec))
     comp = cap.compiled(("vllm/models/m_mtp.py", "WrapperMTP"))
@@ -264,12 +265,12 @@ def test_compile_decorator_settings_are_read(tmp_path):
     assert "(hidden_states)" in f.message and "and lambda cfg: cfg.compile_mtp allows it" in f.message
 
 
-def test_step_marked_dynamic_is_clean(tmp_path):
+def test_step_marked_dynamic_is_clean(tmp_path: Path) -> None:
     scan, _ = _scan(tmp_path, compile_tree('@support_torch_compile(dynamic_arg_dims={"spec_step_idx": 0})'))
     assert _mtp007(scan) == []
 
 
-def test_vocabulary_comes_from_the_configuration(tmp_path):
+def test_vocabulary_comes_from_the_configuration(tmp_path: Path) -> None:
     files = compile_tree()
     files["vllm/models/m_mtp.py"] = files["vllm/models/m_mtp.py"].replace("support_torch_compile", "compile_model")
     files["vllm/compilation.py"] = files["vllm/compilation.py"].replace("support_torch_compile", "compile_model")
@@ -280,7 +281,7 @@ def test_vocabulary_comes_from_the_configuration(tmp_path):
 
 
 @pytest.mark.parametrize("files", [wrapper_tree(UNKEYED), compile_tree()], ids=["graph", "compile"])
-def test_loop_without_the_step_has_no_mtp007(tmp_path, files):
+def test_loop_without_the_step_has_no_mtp007(tmp_path: Path, files: dict[str, str]) -> None:
     files = dict(files)
     files["vllm/spec_decode/proposer.py"] = PROPOSER.replace(", spec_step_idx=token_index + 1", "")
     scan, _ = _scan(tmp_path, files)

@@ -7,6 +7,7 @@ import pytest
 from scan_helpers import by_rule, scan_release
 
 from auditor.analyses import CaptureProvider, KeyKind
+from auditor.model import Finding
 
 pytestmark = pytest.mark.release
 
@@ -14,11 +15,11 @@ RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 MULTI_MODULE = "vllm/v1/worker/gpu/spec_decode/multi_module_mtp/speculator.py"
 
 
-def _graph_findings(version):
+def _graph_findings(version: str) -> list[Finding]:
     return [f for f in by_rule(scan_release(version), "MTP007") if "Wrapper" in f.callee]
 
 
-def _capture(version) -> CaptureProvider:
+def _capture(version: str) -> CaptureProvider:
     scan = scan_release(version)
     assert scan.analysis is not None
     return scan.analysis.get(CaptureProvider)
@@ -29,7 +30,7 @@ def _capture(version) -> CaptureProvider:
 # Step3p5MTPProposer.propose passes spec_step_idx=token_index + 1 to self.model in its
 # draft loop (step3p5.py).
 @pytest.mark.parametrize("version,line", [("0.26.0", 5402), ("0.30.0", 5472), ("0.33.0", 5144)])
-def test_v1_drafter_graph_wrapper_without_step_key(version, line):
+def test_v1_drafter_graph_wrapper_without_step_key(version: str, line: int) -> None:
     found = [f for f in _graph_findings(version) if f.path == RUNNER]
     assert len(found) == 1, found
     f = found[0]
@@ -48,7 +49,7 @@ def test_v1_drafter_graph_wrapper_without_step_key(version, line):
     assert "DeepSeekMTP" in {c.name for c in f.affected_classes}
 
 
-def test_v1_drafter_wrapper_key_on_0_33_0():
+def test_v1_drafter_wrapper_key_on_0_33_0() -> None:
     cap = _capture("0.33.0")
     wrappers = {w.name: w for w in cap.wrappers().values()}
     # breakable_cudagraph.py: key = batch_descriptor, plus self.key_fn(*args, **kwargs)
@@ -65,7 +66,7 @@ def test_v1_drafter_wrapper_key_on_0_33_0():
 #   0.30.0 :120  init_breakable_cg_runner(self.model)
 # and _run_model hands model_inputs (with spec_step_idx) to run_pw_graph, which calls
 # self.breakable_cg_runner(**model_inputs) (gpu/cudagraph_utils.py).
-def test_multi_module_speculator_keyed_runner_is_clean_on_0_33_0():
+def test_multi_module_speculator_keyed_runner_is_clean_on_0_33_0() -> None:
     assert [f for f in by_rule(scan_release("0.33.0"), "MTP007") if f.path == MULTI_MODULE] == []
     (keyed,) = [i for i in _capture("0.33.0").installations() if i.site[0] == MULTI_MODULE]
     assert (keyed.line, keyed.slot) == (125, ("cudagraph_manager", "breakable_cg_runner"))
@@ -74,7 +75,7 @@ def test_multi_module_speculator_keyed_runner_is_clean_on_0_33_0():
     assert keyed.via[-1].function == "CudaGraphManager.init_breakable_cg_runner"
 
 
-def test_multi_module_speculator_unkeyed_runner_on_0_30_0():
+def test_multi_module_speculator_unkeyed_runner_on_0_30_0() -> None:
     found = [f for f in _graph_findings("0.30.0") if f.path == MULTI_MODULE]
     assert len(found) == 1, found
     f = found[0]
@@ -85,11 +86,11 @@ def test_multi_module_speculator_unkeyed_runner_on_0_30_0():
 
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.22.1"])
-def test_no_drafter_graph_wrapper_before_0_26(version):
+def test_no_drafter_graph_wrapper_before_0_26(version: str) -> None:
     assert _graph_findings(version) == []
 
 
-def test_whole_loop_capture_of_the_multi_module_speculator_0_33_0():
+def test_whole_loop_capture_of_the_multi_module_speculator_0_33_0() -> None:
     # capture() hands self._generate_drafts (its draft loop, :426) to
     # SpeculatorCudaGraphManager.capture, which captures it under torch.cuda.graph.
     (lc,) = [c for c in _capture("0.33.0").loop_captures() if c.site[0] == MULTI_MODULE]
@@ -97,7 +98,7 @@ def test_whole_loop_capture_of_the_multi_module_speculator_0_33_0():
     assert (lc.line, lc.loop_line) == (129, 426)
 
 
-def test_compiled_mtp_forward_0_33_0():
+def test_compiled_mtp_forward_0_33_0() -> None:
     # deepseek_mtp.py:239 @support_torch_compile on DeepSeekMTP, whose forward passes
     # spec_step_idx to DeepSeekMultiTokenPredictor.forward (selects self.layers[...]).
     found = [f for f in by_rule(scan_release("0.33.0"), "MTP007") if f.function == "DeepSeekMTP"]
