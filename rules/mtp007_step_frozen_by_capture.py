@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from auditor.analyses import CaptureProvider, FreezeKind, FrozenStep, KeyKind
+from auditor.analyses import CaptureProvider, FreezeKind, FrozenStep
 from auditor.analysis import Analysis
 from auditor.model import ClassRef, Finding, Hop, Severity
 
@@ -107,14 +107,7 @@ class StepFrozenByCapture(Rule):
         classes = sorted({f.model_class for f in found})
         outside = sorted({m for f in found for m in f.outside})
         gated = bool(inst.guards)
-        if w.key_kind is KeyKind.KEY_FN and inst.key_fn is None:
-            key = f"keyed by the batch only (no {w.key_fn_param} is passed)"
-        elif w.key_kind is KeyKind.KEY_FN:
-            key = f"keyed by {w.key_fn_param}={inst.key_fn}, which does not read {first.param}"
-        elif w.key_kind is KeyKind.ARGUMENTS:
-            key = f"keyed by {w.key_text}, which does not read {first.param}"
-        else:
-            key = "keyed by the batch only" if w.key_text else "captured once, with no key"
+        key = inst.describe_key(first.param)
         parts = [
             f"{inst.wrapped} is wrapped in {w.name} ({inst.via[-1].function}) and stored in {inst.slot_text}; its graphs are "
             f"{key}: {self._loops(found)} passes a per-step {first.param} through self.{inst.slot[-1] if inst.slot else '?'} "

@@ -75,13 +75,6 @@ class GraphWrapper:
     def name(self) -> str:
         return self.cls[1]
 
-    def describe_key(self) -> str:
-        if self.key_kind is KeyKind.BATCH:
-            return f"keyed by the batch only ({self.key_text})" if self.key_text else "captured once, with no key"
-        if self.key_kind is KeyKind.KEY_FN:
-            return f"keyed by the batch plus {self.key_fn_param}(*args, **kwargs) when one is given"
-        return f"keyed by {self.key_text}"
-
 
 @dataclass(frozen=True)
 class Installation:
@@ -102,6 +95,17 @@ class Installation:
     @property
     def slot_text(self) -> str:
         return ".".join(self.slot) if self.slot else "?"
+
+    def describe_key(self, param: str) -> str:
+        """How this installation's graphs are keyed, said against ``param``."""
+        w = self.wrapper
+        if w.key_kind is KeyKind.KEY_FN and self.key_fn is None:
+            return f"keyed by the batch only (no {w.key_fn_param} is passed)"
+        if w.key_kind is KeyKind.KEY_FN:
+            return f"keyed by {w.key_fn_param}={self.key_fn}, which does not read {param}"
+        if w.key_kind is KeyKind.ARGUMENTS:
+            return f"keyed by {w.key_text}, which does not read {param}"
+        return "keyed by the batch only" if w.key_text else "captured once, with no key"
 
     def guard_text(self) -> str:
         # Conditions are joined with `and`; only an `or` inside one needs parentheses.
