@@ -16,6 +16,7 @@ from typing import TypeVar
 from .analyses import (
     Analyses,
     CallProvider,
+    CaptureProvider,
     FlowProvider,
     GraphProvider,
     LoopProvider,
@@ -75,6 +76,10 @@ class Analysis:
     def graph(self) -> GraphProvider:
         return self.providers.get(GraphProvider)
 
+    @property
+    def capture(self) -> CaptureProvider:
+        return self.providers.get(CaptureProvider)
+
     def limits_hit(self) -> dict[str, int]:
         return self.providers.limits.as_dict()
 
@@ -82,6 +87,10 @@ class Analysis:
         """The loading phase: explore the draft loops and fix the set of functions rules
         examine (both may parse more files). The engine freezes the index after this."""
         self.scope.relevant_functions()
+        # Issue 12: graph wrappers and the places that install them may live in files
+        # nothing above reached (the model runner); load them now, after the functions
+        # other rules examine are fixed, so those rules see the same set as before.
+        self.capture.prepare()
 
     @staticmethod
     def hop(key: FuncKey, line: int, note: str) -> Hop:

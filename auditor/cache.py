@@ -17,6 +17,7 @@ read-only or full cache directory silently degrades to no caching.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from pathlib import Path
 
 import msgspec
@@ -26,9 +27,18 @@ from .atomic import write_atomic
 from .facts import FACTS_VERSION, ModuleFacts
 
 
+@lru_cache(maxsize=1)
+def schema_digest() -> str:
+    """A digest of the fact records' JSON schema: entries written by a build whose records
+    had another shape get another key (they would often still decode, with new fields
+    silently at their defaults)."""
+    schema = msgspec.json.encode(msgspec.json.schema(ModuleFacts))
+    return hashlib.sha256(schema).hexdigest()[:16]
+
+
 def content_key(data: bytes, path: str) -> str:
     h = hashlib.sha256()
-    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{__version__}\0".encode())
+    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{schema_digest()}:{__version__}\0".encode())
     h.update(path.encode("utf-8", "surrogateescape") + b"\0")
     h.update(data)
     return h.hexdigest()

@@ -27,6 +27,17 @@ class Config:
     loaders: list[str] = field(default_factory=lambda: ["get_model"])
     # Module-level tables mapping architecture -> (module, class) for draft models.
     registry_tables: list[str] = field(default_factory=lambda: ["_SPECULATIVE_DECODING_MODELS"])
+    # -- issue 12 (capture/compile) --
+    # Calls and context managers that capture a CUDA graph (torch's API; a dotted name
+    # matches a call chain ending in it), and the method that replays one.
+    graph_capture_apis: list[str] = field(default_factory=lambda: ["torch.cuda.graph", "capture_begin"])
+    graph_replay_apis: list[str] = field(default_factory=lambda: ["replay"])
+    # Class decorators that compile a model's forward (vLLM's, with its argument names).
+    compile_decorators: list[str] = field(default_factory=lambda: ["support_torch_compile"])
+    # ... their keyword arguments naming the arguments compiled as dynamic (dict keys),
+    # and the one holding a condition under which the class is compiled at all.
+    compile_dynamic_args: list[str] = field(default_factory=lambda: ["dynamic_arg_dims", "mark_unbacked_dims"])
+    compile_condition_args: list[str] = field(default_factory=lambda: ["enable_if"])
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     severity: dict[str, str] = field(default_factory=dict)
@@ -37,7 +48,9 @@ class Config:
         return not any(code.startswith(s) for s in self.ignore)
 
 
-_LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore"}
+_LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
+              "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
+              "compile_condition_args"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}
 

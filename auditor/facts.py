@@ -24,7 +24,8 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 8
+FACTS_VERSION = 9  # bump on a change of what is extracted; a change of the records' shape
+# alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 _TEXT_LIMIT = 100
 
@@ -82,6 +83,8 @@ class CallFact(Struct, frozen=True):
     star_args: tuple[ExprFact, ...] = ()  # *x
     star_kwargs: tuple[ExprFact, ...] = ()  # **x
     loops: tuple[int, ...] = ()  # ids of the enclosing for-loops, outermost first
+    # -- issue 12 (capture/compile) --
+    branches: tuple[int, ...] = ()  # ids of the enclosing if-branches (FunctionFact.branches), outermost first
 
 
 class DictEntry(Struct, frozen=True):
@@ -119,6 +122,49 @@ class LoopFact(Struct, frozen=True):
     parents: tuple[int, ...] = ()
 
 
+# -- issue 12 (capture/compile): with-blocks, if-branches, decorator arguments --------
+
+
+class WithFact(Struct, frozen=True):
+    """``with a(...), b(...):`` — its context expressions and the calls of its body
+    (``FunctionFact.calls[first_call:end_call]``; the context expressions' own calls
+    come before ``first_call``)."""
+
+    line: int
+    items: tuple[ExprFact, ...]
+    first_call: int
+    end_call: int
+
+
+class BranchFact(Struct, frozen=True):
+    """One arm of an ``if``: the test's ``and``-conjuncts; ``negated`` for the ``else``
+    arm (which runs when the whole conjunction is false)."""
+
+    id: int
+    line: int
+    tests: tuple[ExprFact, ...]
+    negated: bool = False
+
+    @property
+    def text(self) -> str:
+        joined = " and ".join(t.text for t in self.tests)
+        return f"not ({joined})" if self.negated else joined
+
+
+class DecoratorFact(Struct, frozen=True):
+    """A decorator: its chain, and for a call its keyword arguments, with the string
+    keys of keyword values that are dict literals (``dynamic_arg_dims={"x": 0}``)."""
+
+    func: Chain | None
+    line: int
+    called: bool = False
+    keywords: tuple[KeywordArg, ...] = ()
+    dict_keys: dict[str, tuple[str, ...]] = {}
+
+
+# ---------------------------------------------------------------------------------
+
+
 class FunctionFact(Struct, frozen=True):
     name: str
     qualname: str
@@ -139,6 +185,9 @@ class FunctionFact(Struct, frozen=True):
     live: tuple[str, ...] = ()
     dead: tuple[str, ...] = ()  # read only in `del x` or a value thrown away
     asserts: tuple[ExprFact, ...] = ()
+    # -- issue 12 (capture/compile) --
+    withs: tuple[WithFact, ...] = ()
+    branches: tuple[BranchFact, ...] = ()
 
     @property
     def param_names(self) -> list[str]:
@@ -165,6 +214,8 @@ class ClassFact(Struct, frozen=True):
     decorators: tuple[str, ...] = ()
     methods: dict[str, FunctionFact] = {}
     class_attrs: dict[str, ExprFact] = {}
+    # -- issue 12 (capture/compile) --
+    decorator_facts: tuple[DecoratorFact, ...] = ()
 
 
 class ImportFact(Struct, frozen=True):
@@ -273,6 +324,20 @@ def _expr(node: ast.AST, src: _Source, config_fields: tuple[str, ...] = ()) -> E
     )
 
 
+def _decorator(node: ast.expr, src: _Source) -> DecoratorFact:
+    """Issue 12: a decorator's chain and keyword arguments (texts are shortened, so the
+    keys of dict-literal arguments are kept separately)."""
+    if not isinstance(node, ast.Call):
+        return DecoratorFact(chain_of(node), node.lineno)
+    keywords = tuple(KeywordArg(kw.arg, _expr(kw.value, src)) for kw in node.keywords if kw.arg is not None)
+    dict_keys = {
+        kw.arg: tuple(k.value for k in kw.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+        for kw in node.keywords
+        if kw.arg is not None and isinstance(kw.value, ast.Dict)
+    }
+    return DecoratorFact(chain_of(node.func), node.lineno, True, keywords, dict_keys)
+
+
 def _params(args: ast.arguments, src: _Source) -> tuple[ParamFact, ...]:
     out: list[ParamFact] = []
     posonly = list(args.posonlyargs)
@@ -351,6 +416,10 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.dead: set[str] = set()
         self.asserts: list[ExprFact] = []
         self._loop_stack: list[int] = []
+        # -- issue 12 (capture/compile) --
+        self.withs: list[WithFact] = []
+        self.branches: list[BranchFact] = []
+        self._branch_stack: list[int] = []
 
     # -- helpers -------------------------------------------------------
     def _bind(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
@@ -453,8 +522,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         for t in targets:
             self.assigns.setdefault(t, []).append(ExprFact(text="<loop>", loop=loop_id))
         self._loop_stack.append(loop_id)
-        for stmt in node.body:
-            self.visit(stmt)
+        self.visit_block(node.body)
         self._loop_stack.pop()
         for stmt in node.orelse:
             self.visit(stmt)
@@ -466,8 +534,44 @@ class _FunctionExtractor(ast.NodeVisitor):
             self.visit(item.context_expr)
             if item.optional_vars is not None:
                 self._bind(item.optional_vars, item.context_expr, node.lineno)
-        for stmt in node.body:
+        first = len(self.calls)
+        self.visit_block(node.body)
+        items = tuple(_expr(item.context_expr, self.src) for item in node.items)
+        self.withs.append(WithFact(node.lineno, items, first, len(self.calls)))
+
+    def _tests(self, test: ast.expr) -> tuple[ExprFact, ...]:
+        conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        # Only what a guard is shown and explained by (text, called or read chain): every
+        # `if` of every file gets one, so the facts stay small.
+        return tuple(ExprFact(text=self.src.segment(c), chain=chain_of(c),
+                              called=chain_of(c.func) if isinstance(c, ast.Call) else None) for c in conjuncts)
+
+    def visit_block(self, stmts: list[ast.stmt]) -> None:
+        """A statement list; after ``if c: ... return`` (or ``raise``) without ``else``,
+        the rest of the block runs only when ``not c``: a branch of its own."""
+        pushed = 0
+        for stmt in stmts:
             self.visit(stmt)
+            if (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body
+                    and isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
+                branch = BranchFact(len(self.branches), stmt.lineno, self._tests(stmt.test), True)
+                self.branches.append(branch)
+                self._branch_stack.append(branch.id)
+                pushed += 1
+        for _ in range(pushed):
+            self._branch_stack.pop()
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        tests = self._tests(node.test)
+        for negated, body in ((False, node.body), (True, node.orelse)):
+            if not body:
+                continue
+            branch = BranchFact(len(self.branches), node.lineno, tests, negated)
+            self.branches.append(branch)
+            self._branch_stack.append(branch.id)
+            self.visit_block(body)
+            self._branch_stack.pop()
 
     visit_AsyncWith = visit_With
 
@@ -531,7 +635,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.calls.append(
             CallFact(
                 node.lineno, node.col_offset, func_chain, tuple(args), tuple(keywords), tuple(star), tuple(dstar),
-                tuple(self._loop_stack),
+                tuple(self._loop_stack), tuple(self._branch_stack),
             )
         )
         # dict-building calls on a local: d.update(k=v)
@@ -545,8 +649,7 @@ class _FunctionExtractor(ast.NodeVisitor):
 
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:
     ex = _FunctionExtractor(src)
-    for stmt in node.body:
-        ex.visit(stmt)
+    ex.visit_block(node.body)
     for dflt in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
         ex.live.update(_names(dflt))
     own = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
@@ -569,6 +672,8 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         live=tuple(sorted(n for n in ex.live if n in own or n.startswith("self."))),
         dead=tuple(sorted(n for n in ex.dead - ex.live if n in own or n.startswith("self."))),
         asserts=tuple(ex.asserts),
+        withs=tuple(ex.withs),
+        branches=tuple(ex.branches),
     )
 
 
@@ -654,6 +759,7 @@ class _ModuleExtractor:
             decorators=tuple(self.src.segment(d) for d in node.decorator_list),
             methods=methods,
             class_attrs=class_attrs,
+            decorator_facts=tuple(_decorator(d, self.src) for d in node.decorator_list),
         )
 
     def toplevel(self, node: ast.stmt) -> None:

@@ -116,6 +116,11 @@ class Index:
         # resolve only within a fixed set of files and findings never depend on the
         # order in which rules happen to run.
         self._frozen = False
+        # Issue 12: words whose files the capture analysis asks for, noted while the seeds
+        # are read (one pass over the tree instead of two).
+        self._premark = [w.encode() for w in config.graph_capture_apis]
+        self._premarked: dict[bytes, list[str]] = {w: [] for w in self._premark}
+        self._premark_done = False
 
     # -- loading -------------------------------------------------------
     def _read(self, path: str) -> bytes | None:
@@ -141,11 +146,12 @@ class Index:
             + rb")\b"
         )
         pending: list[tuple[str, bytes, str]] = []
+        self._premark_done = True
         files = self.files
         narrow = getattr(self.tree, "files_containing", None)
         if narrow is not None:
             # A git tree can search its blobs natively; read only the candidates.
-            hits = narrow(always + counts + [MARKER])
+            hits = narrow(always + counts + [MARKER] + self._premark)
             files = [p for p in self.files if p in hits]
         for path in files:
             data = self._read(path)
@@ -154,10 +160,36 @@ class Index:
                 continue
             if MARKER in data:
                 self.suppression_files.append(path)
+            for word in self._premark:
+                if word in data:
+                    self._premarked[word].append(path)
             if any(n in data for n in always) or (any(c in data for c in counts) and loop.search(data)):
                 self.seeds.append(path)
                 pending.append((path, data, content_key(data, path)))
         self._load_many(pending)
+
+    def files_mentioning(self, words: list[bytes]) -> list[str]:
+        """Files whose bytes contain any of ``words`` (a plain substring test, as for the
+        seeds; a git tree searches its blobs natively). Issue 12: the capture analysis
+        finds graph wrappers and the places that install them this way."""
+        if not words:
+            return []
+        if self._premark_done and all(w in self._premarked for w in words):
+            return sorted({p for w in words for p in self._premarked[w]})
+        files = self.files
+        narrow = getattr(self.tree, "files_containing", None)
+        if narrow is not None:
+            hits = narrow(words)
+            files = [p for p in self.files if p in hits]
+        out = []
+        for path in files:
+            try:
+                data = self.tree.read(path)
+            except OSError:
+                continue
+            if any(w in data for w in words):
+                out.append(path)
+        return out
 
     def _load_many(self, pending: list[tuple[str, bytes, str]]) -> None:
         todo: list[tuple[str, bytes, str, bool]] = []

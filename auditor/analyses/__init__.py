@@ -2,6 +2,7 @@
 
 from .base import Analyses, FixpointMemo, Limits, Provider
 from .callgraph import GraphProvider
+from .capture import CaptureProvider, CompiledClass, FreezeKind, FrozenStep, GraphWrapper, Installation, KeyKind, LoopCapture
 from .calls import ArgSource, Binding, CallProvider, PassKind, Target
 from .flow import FlowProvider, Selection
 from .loops import EntryGroup, LoopEntry, LoopProvider, LoopResult, LoopSelection, StepKind
@@ -15,4 +16,6 @@ __all__ = [
     "FixpointMemo", "FlowProvider", "GraphProvider", "Limits", "LoopEntry", "LoopProvider", "LoopResult",
     "LoopSelection", "PassKind", "Provider", "ReachabilityProvider", "RegistryProvider", "ScopeProvider", "Selection",
     "StepKind", "Target", "TypeProvider",
+    # issue 12 (capture/compile)
+    "CaptureProvider", "CompiledClass", "FreezeKind", "FrozenStep", "GraphWrapper", "Installation", "KeyKind", "LoopCapture",
 ]
