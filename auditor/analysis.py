@@ -16,6 +16,7 @@ from typing import TypeVar
 from .analyses import (
     Analyses,
     CallProvider,
+    DispatchProvider,
     FlowProvider,
     GraphProvider,
     LoopProvider,
@@ -75,6 +76,10 @@ class Analysis:
     def graph(self) -> GraphProvider:
         return self.providers.get(GraphProvider)
 
+    @property
+    def dispatch(self) -> DispatchProvider:  # issue 11
+        return self.providers.get(DispatchProvider)
+
     def limits_hit(self) -> dict[str, int]:
         return self.providers.limits.as_dict()
 
@@ -82,6 +87,7 @@ class Analysis:
         """The loading phase: explore the draft loops and fix the set of functions rules
         examine (both may parse more files). The engine freezes the index after this."""
         self.scope.relevant_functions()
+        self.dispatch.prepare()  # issue 11: after the loops, so what it loads cannot change them
 
     @staticmethod
     def hop(key: FuncKey, line: int, note: str) -> Hop:

@@ -27,6 +27,32 @@ class Config:
     loaders: list[str] = field(default_factory=lambda: ["get_model"])
     # Module-level tables mapping architecture -> (module, class) for draft models.
     registry_tables: list[str] = field(default_factory=lambda: ["_SPECULATIVE_DECODING_MODELS"])
+    # --- issue 11 (dispatch): vLLM's names, found in the code under these names ---
+    # Functions that pick the drafter per runner (if/elif chains that build a proposer).
+    dispatch_factories: dict[str, list[str]] = field(
+        default_factory=lambda: {"v1": ["GPUModelRunner.__init__"], "v2": ["init_speculator"]}
+    )
+    # Functions that rewrite the target's hf config into the draft's (they write `override-field`).
+    config_overrides: list[str] = field(default_factory=lambda: ["hf_config_override"])
+    override_field: list[str] = field(default_factory=lambda: ["architectures"])
+    # Attribute/parameter names of the configuration objects the dispatch code reads.
+    dispatch_roles: dict[str, str] = field(
+        default_factory=lambda: {
+            "root": "vllm_config",
+            "speculative": "speculative_config",
+            "method": "method",
+            "k": "num_speculative_tokens",
+            "draft": "draft_model_config",
+            "hf": "hf_config",
+        }
+    )
+    # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
+    platform_dirs: dict[str, str] = field(
+        default_factory=lambda: {"cuda": "nvidia", "rocm": "amd", "xpu": "xpu", "cpu": "cpu"}
+    )
+    head_methods: list[str] = field(default_factory=lambda: ["compute_logits", "get_top_tokens"])
+    proposer_entries: list[str] = field(default_factory=lambda: ["propose"])
+    # --- end issue 11 ---
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     severity: dict[str, str] = field(default_factory=dict)
@@ -37,7 +63,10 @@ class Config:
         return not any(code.startswith(s) for s in self.ignore)
 
 
-_LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore"}
+_LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
+              "config_overrides", "override_field", "head_methods", "proposer_entries"}  # issue 11: the last four
+_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}  # issue 11
+_LIST_DICT_KEYS = {"dispatch_factories"}  # issue 11
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}
 
@@ -70,6 +99,11 @@ def apply_settings(cfg: Config, section: dict[str, Any], origin: str) -> Config:
             if name == "threaded_params" and not value:
                 raise ConfigError(f"{origin}: tool.mtp-audit.{key} must name at least one parameter")
             setattr(cfg, name, list(value))
+        elif name in _STR_DICT_KEYS or name in _LIST_DICT_KEYS:  # issue 11
+            _check_dict(name, key, value, origin, lists=name in _LIST_DICT_KEYS)
+            merged = dict(getattr(cfg, name))
+            merged.update(value)
+            setattr(cfg, name, merged)
         elif name == "severity":
             if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) and v in _SEVERITIES for k, v in value.items()
@@ -79,3 +113,19 @@ def apply_settings(cfg: Config, section: dict[str, Any], origin: str) -> Config:
                 )
             cfg.severity = dict(value)
     return cfg
+
+
+def _check_dict(name: str, key: str, value: Any, origin: str, lists: bool) -> None:
+    """issue 11: tables of strings (or of lists of strings)."""
+    def ok(v: Any) -> bool:
+        if lists:
+            return isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+        return isinstance(v, str) and bool(v)
+
+    if not isinstance(value, dict) or not all(isinstance(k, str) and ok(v) for k, v in value.items()):
+        what = "lists of non-empty strings" if lists else "non-empty strings"
+        raise ConfigError(f"{origin}: tool.mtp-audit.{key} must map names to {what}")
+    if name == "dispatch_roles":
+        unknown = set(value) - {"root", "speculative", "method", "k", "draft", "hf"}
+        if unknown:
+            raise ConfigError(f"{origin}: tool.mtp-audit.{key} has unknown role(s) {', '.join(sorted(unknown))}")

@@ -428,12 +428,44 @@ def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
 
 
 def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Only branching functions (factories, override code) and one-expression predicates
-    keep their statement tree: it is what the dispatch analysis evaluates."""
+    """Only the functions the dispatch analysis evaluates keep their statement tree
+    (kept small: the tree of every branching function would triple the facts):
+
+    * predicates — at most 8 statements, ending in a ``return`` of a comparison,
+      boolean operation or call (``return min(n, k) > 1``);
+    * factories — an ``if`` chain where two or more branches build an object
+      (``return Cls(...)`` / ``self.x = Cls(...)``, a capitalised name);
+    * config-override code — a branch that calls ``<x>.update({...})`` with a literal dict.
+    """
     body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    if len(body) <= 8 and body and isinstance(body[-1], ast.Return):
+    if body and len(body) <= 8 and isinstance(body[-1], ast.Return) and isinstance(
+        body[-1].value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)
+    ):
         return True
-    return any(isinstance(s, ast.If) for s in body)
+    builds = 0
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.If):
+            for stmt in sub.body:
+                if _builds_object(stmt):
+                    builds += 1
+                    break
+                if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                        and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "update"
+                        and stmt.value.args and isinstance(stmt.value.args[0], ast.Dict)):
+                    return True
+            if builds >= 2:
+                return True
+    return False
+
+
+def _builds_object(stmt: ast.stmt) -> bool:
+    value = stmt.value if isinstance(stmt, (ast.Return, ast.Assign)) else None
+    if isinstance(stmt, ast.Assign) and not any(isinstance(t, ast.Attribute) for t in stmt.targets):
+        return False
+    if not isinstance(value, ast.Call):
+        return False
+    ch = chain_of(value.func)
+    return bool(ch) and ch[-1][:1].isupper()
 
 
 # --- end of issue 11 block -----------------------------------------------------------

@@ -5,13 +5,37 @@ from __future__ import annotations
 
 import textwrap
 
+import ast
+
+import msgspec
+
 from auditor.analyses.partial_eval import ClassRef, Evaluator, Instance, Obj, Unknown, World
-from auditor.facts import FunctionFact, extract
+from auditor.facts import FunctionFact, _Source, extract, stmt_tree
+
+
+def _with_bodies(src: str):
+    """Facts of ``src`` where every function keeps its statement tree (the extractor keeps
+    it only for the shapes the dispatch analysis evaluates; here every shape is tested)."""
+    facts = extract(src, "m.py", "m", False)
+    tree = ast.parse(src)
+    source = _Source(src)
+    functions = dict(facts.functions)
+    classes = dict(facts.classes)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            functions[node.name] = msgspec.structs.replace(functions[node.name], body=stmt_tree(node.body, source))
+        elif isinstance(node, ast.ClassDef):
+            methods = dict(classes[node.name].methods)
+            for m in node.body:
+                if isinstance(m, ast.FunctionDef):
+                    methods[m.name] = msgspec.structs.replace(methods[m.name], body=stmt_tree(m.body, source))
+            classes[node.name] = msgspec.structs.replace(classes[node.name], methods=methods)
+    return msgspec.structs.replace(facts, functions=functions, classes=classes)
 
 
 class _World(World):
     def __init__(self, src: str) -> None:
-        self.facts = extract(textwrap.dedent(src), "m.py", "m", False)
+        self.facts = _with_bodies(textwrap.dedent(src))
 
     def resolve_name(self, path, name):
         if name in self.facts.classes:
@@ -195,3 +219,34 @@ def f(cfg):
     paths, _ = _run(src, "f", cfg=Obj("cfg", {"k": 0}))
     assert paths[0].raised and paths[0].returned is None
     assert _returned(src, "f", cfg=Obj("cfg", {"k": 3})) == 6
+
+
+def test_only_dispatch_shaped_functions_keep_their_statement_tree():
+    src = textwrap.dedent("""
+    class C:
+        def predicate(self):
+            n = getattr(self.hf, "n", 1)
+            return min(n, self.k) > 1
+
+        def plain(self):
+            x = 1
+            return x
+
+        def loop(self):
+            if self.a:
+                self.b = 1
+            return self.b
+    def factory(cfg):
+        if cfg.m == "a":
+            return A(cfg)
+        elif cfg.m == "b":
+            return B(cfg)
+    def override(hf):
+        if hf.t == "x":
+            hf.update({"architectures": ["X"]})
+        return hf
+    """)
+    facts = extract(src, "m.py", "m", False)
+    methods = facts.classes["C"].methods
+    assert methods["predicate"].body and not methods["plain"].body and not methods["loop"].body
+    assert facts.functions["factory"].body and facts.functions["override"].body

@@ -338,7 +338,8 @@ class Evaluator:
     def _attr(self, owner: Value, attr: str, p: Path) -> Value:
         if isinstance(owner, Obj):
             v = owner.get(attr)
-            p.reads.append(f"{owner.label}.{attr}")
+            if not isinstance(v, Obj):  # a config field, not a hop to another config object
+                p.reads.append(f"{owner.label}.{attr}")
             if isinstance(v, _Absent):
                 return Unknown(f"{owner.label}.{attr} (not set)")
             return v
@@ -514,7 +515,8 @@ class Evaluator:
             default: Value | _Absent = self.eval(args[2], p, key, depth) if len(args) == 3 else ABSENT
             if isinstance(owner, Obj):
                 v = owner.get(attr)
-                p.reads.append(f"{owner.label}.{attr}" + (f" (default {describe(default)})" if len(args) == 3 else ""))  # type: ignore[arg-type]
+                if not isinstance(v, Obj):
+                    p.reads.append(f"{owner.label}.{attr}" + (f" (default {describe(default)})" if len(args) == 3 else ""))  # type: ignore[arg-type]
                 if isinstance(v, _Absent):
                     return Unknown(f"{owner.label}.{attr} (not set)") if isinstance(default, _Absent) else default  # type: ignore[return-value]
                 return v
