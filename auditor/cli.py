@@ -377,6 +377,8 @@ def _mount_optional() -> None:
     app.command("history")(history_command)
     app.command("diff")(diff_command)
     app.command("bisect")(bisect_command)
+    from .layers_cli import layers_command  # issue 11
+    app.command("layers")(layers_command)
     try:
         from runtime_check.cli import app as runtime_app
     except ImportError:  # the runtime checker ships with the package; guard partial installs
