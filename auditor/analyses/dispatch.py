@@ -324,6 +324,12 @@ class DispatchProvider(Provider):
             self._per_step[cls] = found
         return found
 
+    def selects_per_step(self, drafter: ClassKey, model: ClassKey) -> bool:
+        """A loop of the drafter reaches a layer selection of ``model`` through ``forward``
+        (the model picks a layer by the step, so the per-step drafter matters to it)."""
+        return any(s.model_class == model and s.method in _FORWARD_METHODS
+                   for r in self._drafter_loops(drafter) for s in r.selections)
+
     def _resolve_class(self, path: str, func: PExpr) -> ClassKey | None:
         ch = _chain(func)
         if ch is None:

@@ -14,6 +14,7 @@ from .types import TypeProvider
 # reads several fields, these are the ones that count).
 _COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
 _ENTRY_METHODS = ("forward", "__call__")
+COUNT_HINTS = _COUNT_HINT  # issue 11: MTP006 asks whether a field names an MTP layer count
 
 
 class ReachabilityProvider(Provider):
