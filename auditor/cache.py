@@ -26,9 +26,17 @@ from .atomic import write_atomic
 from .facts import FACTS_VERSION, ModuleFacts
 
 
+# The facts' schema itself is part of the key: two builds that both call their format
+# FACTS_VERSION N but differ in fields (parallel branches sharing one cache directory)
+# must not read each other's entries, which would decode with missing fields defaulted.
+SCHEMA_DIGEST = hashlib.sha256(
+    msgspec.json.encode(msgspec.json.schema(ModuleFacts), order="sorted")
+).hexdigest()[:16]
+
+
 def content_key(data: bytes, path: str) -> str:
     h = hashlib.sha256()
-    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{__version__}\0".encode())
+    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{__version__}:{SCHEMA_DIGEST}\0".encode())
     h.update(path.encode("utf-8", "surrogateescape") + b"\0")
     h.update(data)
     return h.hexdigest()
