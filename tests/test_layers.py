@@ -164,3 +164,41 @@ def test_bad_input_is_one_line_exit_2(tree, cache_env, args, fragment):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mtp-audit: error: ") and fragment in lines[0], r.stderr
+
+
+def test_dispatch_names_come_from_the_configuration(tmp_path):
+    """vLLM's names are only defaults: a tree whose factory has another name is planned
+    once [tool.mtp-audit] names it, and not before."""
+    from auditor.config import load_config
+
+    files = _tree()
+    files["vllm/spec_decode/__init__.py"] = files["vllm/spec_decode/__init__.py"].replace("def init_speculator", "def make_drafter")
+    root = write_tree(tmp_path / "t", files)
+    setting = Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),))
+    assert _plan(root, setting).proposer is None
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.mtp-audit]\ndispatch-factories = { v2 = ["make_drafter"] }\n')
+    scan = scan_tree(root, load_config(pyproject))
+    assert scan.analysis is not None
+    plan = scan.analysis.get(DispatchProvider).plan(setting, scan.result.findings)
+    assert plan.proposer is not None and plan.proposer[1] == "MultiModuleSpeculator"
+    assert [s.forward_layer for s in plan.steps] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ('dispatch-factories = { v2 = "init_speculator" }\n', "dispatch-factories must map names to lists of non-empty strings"),
+        ('dispatch-roles = { colour = "red" }\n', "dispatch-roles has unknown role(s) colour"),
+        ("platform-dirs = { cuda = 3 }\n", "platform-dirs must map names to non-empty strings"),
+    ],
+)
+def test_bad_dispatch_configuration_names_the_key(tmp_path, body, needle):
+    from auditor.config import load_config
+    from auditor.errors import ConfigError
+
+    p = tmp_path / "pyproject.toml"
+    p.write_text("[tool.mtp-audit]\n" + body)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert needle in str(err.value)
