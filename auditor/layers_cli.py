@@ -200,6 +200,29 @@ def render(plans: list[Plan], fmt: LayersFormat, tree_label: str) -> str:
     return render_text(plans, tree_label)
 
 
+def _short(plan: Plan) -> tuple[str, str, str, str]:
+    fw = ",".join(_layer(st.forward_layer) for st in plan.steps)
+    hd = ",".join(_layer(st.head_layer) for st in plan.steps)
+    verdicts = list(dict.fromkeys(st.verdict for st in plan.steps))
+    return (plan.proposer[1] if plan.proposer else "none"), fw, hd, "; ".join(verdicts)
+
+
+def render_matrix(plans: list[Plan], fmt: LayersFormat, tree_label: str, k: int, layers: int) -> str:
+    """Every registered MTP architecture x runner, one row each."""
+    if fmt is LayersFormat.json:
+        doc = {"version": LAYERS_FORMAT_VERSION, "root": tree_label, "k": k, "layers": layers,
+               "plans": [plan_json(p, tree_label) for p in plans]}
+        return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    out = [f"{tree_label}: every registered MTP architecture, K={k}, {layers} layers (set on each model's layer-count field)", ""]
+    out.append("| architecture | model class | runner | drafter | forward layer per step | head layer per step | verdict |")
+    out.append("|---|---|---|---|---|---|---|")
+    for p in plans:
+        drafter, fw, hd, verdict = _short(p)
+        cls = f"`{p.model_class[1]}`" if p.model_class else "?"
+        out.append(f"| `{p.architecture}` | {cls} | {p.setting.runner.upper()} | `{drafter}` | {fw} | {hd} | {_md(verdict)} |")
+    return "\n".join(out) + "\n"
+
+
 # -- the command -----------------------------------------------------------------------
 
 
@@ -213,7 +236,9 @@ def layers_command(
     release: Optional[str] = typer.Option(None, "--release", metavar="X.Y.Z", help="A vLLM release's source distribution."),
     arch: Optional[str] = typer.Option(None, "--arch", help="A registered draft architecture (e.g. DeepSeekMTPModel)."),
     hf_config: Optional[Path] = typer.Option(None, "--hf-config", help="The target model's config.json: vLLM's override code picks the draft."),
-    k: int = typer.Option(..., "--k", min=1, max=64, help="num_speculative_tokens."),
+    k: Optional[int] = typer.Option(None, "--k", min=1, max=64, help="num_speculative_tokens (with --all: default 3)."),
+    all_: bool = typer.Option(False, "--all", help="Every registered MTP architecture x runner (the matrix)."),
+    layers: int = typer.Option(3, "--layers", min=1, max=64, help="With --all: the layer count each model is given."),
     runner: Optional[Runner] = typer.Option(None, "--runner", help="v1 or v2 (default: both)."),
     method: str = typer.Option("mtp", "--method", help="speculative method."),
     set_: Optional[list[str]] = typer.Option(None, "--set", metavar="FIELD=VALUE", help="A draft hf-config field (repeatable)."),
@@ -231,8 +256,14 @@ def layers_command(
     from .cli import load_settings, make_cache, open_target
     from .engine import run_scan
 
-    if (arch is None) == (hf_config is None):
-        raise UsageError("give exactly one of --arch DRAFT_ARCH or --hf-config config.json")
+    if all_:
+        if arch is not None or hf_config is not None:
+            raise UsageError("--all plans every registered architecture: leave out --arch and --hf-config")
+        k = 3 if k is None else k
+    elif (arch is None) == (hf_config is None):
+        raise UsageError("give exactly one of --arch DRAFT_ARCH or --hf-config config.json (or --all)")
+    if k is None:
+        raise UsageError("give --k K (num_speculative_tokens)")
     fields = parse_set(set_ or [])
     target = read_hf_config(hf_config) if hf_config is not None else None
     tree = open_target(path, installed, release, cache_dir, quiet=True)
@@ -240,9 +271,18 @@ def layers_command(
     scan = run_scan(tree, cfg, all_rules(), make_cache(no_cache, cache_dir))
     assert scan.analysis is not None
     dispatch = scan.analysis.get(DispatchProvider)
+    runners = [runner.value] if runner is not None else list(RUNNERS)
+    if all_:
+        plans = []
+        for name, _cls in dispatch.mtp_architectures():
+            count = dispatch.layer_count_field(name, platform.value)
+            extra = ((count, layers),) if count else ()
+            plans += [dispatch.plan(Setting(r, k, method, platform.value, name, extra + fields), scan.result.findings)
+                      for r in runners]
+        emit(render_matrix(plans, format, tree.label, k, layers), output)
+        return
     if arch is not None:
         check_architecture(dispatch, arch)
-    runners = [runner.value] if runner is not None else list(RUNNERS)
     settings = [Setting(r, k, method, platform.value, arch, fields, target) for r in runners]
     plans = make_plans(dispatch, settings, scan.result.findings)
     emit(render(plans, format, tree.label), output)

@@ -202,3 +202,32 @@ def test_bad_dispatch_configuration_names_the_key(tmp_path, body, needle):
     with pytest.raises(ConfigError) as err:
         load_config(p)
     assert needle in str(err.value)
+
+
+def test_all_is_the_matrix_of_every_registered_mtp_architecture_and_runner(tree, cache_env):
+    r = run_cli("layers", str(tree), "--all", "--format", "json", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["k"] == 3 and doc["layers"] == 3
+    rows = {(p["architecture"], p["runner"]): p for p in doc["plans"]}
+    assert set(rows) == {(a, r) for a in ("DeepMTPModel", "QwenMTP") for r in ("v1", "v2")}
+    # Each model gets the layer count on its own field: the gate opens only for DeepMTP.
+    assert rows[("DeepMTPModel", "v2")]["proposer"]["class"] == "MultiModuleSpeculator"
+    assert [s["forward_layer"] for s in rows[("DeepMTPModel", "v2")]["steps"]] == [0, 1, 2]
+    assert rows[("QwenMTP", "v2")]["proposer"]["class"] == "EagleStyleSpeculator"
+    assert rows[("QwenMTP", "v2")]["num_mtp_layers"] == 3
+    r = run_cli("layers", str(tree), "--all", "--k", "2", "--runner", "v2", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    assert "| `DeepMTPModel` | `DeepMTP` | V2 | `MultiModuleSpeculator` | 0,1 | -,- | threaded |" in r.stdout
+    assert "| `QwenMTP` | `QwenMTP` | V2 | `EagleStyleSpeculator` | 0,0 | -,- | constant — eagle-style by design |" in r.stdout
+    r = run_cli("layers", str(tree), "--all", "--arch", "QwenMTP", env=cache_env)
+    assert r.returncode == 2 and "leave out --arch" in r.stderr
+
+
+def test_arch_starts_from_what_the_override_writes_for_its_family(tree):
+    scan = scan_tree(tree)
+    assert scan.analysis is not None
+    d = scan.analysis.get(DispatchProvider)
+    # The qwen branch guards on model_type == "qwen" and sets model_type = "qwen_mtp".
+    assert d.family_fields("QwenMTP") == {"model_type": "qwen_mtp"}
+    assert d.family_fields("DeepMTPModel") == {"model_type": "deep"}

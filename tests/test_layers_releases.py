@@ -106,3 +106,18 @@ def test_layers_cli_on_a_release_hf_config(tmp_path):
     assert [s["forward_layer"] for s in v1["steps"]] == [0, 0, 0]
     override = [d for d in v2["decisions"] if d["function"] == "SpeculativeConfig.hf_config_override"]
     assert any(d["value"] is True and "deepseek_mtp" in d["condition"] for d in override)
+
+
+def test_layers_all_matrix_on_0_33():
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", "--release", "0.33.0", "--all", "--format", "json"],
+                       capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = {(p["architecture"], p["runner"]): p for p in json.loads(r.stdout)["plans"]}
+    assert len(rows) >= 60
+    ds = rows[("DeepSeekMTPModel", "v2")]
+    assert ds["proposer"]["class"] == "MultiModuleMTPSpeculator" and [s["forward_layer"] for s in ds["steps"]] == [0, 1, 2]
+    q = rows[("Qwen3_5MoeMTP", "v2")]
+    assert q["proposer"]["class"] == "MTPSpeculator" and [s["forward_layer"] for s in q["steps"]] == [0, 0, 0]
+    # The override code sets model_type for Step3.5: V1 builds its own per-step proposer.
+    st = rows[("Step3p5MTP", "v1")]
+    assert st["proposer"]["class"] == "Step3p5MTPProposer" and [s["forward_layer"] for s in st["steps"]] == [0, 1, 2]

@@ -151,6 +151,7 @@ class Family:
     condition: str
     architectures: tuple[str, ...]
     sets: frozenset[str]  # hf-config fields the branch writes
+    literal_writes: tuple[tuple[str, Any], ...] = ()  # fields it sets to literals, and fields its guard compares to one
 
 
 class _TreeWorld(World):
@@ -422,7 +423,8 @@ class DispatchProvider(Provider):
                 if isinstance(s, SIf):
                     archs, sets = self._family_writes(s.body)
                     if archs:
-                        out.append(Family(okey, s.line, s.text, tuple(archs), frozenset(sets)))
+                        lits = self._guard_literals(s.test) + self._literal_writes(s.body)
+                        out.append(Family(okey, s.line, s.text, tuple(archs), frozenset(sets), tuple(lits)))
         self._families = out
         return out
 
@@ -455,6 +457,37 @@ class DispatchProvider(Provider):
                                 archs.extend(_strings(v))
         return list(dict.fromkeys(archs)), sets
 
+    def _guard_literals(self, test: PExpr) -> list[tuple[str, Any]]:
+        """``hf_config.model_type == "x"`` in the family's guard: the draft config has it."""
+        out: list[tuple[str, Any]] = []
+        for sub in _subexprs(test):
+            if (isinstance(sub, PCompare) and sub.ops == ("==",) and isinstance(sub.left, PAttr)
+                    and self._is_role(sub.left.value, "hf") and isinstance(sub.comparators[0], PConst)):
+                out.append((sub.left.attr, sub.comparators[0].value))
+        return out if not isinstance(test, PBool) or test.op == "and" else []
+
+    def _literal_writes(self, body: tuple[Stmt, ...]) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+        for s in body:  # this branch's own statements, not nested ones
+            if isinstance(s, SAssign) and isinstance(s.value, PConst):
+                out += [(t.attr, s.value.value) for t in s.targets if isinstance(t, PAttr) and self._is_role(t.value, "hf")]
+            elif isinstance(s, SExpr) and isinstance(s.value, PCall) and isinstance(s.value.func, PAttr) \
+                    and s.value.func.attr == "update" and self._is_role(s.value.func.value, "hf") \
+                    and s.value.args and isinstance(s.value.args[0], PDict):
+                d = s.value.args[0]
+                out += [(k.value, v.value) for k, v in zip(d.keys, d.values)
+                        if isinstance(k, PConst) and isinstance(k.value, str) and isinstance(v, PConst)
+                        and k.value not in self.config.override_field]
+        return out
+
+    def family_fields(self, arch: str) -> dict[str, Any]:
+        """What the override code sets, as literals, for the family that picks ``arch``."""
+        out: dict[str, Any] = {}
+        for fam in self.families():
+            if arch in fam.architectures and len(fam.architectures) == 1:
+                out.update(dict(fam.literal_writes))
+        return out
+
     def _writes_override_field(self, body: tuple[Stmt, ...]) -> bool:
         fields = set(self.config.override_field)
         for s in _walk(body):
@@ -473,6 +506,22 @@ class DispatchProvider(Provider):
     # -- registry --------------------------------------------------------------------
     def architectures(self) -> list[str]:
         return sorted({a for _, archs in self.registry.registry() for a in archs})
+
+    def mtp_architectures(self) -> list[tuple[str, ClassKey]]:
+        """Every registered architecture whose class takes part in step threading, with
+        its class (one per architecture; platform copies share their architecture)."""
+        mtp = set(self.registry.model_classes())
+        out: dict[str, ClassKey] = {}
+        for cls, archs in self.registry.registry():
+            if cls in mtp:
+                for a in archs:
+                    out.setdefault(a, cls)
+        return sorted(out.items())
+
+    def layer_count_field(self, arch: str, platform: str) -> str | None:
+        model = self.model_class_for(arch, platform)
+        fields = self.reach.layer_count_fields(model) if model else []
+        return fields[0] if fields else None
 
     def classes_for(self, arch: str) -> list[ClassKey]:
         return [c for c, archs in self.registry.registry() if arch in archs]
@@ -501,7 +550,11 @@ class DispatchProvider(Provider):
         hf_label = self.roles["hf"]
         field_name = self.config.override_field[0]
         if setting.target_config is None:
-            fields: dict[str, Value] = {field_name: [setting.architecture]} if setting.architecture else {}
+            fields: dict[str, Value] = {}
+            if setting.architecture:
+                # What the override code writes for this family (literals), then --set.
+                fields.update(self.family_fields(setting.architecture))
+                fields[field_name] = [setting.architecture]
             fields.update(dict(setting.fields))
             return Obj(hf_label, fields, closed=True), [], notes
         data = json.loads(setting.target_config)
