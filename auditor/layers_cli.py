@@ -17,6 +17,7 @@ from typing import Any, Optional
 import typer
 
 from .analyses.dispatch import DispatchProvider, Plan, Setting
+from .analysis import Analysis
 from .errors import UsageError
 
 LAYERS_FORMAT_VERSION = 1
@@ -264,25 +265,34 @@ def layers_command(
         raise UsageError("give exactly one of --arch DRAFT_ARCH or --hf-config config.json (or --all)")
     if k is None:
         raise UsageError("give --k K (num_speculative_tokens)")
+    steps: int = k
     fields = parse_set(set_ or [])
     target = read_hf_config(hf_config) if hf_config is not None else None
     tree = open_target(path, installed, release, cache_dir, quiet=True)
     cfg = load_settings(tree, config, [], [])
-    scan = run_scan(tree, cfg, all_rules(), make_cache(no_cache, cache_dir))
-    assert scan.analysis is not None
-    dispatch = scan.analysis.get(DispatchProvider)
     runners = [runner.value] if runner is not None else list(RUNNERS)
+    settings: list[Setting] = []
+
+    def plan_before_freeze(analysis: Analysis) -> None:
+        # Exploring a drafter may parse more files: plan once while the index still loads,
+        # then again with the findings (everything is memoised by then).
+        dispatch = analysis.get(DispatchProvider)
+        if all_:
+            for name, _cls in dispatch.mtp_architectures():
+                count = dispatch.layer_count_field(name, platform.value)
+                extra = ((count, layers),) if count else ()
+                settings.extend(Setting(r, steps, method, platform.value, name, extra + fields) for r in runners)
+        else:
+            if arch is not None:
+                check_architecture(dispatch, arch)
+            settings.extend(Setting(r, steps, method, platform.value, arch, fields, target) for r in runners)
+        for s in settings:
+            dispatch.plan(s)
+
+    scan = run_scan(tree, cfg, all_rules(), make_cache(no_cache, cache_dir), before_freeze=plan_before_freeze)
+    assert scan.analysis is not None
+    plans = make_plans(scan.analysis.get(DispatchProvider), settings, scan.result.findings)
     if all_:
-        plans = []
-        for name, _cls in dispatch.mtp_architectures():
-            count = dispatch.layer_count_field(name, platform.value)
-            extra = ((count, layers),) if count else ()
-            plans += [dispatch.plan(Setting(r, k, method, platform.value, name, extra + fields), scan.result.findings)
-                      for r in runners]
-        emit(render_matrix(plans, format, tree.label, k, layers), output)
-        return
-    if arch is not None:
-        check_architecture(dispatch, arch)
-    settings = [Setting(r, k, method, platform.value, arch, fields, target) for r in runners]
-    plans = make_plans(dispatch, settings, scan.result.findings)
-    emit(render(plans, format, tree.label), output)
+        emit(render_matrix(plans, format, tree.label, steps, layers), output)
+    else:
+        emit(render(plans, format, tree.label), output)

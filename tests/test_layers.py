@@ -61,10 +61,29 @@ def cache_env(tmp_path):
     return {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
 
 
-def _plan(root: Path, setting: Setting):
-    scan = scan_tree(root)
+def planned_scan(root: Path, settings, config=None):
+    """A scan that asks for the plans in its loading phase (as `layers` does), then the
+    plans again with the scan's findings."""
+    from auditor.cache import FactsCache
+    from auditor.config import Config
+    from auditor.engine import run_scan
+    from auditor.source import DirectoryTree
+    from rules import all_rules
+
+    def before_freeze(analysis):
+        for s in settings:
+            analysis.get(DispatchProvider).plan(s)
+
+    scan = run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(None), 1, before_freeze=before_freeze)
     assert scan.analysis is not None
-    return scan.analysis.get(DispatchProvider).plan(setting, scan.result.findings)
+    d = scan.analysis.get(DispatchProvider)
+    return scan, [d.plan(s, scan.result.findings) for s in settings]
+
+
+def _plan(root: Path, setting: Setting):
+    plan = planned_scan(root, [setting])[1][0]
+    assert not any("frozen" in n for n in plan.notes)
+    return plan
 
 
 def test_gate_open_threads_step_i_to_layer_i(tree):
@@ -103,13 +122,10 @@ def test_lost_step_names_the_finding(tmp_path):
     files = _tree(', "num_nextn_predict_layers": n_predict')
     files["vllm/models/qwen_mtp.py"] = _DROPPING_QWEN
     root = write_tree(tmp_path / "t", files)
-    scan = scan_tree(root)
+    setting = Setting("v2", 2, architecture="QwenMTP", fields=(("num_nextn_predict_layers", 2), ("mtp_num_hidden_layers", 2)))
+    scan, (plan,) = planned_scan(root, [setting])
     mtp001 = [f for f in scan.result.findings if f.rule == "MTP001" and f.function == "QwenMTP.forward"]
     assert mtp001
-    assert scan.analysis is not None
-    plan = scan.analysis.get(DispatchProvider).plan(
-        Setting("v2", 2, architecture="QwenMTP", fields=(("num_nextn_predict_layers", 2), ("mtp_num_hidden_layers", 2))),
-        scan.result.findings)
     assert plan.proposer is not None and plan.proposer[1] == "MultiModuleSpeculator"
     assert [s.verdict for s in plan.steps] == [f"lost at {mtp001[0].fingerprint}"] * 2
     assert [s.forward_layer for s in plan.steps] == [0, 0]
@@ -178,9 +194,7 @@ def test_dispatch_names_come_from_the_configuration(tmp_path):
     assert _plan(root, setting).proposer is None
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text('[tool.mtp-audit]\ndispatch-factories = { v2 = ["make_drafter"] }\n')
-    scan = scan_tree(root, load_config(pyproject))
-    assert scan.analysis is not None
-    plan = scan.analysis.get(DispatchProvider).plan(setting, scan.result.findings)
+    _, (plan,) = planned_scan(root, [setting], load_config(pyproject))
     assert plan.proposer is not None and plan.proposer[1] == "MultiModuleSpeculator"
     assert [s.forward_layer for s in plan.steps] == [0, 1, 2]
 

@@ -21,9 +21,22 @@ QWEN35 = (("mtp_num_hidden_layers", 3),)
 
 
 def _plan(version: str, runner: str, arch: str, fields, k: int = 3) -> Plan:
-    scan = scan_release(version)
+    """As `layers` plans: asked in the scan's loading phase, then with its findings."""
+    from release_cache import release_cache_dir, release_root
+
+    from auditor.cache import FactsCache
+    from auditor.config import Config
+    from auditor.engine import run_scan
+    from auditor.source import DirectoryTree
+    from rules import all_rules
+
+    setting = Setting(runner, k, architecture=arch, fields=fields)
+    scan = run_scan(DirectoryTree(release_root(version)), Config(), all_rules(), FactsCache(release_cache_dir()), 2,
+                    before_freeze=lambda analysis: analysis.get(DispatchProvider).plan(setting) and None)
     assert scan.analysis is not None
-    return scan.analysis.get(DispatchProvider).plan(Setting(runner, k, architecture=arch, fields=fields), scan.result.findings)
+    plan = scan.analysis.get(DispatchProvider).plan(setting, scan.result.findings)
+    assert not any("frozen" in n for n in plan.notes), plan.notes
+    return plan
 
 
 def test_0_33_v2_deepseek_runs_the_multi_module_speculator_step_i_layer_i():

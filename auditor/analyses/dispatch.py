@@ -192,14 +192,13 @@ class DispatchProvider(Provider):
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:
-        """Load the dispatch code and everything the gates build (the engine calls this
-        in its loading phase, after the draft loops were explored)."""
-        self.gates()
+        """Load the dispatch code and explore the drafters the gates build (the engine
+        calls this in its loading phase, after the draft loops were explored). Plans for
+        other drafters must be asked before the index is frozen too (``run_scan``'s
+        ``before_freeze``): exploring a drafter's loops may parse more files."""
+        for gate in self.gates():
+            self.threads_per_step(gate.proposer)
         self.families()
-        for keys in self.factories().values():
-            for fkey in keys:
-                for cls in self._built_classes(fkey):
-                    self._drafter_loops(cls)
 
     def _locate_all(self) -> dict[str, list[FuncKey]]:
         if self._located is not None:
@@ -674,6 +673,9 @@ class DispatchProvider(Provider):
         decisions += [DecisionRow.of(d) for d in chain]
         alternatives = tuple(dict.fromkeys(c for c, _, _ in options[1:] if c != proposer))
         n, layer_field = self._layer_count(model, hf) if model else (None, None)
+        if self.index.frozen and not any(k[0] == proposer for k in self._loop_memo) and self._entry_methods(proposer):
+            notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
+                         "(ask for plans in run_scan's before_freeze)")
         loop, steps = self._steps(setting, proposer, model, n, findings)
         if alternatives:
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
