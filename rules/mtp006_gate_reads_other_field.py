@@ -147,10 +147,8 @@ class GateReadsOtherField(Rule):
     def check(self, analysis: Analysis) -> Iterable[Finding]:
         dispatch = analysis.get(DispatchProvider)
         model_classes = set(analysis.registry.model_classes())
-        # A gate field is about the layer count when some MTP model sizes its layers by it.
-        count_fields = {f for c in model_classes for f in analysis.reachability.layer_count_fields(c)}
-        for gate in dispatch.gates():
-            if gate.field not in count_fields or not dispatch.threads_per_step(gate.proposer):
+        for gate in dispatch.count_gates():  # gates on a field that sizes some model's MTP layers
+            if not dispatch.threads_per_step(gate.proposer):
                 continue
             by_field: dict[str, list[tuple[ClassKey, Family]]] = {}
             for fam in dispatch.families():

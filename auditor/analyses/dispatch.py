@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Sequence
 
+import msgspec
+
 from ..facts import (
     Chain,
     FunctionFact,
@@ -39,6 +41,7 @@ from ..facts import (
     SAssign,
     SExpr,
     SIf,
+    SRaise,
     SReturn,
     Stmt,
     chain_of,
@@ -196,7 +199,7 @@ class DispatchProvider(Provider):
         calls this in its loading phase, after the draft loops were explored). Plans for
         other drafters must be asked before the index is frozen too (``run_scan``'s
         ``before_freeze``): exploring a drafter's loops may parse more files."""
-        for gate in self.gates():
+        for gate in self.count_gates():
             self.threads_per_step(gate.proposer)
         self.families()
 
@@ -310,9 +313,12 @@ class DispatchProvider(Provider):
             for loop in self.loops.loops_in(fn):
                 memo_key = (cls, fkey, loop.id)
                 res = self._loop_memo.get(memo_key)
+                if res is None and self.types.defining_class(fkey) == cls:
+                    # Explored already by the loop provider, with the same ``self``.
+                    res = next((r for r in self.loops.loop_results() if r.func == fkey and r.loop.id == loop.id), None)
                 if res is None:
                     res = self.loops.explore_loop(fkey, fn, loop, ctx=cls)
-                    self._loop_memo[memo_key] = res
+                self._loop_memo[memo_key] = res
                 out.append(res)
         return out
 
@@ -382,6 +388,12 @@ class DispatchProvider(Provider):
                                 out.append(Gate(fkey, s.line, s.text, pkey, fld, default, line, cls))
         self._gates = sorted(set(out), key=lambda g: (g.factory, g.line, g.field, g.proposer))
         return self._gates
+
+    def count_gates(self) -> list[Gate]:
+        """Gates whose field sizes the MTP layers of some draft model (a layer count, not
+        e.g. ``model_type``)."""
+        counts = {f for c in self.registry.model_classes() for f in self.reach.layer_count_fields(c)}
+        return [g for g in self.gates() if g.field in counts]
 
     def _direct_builds(self, path: str, body: tuple[Stmt, ...]) -> list[ClassKey]:
         out = []
@@ -616,13 +628,33 @@ class DispatchProvider(Provider):
                 elif p.name == self.roles["speculative"]:
                     args[p.name] = world["speculative"]
             relevant = self._dispatch_ifs(fkey, fn.body)
-            for path in ev.run(fkey, fn, args):
+            # Only the dispatch chain and local names are run: the factory's other statements
+            # (a runner's __init__ builds much else) cannot change which drafter it builds.
+            pruned = msgspec.structs.replace(fn, body=self._prune(fkey, fn.body, relevant))
+            for path in ev.run(fkey, pruned, args):
                 built = self._drafter_of(path)
                 if built is not None:
                     cls, line = built
                     chain = [d for d in path.decisions if d.line in relevant]
                     out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
         return out, notes
+
+    def _prune(self, fkey: FuncKey, body: tuple[Stmt, ...], relevant: set[int]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in body:
+            if isinstance(s, SIf):
+                if s.line in relevant:
+                    out.append(msgspec.structs.replace(s, body=self._prune(fkey, s.body, relevant),
+                                                       orelse=self._prune(fkey, s.orelse, relevant)))
+            elif isinstance(s, SAssign) and all(isinstance(t, PName) for t in s.targets):
+                out.append(s)
+            elif isinstance(s, (SReturn, SRaise)):
+                out.append(s)
+            elif isinstance(s, SAssign) and isinstance(s.value, PCall):
+                cls = self._resolve_class(fkey[0], s.value.func)
+                if cls is not None and self.is_drafter(cls):
+                    out.append(s)
+        return tuple(out)
 
     def _dispatch_ifs(self, fkey: FuncKey, body: tuple[Stmt, ...]) -> set[int]:
         """Lines of the ``if`` statements that enclose or precede (elif) a drafter build:
