@@ -28,7 +28,7 @@ from .analyses import (
 )
 from .config import Config
 from .index import FuncKey, Index
-from .model import Hop
+from .model import ClassReachability, Hop
 
 P = TypeVar("P", bound=Provider)
 
@@ -79,6 +79,11 @@ class Analysis:
     @property
     def dispatch(self) -> DispatchProvider:  # issue 11
         return self.providers.get(DispatchProvider)
+
+    def reachability_table(self) -> list[ClassReachability]:
+        """The report's reachability table: per MTP class, the draft loops reaching it,
+        refined by dispatch (issue 11)."""
+        return self.dispatch.refine_reachability(self.reachability.reachability())
 
     def limits_hit(self) -> dict[str, int]:
         return self.providers.limits.as_dict()

@@ -52,6 +52,9 @@ class Config:
     )
     head_methods: list[str] = field(default_factory=lambda: ["compute_logits", "get_top_tokens"])
     proposer_entries: list[str] = field(default_factory=lambda: ["propose"])
+    # Speculative methods that load MTP draft models (a scan pairs draft loops with MTP
+    # classes only through drafters the factories build for these methods).
+    mtp_methods: list[str] = field(default_factory=lambda: ["mtp"])
     # --- end issue 11 ---
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
@@ -64,7 +67,7 @@ class Config:
 
 
 _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
-              "config_overrides", "override_field", "head_methods", "proposer_entries"}  # issue 11: the last four
+              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods"}  # issue 11: the last five
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}  # issue 11
 _LIST_DICT_KEYS = {"dispatch_factories"}  # issue 11
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}

@@ -113,7 +113,7 @@ def run_scan(
     say(f"running {len(enabled)} rules")
     findings = _run_rules(analysis, enabled)
     result = ScanResult(root=tree.label, findings=findings)
-    result.reachability = analysis.reachability.reachability()
+    result.reachability = analysis.reachability_table()
     result.problems = list(index.problems.values())
     result.stats = {
         "files": len(index.files),

@@ -134,3 +134,19 @@ def test_layers_all_matrix_on_0_33():
     # The override code sets model_type for Step3.5: V1 builds its own per-step proposer.
     st = rows[("Step3p5MTP", "v1")]
     assert st["proposer"]["class"] == "Step3p5MTPProposer" and [s["forward_layer"] for s in st["steps"]] == [0, 1, 2]
+
+
+def test_0_33_scan_precision_from_dispatch():
+    scan = scan_release("0.33.0")
+    # StandaloneARSpeculator is built only for method "draft_model": not reported against MTP classes.
+    assert not [f for f in by_rule(scan, "MTP002") if f.function == "StandaloneARSpeculator._multi_step_decode"]
+    assert all("standalone_ar" not in lp.loop for r in scan.result.reachability for lp in r.loops)
+    # The V2 default MTP path (the eagle-style speculator the gate falls back to) is in the table.
+    qwen = next(r for r in scan.result.reachability if r.model_class.name == "Qwen3_5MoeMTP")
+    v2 = [lp for lp in qwen.loops if "TargetDependentARSpeculator" in lp.loop and "MTPSpeculator" in lp.loop]
+    assert v2 and not any(lp.steps_reach_layers for lp in v2)
+    assert "use_multi_module_mtp() is False (V2 builds MTPSpeculator)" in v2[0].detail
+    # Findings behind a gate say when they are reached.
+    mtp005 = [f for f in by_rule(scan, "MTP005") if f.function == "MultiModuleMTPSpeculator.get_draft_top_tokens"]
+    assert mtp005 and "reached only when speculative_config.use_gemma4_mtp() is False and " \
+                      "speculative_config.use_multi_module_mtp() is True" in mtp005[0].message

@@ -16,7 +16,7 @@ methods hold a draft loop; an override function is one that writes ``override-fi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Iterable, Sequence
 
@@ -47,7 +47,7 @@ from ..facts import (
     chain_of,
 )
 from ..index import ClassKey, FuncKey, SymbolKind
-from ..model import Finding, Hop
+from ..model import ClassReachability, Finding, Hop, LoopReach
 from .base import Analyses, Provider
 from .loops import LoopProvider, LoopResult, LoopSelection, StepKind
 from .partial_eval import (
@@ -99,10 +99,11 @@ class DecisionRow:
     value: bool | None
     fields: tuple[str, ...]
     depends_on: str = ""
+    taken: bool | None = None
 
     @classmethod
     def of(cls, d: Decision) -> "DecisionRow":
-        return cls(d.path, d.line, d.function, d.condition, d.value, d.fields, d.depends_on)
+        return cls(d.path, d.line, d.function, d.condition, d.value, d.fields, d.depends_on, d.taken)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,29 @@ class Plan:
     decisions: tuple[DecisionRow, ...]
     alternatives: tuple[ClassKey, ...] = ()  # other drafters an unknown branch could build
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Route:
+    """A drafter a runner's factory can build for an MTP method, whatever the draft
+    config and K; ``conditions`` are the guards it depends on (value unknown), with the
+    side the route takes."""
+
+    runner: str
+    drafter: ClassKey
+    site: Hop
+    conditions: tuple[DecisionRow, ...]
+
+    def describe(self) -> str:
+        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How a function of a drafter class is paired with MTP draft models by dispatch."""
+
+    paired: bool  # some MTP route builds a drafter whose class hierarchy holds it
+    condition: str  # "" when reached unconditionally (or not a drafter's code); else when it is reached
 
 
 @dataclass(frozen=True)
@@ -191,6 +215,8 @@ class DispatchProvider(Provider):
         self._drafter: dict[ClassKey, bool] = {}
         self._per_step: dict[ClassKey, bool] = {}
         self._gates: list[Gate] | None = None
+        self._routes: list[Route] | None = None
+        self._pairing: dict[tuple[FuncKey, ClassKey | None], Pairing] = {}
         self._families: list[Family] | None = None
 
     # -- loading (before the index is frozen) --------------------------------------
@@ -202,6 +228,8 @@ class DispatchProvider(Provider):
         for gate in self.count_gates():
             self.threads_per_step(gate.proposer)
         self.families()
+        for rt in self.routes():  # the drafters MTP can run: their loops feed the reachability table
+            self._drafter_loops(rt.drafter)
 
     def _locate_all(self) -> dict[str, list[FuncKey]]:
         if self._located is not None:
@@ -611,33 +639,38 @@ class DispatchProvider(Provider):
         factories = self.factories().get(setting.runner, [])
         if not factories:
             return [], notes + [f"no dispatch factory for runner {setting.runner} found in this tree"]
-        ev = Evaluator(_TreeWorld(self), self.limits.hit)
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
         for fkey in factories:
-            fn = self.index.function(fkey)
-            if fn is None:
-                continue
-            args: dict[str, Value] = {}
-            for p in fn.params:
-                if p.name == "self":
-                    owner = self.types.defining_class(fkey)
-                    args["self"] = Obj("self", cls=owner, roles={self.roles["root"]: world["root"],
-                                                                  self.roles["speculative"]: world["speculative"]})
-                elif p.name == self.roles["root"]:
-                    args[p.name] = world["root"]
-                elif p.name == self.roles["speculative"]:
-                    args[p.name] = world["speculative"]
-            relevant = self._dispatch_ifs(fkey, fn.body)
-            # Only the dispatch chain and local names are run: the factory's other statements
-            # (a runner's __init__ builds much else) cannot change which drafter it builds.
-            pruned = msgspec.structs.replace(fn, body=self._prune(fkey, fn.body, relevant))
-            for path in ev.run(fkey, pruned, args):
-                built = self._drafter_of(path)
-                if built is not None:
-                    cls, line = built
-                    chain = [d for d in path.decisions if d.line in relevant]
-                    out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
+            out += self._run_factory(fkey, world)
         return out, notes
+
+    def _run_factory(self, fkey: FuncKey, world: dict[str, Obj]) -> list[tuple[ClassKey, Hop, list[Decision]]]:
+        fn = self.index.function(fkey)
+        if fn is None:
+            return []
+        ev = Evaluator(_TreeWorld(self), self.limits.hit)
+        args: dict[str, Value] = {}
+        for p in fn.params:
+            if p.name == "self":
+                owner = self.types.defining_class(fkey)
+                args["self"] = Obj("self", cls=owner, roles={self.roles["root"]: world["root"],
+                                                              self.roles["speculative"]: world["speculative"]})
+            elif p.name == self.roles["root"]:
+                args[p.name] = world["root"]
+            elif p.name == self.roles["speculative"]:
+                args[p.name] = world["speculative"]
+        relevant = self._dispatch_ifs(fkey, fn.body)
+        # Only the dispatch chain and local names are run: the factory's other statements
+        # (a runner's __init__ builds much else) cannot change which drafter it builds.
+        pruned = msgspec.structs.replace(fn, body=self._prune(fkey, fn.body, relevant))
+        out: list[tuple[ClassKey, Hop, list[Decision]]] = []
+        for path in ev.run(fkey, pruned, args):
+            built = self._drafter_of(path)
+            if built is not None:
+                cls, line = built
+                chain = [d for d in path.decisions if d.line in relevant]
+                out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
+        return out
 
     def _prune(self, fkey: FuncKey, body: tuple[Stmt, ...], relevant: set[int]) -> tuple[Stmt, ...]:
         out: list[Stmt] = []
@@ -686,6 +719,118 @@ class DispatchProvider(Provider):
         if isinstance(path.returned, Instance) and self.is_drafter(path.returned.cls):
             found = (path.returned.cls, path.returned.line)
         return found
+
+    # -- precision for the scan: which drafters MTP can run ----------------------------
+    def routes(self) -> list[Route]:
+        """Every drafter the factories can build for an MTP method (``mtp-methods``), over
+        any draft config and K (both unknown: their guards fork)."""
+        if self._routes is not None:
+            return self._routes
+        out: list[Route] = []
+        r = self.roles
+        for method in self.config.mtp_methods:
+            hf = Obj(r["hf"])  # open: every field unknown
+            draft = Obj(r["draft"], {r["hf"]: hf})
+            spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=self.spec_config_class())
+            root = Obj(r["root"], roles={r["speculative"]: spec})
+            for runner, factories in self.factories().items():
+                for fkey in factories:
+                    for cls, site, chain in self._run_factory(fkey, {"root": root, "speculative": spec}):
+                        conds = tuple(DecisionRow.of(d) for d in chain if d.value is None and d.fields)
+                        out.append(Route(runner, cls, site, conds))
+        self._routes = list(dict.fromkeys(out))
+        return self._routes
+
+    def pairing(self, fkey: FuncKey) -> Pairing:
+        """Whether function ``fkey`` (a method of a drafter class) runs in a drafter built
+        for MTP, and when: a route runs it when its drafter's class hierarchy resolves the
+        method to this very function (a subclass may override it).
+
+        Trees without dispatch factories (fixtures, vendored subsets) pair everything."""
+        cls = self.types.defining_class(fkey)
+        key = (fkey, cls)
+        found = self._pairing.get(key)
+        if found is not None:
+            return found
+        routes = self.routes()
+        name = fkey[1].rpartition(".")[2]
+
+        def runs(drafter: ClassKey) -> bool:
+            hit = self.index.method(drafter, name)
+            return hit is not None and hit[0] == cls
+
+        if not routes or cls is None:
+            found = Pairing(True, "")
+        else:
+            mine = [rt for rt in routes if runs(rt.drafter)]
+            runners = {rt.runner for rt in routes}
+            everywhere = any(all(runs(rt.drafter) for rt in routes if rt.runner == r) for r in runners)
+            built = {c for keys in self.factories().values() for f in keys for c in self._built_classes(f)}
+            if not mine:
+                # Built by a factory, never for MTP: not paired. Unknown to every factory
+                # (a runner whose dispatch is not configured): paired, as without dispatch.
+                found = Pairing(not any(runs(b) for b in built), "")
+            elif everywhere or any(not rt.conditions for rt in mine):
+                # Every drafter one runner can build for MTP runs this code: no gate decides.
+                found = Pairing(True, "")
+            else:
+                alts = [f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in mine[:2]]
+                more = f", or {len(mine) - 2} more" if len(mine) > 2 else ""
+                found = Pairing(True, " or ".join(alts) + more)
+        self._pairing[key] = found
+        return found
+
+    def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
+        """The reachability table with dispatch: loops of drafters no MTP dispatch builds
+        are left out, loops behind a gate say when they run, and the loops MTP drafters
+        run with ``self`` of a subclass (the V2 default MTP speculator) are added."""
+        if not self.routes():
+            return rows
+        by_label = {f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}": lr for lr in self.loops.loop_results()}
+        known = {(lr.func, lr.loop.id) for lr in self.loops.loop_results()}
+        extra: dict[tuple[FuncKey, int], list[tuple[Route, LoopResult]]] = {}
+        for rt, res in self.dispatched_loops():
+            if (res.func, res.loop.id) not in known:
+                extra.setdefault((res.func, res.loop.id), []).append((rt, res))
+        out: list[ClassReachability] = []
+        for row in rows:
+            cls = (row.model_class.path, row.model_class.name)
+            loops: list[LoopReach] = []
+            for reach in row.loops:
+                lr = by_label.get(reach.loop)
+                pairing = self.pairing(lr.func) if lr is not None else Pairing(True, "")
+                if not pairing.paired:
+                    continue
+                if pairing.condition:
+                    reach = replace(reach, detail=f"{reach.detail}; reached only when {pairing.condition}")
+                loops.append(reach)
+            for (fkey, _lid), group in sorted(extra.items()):
+                drafters = sorted({rt.drafter[1] for rt, _ in group})
+                label = f"{fkey[0]}:{group[0][1].loop.line} {fkey[1]} (as {', '.join(drafters)})"
+                reach = self.reach.loop_reach(group[0][1], cls, label)
+                if reach is None:
+                    continue
+                conds = [rt for rt, _ in group]
+                if all(rt.conditions for rt in conds):
+                    when = " or ".join(f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in conds[:2])
+                    reach = replace(reach, detail=f"{reach.detail}; reached only when {when}")
+                loops.append(reach)
+            out.append(replace(row, loops=loops))
+        return out
+
+    def dispatched_loops(self) -> list[tuple[Route, LoopResult]]:
+        """Draft loops of MTP drafters run with ``self`` of the drafter where the loop's own
+        class is a base (the V2 MTP speculator runs its base class's loop): loops the
+        loop provider, exploring each loop with its defining class, does not pair with
+        draft models. Only drafters the index has already explored are used once frozen."""
+        out: list[tuple[Route, LoopResult]] = []
+        for rt in self.routes():
+            if self.index.frozen and not any(k[0] == rt.drafter for k in self._loop_memo):
+                continue
+            for res in self._drafter_loops(rt.drafter):
+                if self.types.defining_class(res.func) != rt.drafter and res.entries:
+                    out.append((rt, res))
+        return out
 
     def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
         hf, override_decisions, notes = self.draft_config(setting)

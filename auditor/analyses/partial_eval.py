@@ -130,6 +130,7 @@ class Decision:
     value: bool | None
     fields: tuple[str, ...]
     depends_on: str = ""  # for an unknown value: what it depends on
+    taken: bool | None = None  # the side this path took (for an unknown value: the fork's side)
 
 
 @dataclass
@@ -218,15 +219,15 @@ class Evaluator:
             t = truth(value)
             fields = tuple(dict.fromkeys(p.reads))
             dep = value.reason if isinstance(value, Unknown) else ""
-            decision = Decision(key[0], stmt.line, key[1], stmt.text, t, fields, dep)
+            decision = Decision(key[0], stmt.line, key[1], stmt.text, t, fields, dep, t)
             if t is not None:
                 p.decisions.append(decision)
                 return self._block(key, stmt.body if t else stmt.orelse, [p], depth)
             if _has_exit(stmt.body) or _has_exit(stmt.orelse) or _builds(stmt.body) or _builds(stmt.orelse):
                 # Both outcomes are possible: fork.
                 q = _fork(p)
-                p.decisions.append(decision)
-                q.decisions.append(decision)
+                p.decisions.append(Decision(key[0], stmt.line, key[1], stmt.text, None, fields, dep, True))
+                q.decisions.append(Decision(key[0], stmt.line, key[1], stmt.text, None, fields, dep, False))
                 return self._block(key, stmt.body, [p], depth) + self._block(key, stmt.orelse, [q], depth)
             p.decisions.append(decision)
             for target in _targets(stmt.body) + _targets(stmt.orelse):
