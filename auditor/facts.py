@@ -203,7 +203,7 @@ class ModuleFacts(Struct):
 # trees; anything it cannot evaluate is kept as its text only (``POpaque``).
 
 
-class PExprBase(Struct, tag_field="k"):
+class PExprBase(Struct, tag_field="k", frozen=True):
     """Base of the expression tree nodes (tagged so a union decodes unambiguously)."""
 
 
@@ -286,35 +286,35 @@ class POpaque(PExprBase, tag="o"):
 PExpr = Union[PConst, PName, PAttr, PCall, PCompare, PBool, PNot, PSeq, PDict, PSubscript, PIfExp, PBinOp, PNamed, POpaque]
 
 
-class StmtBase(Struct, tag_field="k"):
+class StmtBase(Struct, tag_field="k", frozen=True):
     line: int
 
 
-class SIf(StmtBase, tag="if"):
+class SIf(StmtBase, tag="if", frozen=True):
     test: PExpr
     text: str
     body: tuple["Stmt", ...] = ()
     orelse: tuple["Stmt", ...] = ()
 
 
-class SReturn(StmtBase, tag="ret"):
+class SReturn(StmtBase, tag="ret", frozen=True):
     value: PExpr | None = None
 
 
-class SRaise(StmtBase, tag="raise"):
+class SRaise(StmtBase, tag="raise", frozen=True):
     text: str = ""
 
 
-class SAssign(StmtBase, tag="set"):
+class SAssign(StmtBase, tag="set", frozen=True):
     targets: tuple[PExpr, ...]  # names and attribute chains; anything else is POpaque
     value: PExpr
 
 
-class SExpr(StmtBase, tag="expr"):
+class SExpr(StmtBase, tag="expr", frozen=True):
     value: PExpr
 
 
-class SOpaque(StmtBase, tag="opaque"):
+class SOpaque(StmtBase, tag="opaque", frozen=True):
     """A loop, try or match statement: not run; what it may write becomes unknown."""
 
     writes: tuple[PExpr, ...] = ()
@@ -465,7 +465,7 @@ def _builds_object(stmt: ast.stmt) -> bool:
     if not isinstance(value, ast.Call):
         return False
     ch = chain_of(value.func)
-    return bool(ch) and ch[-1][:1].isupper()
+    return ch is not None and ch[-1][:1].isupper()
 
 
 # --- end of issue 11 block -----------------------------------------------------------

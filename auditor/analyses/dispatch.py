@@ -807,9 +807,10 @@ class DispatchProvider(Provider):
             for (fkey, _lid), group in sorted(extra.items()):
                 drafters = sorted({rt.drafter[1] for rt, _ in group})
                 label = f"{fkey[0]}:{group[0][1].loop.line} {fkey[1]} (as {', '.join(drafters)})"
-                reach = self.reach.loop_reach(group[0][1], cls, label)
-                if reach is None:
+                added = self.reach.loop_reach(group[0][1], cls, label)
+                if added is None:
                     continue
+                reach = added
                 conds = [rt for rt, _ in group]
                 if all(rt.conditions for rt in conds):
                     when = " or ".join(f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in conds[:2])

@@ -113,7 +113,7 @@ class LoopProvider(Provider):
 
     def draft_loops(self) -> list[tuple[FuncKey, FunctionFact, LoopFact]]:
         """Outermost loops whose iterable is a ``range`` over a draft-step count."""
-        out = []
+        out: list[tuple[FuncKey, FunctionFact, LoopFact]] = []
         for fkey, fn in self.functions():
             out.extend((fkey, fn, loop) for loop in self.loops_in(fn))
         return out

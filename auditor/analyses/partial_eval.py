@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from ..facts import (
     FunctionFact,
@@ -116,7 +116,10 @@ class ClassRef:
     cls: tuple[str, str]
 
 
-Value = Union[None, bool, int, float, str, tuple, list, frozenset, dict, Obj, Instance, FuncRef, ClassRef, Unknown]
+Value = Union[
+    None, bool, int, float, str, "tuple[Any, ...]", "list[Any]", "frozenset[Any]", "dict[Any, Any]",
+    Obj, Instance, FuncRef, ClassRef, Unknown,
+]
 
 
 @dataclass(frozen=True)
@@ -244,16 +247,16 @@ class Evaluator:
             p.done = True
             return [p]
         if isinstance(stmt, SAssign):
-            value = self.eval(stmt.value, p, key, depth)
-            for t in stmt.targets:
-                self._assign(t, value, p, key, depth, stmt.line)
+            assigned = self.eval(stmt.value, p, key, depth)
+            for target in stmt.targets:
+                self._assign(target, assigned, p, key, depth, stmt.line)
             return [p]
         if isinstance(stmt, SExpr):
             self.eval(stmt.value, p, key, depth)
             return [p]
         if isinstance(stmt, SOpaque):
-            for t in stmt.writes:
-                self._assign(t, Unknown(f"code at line {stmt.line}"), p, key, depth, stmt.line)
+            for written in stmt.writes:
+                self._assign(written, Unknown(f"code at line {stmt.line}"), p, key, depth, stmt.line)
             if stmt.returns:
                 # It may return or raise: keep a path where it did not, and say so.
                 p.decisions.append(Decision(key[0], stmt.line, key[1], "<loop/try not evaluated>", None, (),
@@ -300,7 +303,7 @@ class Evaluator:
             if e.kind == "set":
                 if any(isinstance(x, (Unknown, Obj, list, dict)) for x in elts):
                     return Unknown(_text(e))
-                return frozenset(elts)  # type: ignore[arg-type]
+                return frozenset(elts)
             return tuple(elts)
         if isinstance(e, PDict):
             out: dict[object, Value] = {}
@@ -329,9 +332,9 @@ class Evaluator:
         if isinstance(e, PBinOp):
             return self._binop(e, p, key, depth)
         if isinstance(e, PNamed):
-            v = self.eval(e.value, p, key, depth)
-            p.env[e.target] = v
-            return v
+            named = self.eval(e.value, p, key, depth)
+            p.env[e.target] = named
+            return named
         if isinstance(e, PCall):
             return self._call(e, p, key, depth)
         return Unknown(_text(e))
@@ -386,7 +389,8 @@ class Evaluator:
             return index
         try:
             if isinstance(value, (list, tuple)) and isinstance(index, int) and not isinstance(index, bool):
-                return value[index]
+                item: Value = value[index]
+                return item
             if isinstance(value, dict) and not isinstance(index, (list, dict, Obj)):
                 return value[index] if index in value else Unknown(f"{_text(e)} (no such key)")
         except IndexError:
@@ -409,7 +413,7 @@ class Evaluator:
                     "-": lambda x, y: x - y, "*": lambda x, y: x * y, "//": lambda x, y: x // y, "%": lambda x, y: x % y,
                 }
                 if e.op in ops:
-                    return ops[e.op](a, b)  # type: ignore[arg-type]
+                    return ops[e.op](a, b)
             if e.op in ("|", "&") and isinstance(a, frozenset) and isinstance(b, frozenset):
                 return a | b if e.op == "|" else a & b
         except ZeroDivisionError:
@@ -462,9 +466,9 @@ class Evaluator:
                 self.eval(a, p, key, depth)
             return Instance(callee.cls, 0)
         if isinstance(callee, FuncRef):
-            fn = self.world.function(callee.key)
-            if fn is not None:
-                return self._invoke(callee.key, fn, e, p, key, depth, callee.self_obj)
+            target_fn = self.world.function(callee.key)
+            if target_fn is not None:
+                return self._invoke(callee.key, target_fn, e, p, key, depth, callee.self_obj)
         return Unknown(text)
 
     def _invoke(self, fkey: tuple[str, str], fn: FunctionFact, e: PCall, p: Path, key: tuple[str, str], depth: int,
@@ -517,12 +521,13 @@ class Evaluator:
             if isinstance(owner, Obj):
                 v = owner.get(attr)
                 if not isinstance(v, Obj):
-                    p.reads.append(f"{owner.label}.{attr}" + (f" (default {describe(default)})" if len(args) == 3 else ""))  # type: ignore[arg-type]
+                    shown = f" (default {describe(default)})" if not isinstance(default, _Absent) else ""
+                    p.reads.append(f"{owner.label}.{attr}{shown}")
                 if isinstance(v, _Absent):
-                    return Unknown(f"{owner.label}.{attr} (not set)") if isinstance(default, _Absent) else default  # type: ignore[return-value]
+                    return Unknown(f"{owner.label}.{attr} (not set)") if isinstance(default, _Absent) else default
                 return v
             if owner is None and not isinstance(default, _Absent):
-                return default  # type: ignore[return-value]
+                return default
             return Unknown(e.text)
         if name == "hasattr" and len(args) == 2:
             owner = self.eval(args[0], p, key, depth)
