@@ -28,6 +28,7 @@ class LayersFormat(str, Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
+    html = "html"
 
 
 class Runner(str, Enum):
@@ -145,8 +146,10 @@ def render_text(plans: list[Plan], tree_label: str) -> str:
             for st in plan.steps:
                 out.append(f"  {st.step:<5} {_layer(st.forward_layer):<8} {_layer(st.head_layer):<5} {st.verdict}")
             whys = list(dict.fromkeys(st.why for st in plan.steps))
-            for why in whys:
-                out.append(f"  why: {why}")
+            if len(whys) == 1:
+                out.append(f"  why: {whys[0]}")
+            else:
+                out += [f"  why (step {st.step}): {st.why}" for st in plan.steps]
         if plan.decisions:
             out.append("  decisions:")
             for d in plan.decisions:
@@ -191,7 +194,86 @@ def render_markdown(plans: list[Plan], tree_label: str) -> str:
     return "\n".join(out)
 
 
+_CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --soft:#f6f8fa; }
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
+       margin: 0 auto; padding: 24px; max-width: 1320px; }
+h1 { font-size: 22px; margin: 0 0 4px; } .muted { color: var(--muted); }
+code { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+table { border-collapse: collapse; margin: 8px 0 16px; }
+th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left; vertical-align: middle; }
+th { background: var(--soft); font-weight: 600; }
+td.cell { text-align: center; min-width: 44px; font-variant-numeric: tabular-nums; }
+td.cell small { color: #444; }
+.threaded { background: #aceebb; } .constant { background: #eaeef2; } .lost { background: #ffcecb; }
+.unknown { background: #fff8c5; } .none { background: #ffffff; color: var(--muted); }
+.legend span { display: inline-block; padding: 1px 8px; margin-right: 6px; border: 1px solid var(--line); }
+"""
+
+
+def _verdict_class(verdict: str) -> str:
+    for name in ("threaded", "constant", "lost", "unknown"):
+        if verdict.startswith(name):
+            return name
+    return "none"
+
+
+def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) -> str:
+    """A self-contained heat map: one row per architecture, per runner one cell per draft
+    step (forward layer, head layer below), coloured by verdict; the why is the cell's title."""
+    import html
+
+    def e(text: object) -> str:
+        return html.escape(str(text), quote=True)
+
+    runners = list(dict.fromkeys(p.setting.runner for p in plans))
+    by_arch: dict[str, dict[str, Plan]] = {}
+    for p in plans:
+        by_arch.setdefault(p.architecture or "?", {})[p.setting.runner] = p
+    count = f", {layers} layers" if layers is not None else ""
+    out = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>mtp-audit layers: {e(tree_label)}</title>", f"<style>{_CSS}</style>", "</head><body>",
+        f"<h1>Which MTP layer runs at each draft step — {e(tree_label)}</h1>",
+        f'<p class="muted">K={k}{e(count)} · each cell: forward layer, head layer below ("-": one shared head) · '
+        "hover a cell for why</p>",
+        '<p class="legend"><span class="threaded">threaded</span><span class="constant">constant — eagle-style</span>'
+        '<span class="lost">lost at a finding</span><span class="unknown">unknown</span></p>',
+        '<table id="layers"><thead><tr><th rowspan="2">architecture</th><th rowspan="2">model class</th>',
+    ]
+    out += [f'<th colspan="{k + 1}">{e(r.upper())}</th>' for r in runners]
+    out.append("</tr><tr>")
+    for _r in runners:
+        out.append("<th>drafter</th>" + "".join(f"<th>step {i}</th>" for i in range(k)))
+    out.append("</tr></thead><tbody>")
+    for arch in sorted(by_arch):
+        row = by_arch[arch]
+        first = next(iter(row.values()))
+        model = first.model_class[1] if first.model_class else "?"
+        cells = [f"<td><code>{e(arch)}</code></td><td><code>{e(model)}</code></td>"]
+        for r in runners:
+            plan = row.get(r)
+            if plan is None:
+                cells.append(f'<td class="none" colspan="{k + 1}">—</td>')
+                continue
+            cells.append(f"<td><code>{e(plan.proposer[1] if plan.proposer else 'none')}</code></td>")
+            for i in range(k):
+                st = plan.steps[i] if i < len(plan.steps) else None
+                if st is None:
+                    cells.append('<td class="cell none">—</td>')
+                    continue
+                cells.append(
+                    f'<td class="cell {_verdict_class(st.verdict)}" title="{e(st.verdict + ": " + st.why)}">'
+                    f"{_layer(st.forward_layer)}<br><small>{_layer(st.head_layer)}</small></td>"
+                )
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table></body></html>")
+    return "\n".join(out) + "\n"
+
+
 def render(plans: list[Plan], fmt: LayersFormat, tree_label: str) -> str:
+    if fmt is LayersFormat.html:
+        return render_html(plans, tree_label, plans[0].setting.k if plans else 0, None)
     if fmt is LayersFormat.json:
         docs = [plan_json(p, tree_label) for p in plans]
         doc: dict[str, Any] = docs[0] if len(docs) == 1 else {"version": LAYERS_FORMAT_VERSION, "plans": docs}
@@ -210,6 +292,8 @@ def _short(plan: Plan) -> tuple[str, str, str, str]:
 
 def render_matrix(plans: list[Plan], fmt: LayersFormat, tree_label: str, k: int, layers: int) -> str:
     """Every registered MTP architecture x runner, one row each."""
+    if fmt is LayersFormat.html:
+        return render_html(plans, tree_label, k, layers)
     if fmt is LayersFormat.json:
         doc = {"version": LAYERS_FORMAT_VERSION, "root": tree_label, "k": k, "layers": layers,
                "plans": [plan_json(p, tree_label) for p in plans]}

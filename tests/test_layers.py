@@ -245,3 +245,34 @@ def test_arch_starts_from_what_the_override_writes_for_its_family(tree):
     # The qwen branch guards on model_type == "qwen" and sets model_type = "qwen_mtp".
     assert d.family_fields("QwenMTP") == {"model_type": "qwen_mtp"}
     assert d.family_fields("DeepMTPModel") == {"model_type": "deep"}
+
+
+def test_all_html_heat_map_is_self_contained_and_coloured_by_verdict(tree, cache_env, tmp_path):
+    from html.parser import HTMLParser
+
+    out = tmp_path / "layers.html"
+    r = run_cli("layers", str(tree), "--all", "--format", "html", "-o", str(out), env=cache_env)
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cells: list[tuple[str, str]] = []  # (class, title)
+            self.external: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "td" and "cell" in (a.get("class") or ""):
+                self.cells.append((a["class"], a.get("title", "")))
+            if tag in ("script", "link", "img") and (a.get("src") or a.get("href")):
+                self.external.append(tag)
+
+    p = Cells()
+    p.feed(page)
+    assert not p.external, "the page must not load anything"
+    # 2 architectures x 2 runners x K=3 steps; this tree has no V1 factory (no steps there).
+    classes = [c for c, _ in p.cells]
+    assert classes.count("cell threaded") == 3 and classes.count("cell constant") == 3
+    assert all(title for c, title in p.cells if c != "cell none")
+    assert "<code>MultiModuleSpeculator</code>" in page and "<code>EagleStyleSpeculator</code>" in page
