@@ -150,3 +150,21 @@ def test_0_33_scan_precision_from_dispatch():
     mtp005 = [f for f in by_rule(scan, "MTP005") if f.function == "MultiModuleMTPSpeculator.get_draft_top_tokens"]
     assert mtp005 and "reached only when speculative_config.use_gemma4_mtp() is False and " \
                       "speculative_config.use_multi_module_mtp() is True" in mtp005[0].message
+
+
+def test_the_public_question_from_a_qwen35_moe_target_config(tmp_path):
+    """A Qwen3.5-MoE checkpoint's config.json (MTP layer count nested in text_config), K=3,
+    vLLM 0.33.0: vLLM's override picks Qwen3_5MoeMTP, the V2 gate stays closed."""
+    target = tmp_path / "config.json"
+    target.write_text(json.dumps({"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+                                  "text_config": {"model_type": "qwen3_5_moe_text", "mtp_num_hidden_layers": 3}}))
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", "--release", "0.33.0", "--hf-config", str(target),
+                        "--k", "3", "--runner", "v2", "--format", "json"], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=600)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["architecture"] == "Qwen3_5MoeMTP" and doc["proposer"]["class"] == "MTPSpeculator"
+    assert doc["num_mtp_layers"] == 3 and doc["layer_count_field"] == "hf_config.text_config.mtp_num_hidden_layers"
+    assert [s["forward_layer"] for s in doc["steps"]] == [0, 0, 0]
+    gate = next(d for d in doc["decisions"] if "use_multi_module_mtp" in d["condition"])
+    assert gate["value"] is False and "hf_config.num_nextn_predict_layers (default 1)" in gate["fields"]

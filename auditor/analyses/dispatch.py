@@ -863,10 +863,14 @@ class DispatchProvider(Provider):
                     tuple(notes))
 
     def _layer_count(self, model: ClassKey, hf: Obj) -> tuple[int | None, str | None]:
+        # The field on the draft config, else on a config nested in it (a multimodal
+        # checkpoint keeps the text model's fields one level down).
+        nested = [v for _, v in sorted(hf.fields.items()) if isinstance(v, Obj)]
         for f in self.reach.layer_count_fields(model):
-            v = hf.fields.get(f)
-            if isinstance(v, int) and not isinstance(v, bool):
-                return v, f
+            for holder in [hf, *nested]:
+                v = holder.fields.get(f)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    return v, f if holder is hf else f"{holder.label}.{f}"
         fields = self.reach.layer_count_fields(model)
         return None, (fields[0] if fields else None)
 
