@@ -17,6 +17,7 @@ from .analyses import (
     Analyses,
     CallProvider,
     CaptureProvider,
+    DispatchProvider,
     FlowProvider,
     GraphProvider,
     LoopProvider,
@@ -28,7 +29,7 @@ from .analyses import (
 )
 from .config import Config
 from .index import FuncKey, Index
-from .model import Hop
+from .model import ClassReachability, Hop
 
 P = TypeVar("P", bound=Provider)
 
@@ -80,6 +81,15 @@ class Analysis:
     def capture(self) -> CaptureProvider:
         return self.providers.get(CaptureProvider)
 
+    @property
+    def dispatch(self) -> DispatchProvider:
+        return self.providers.get(DispatchProvider)
+
+    def reachability_table(self) -> list[ClassReachability]:
+        """The report's reachability table: per MTP class, the draft loops reaching it,
+        refined by dispatch (issue 11)."""
+        return self.dispatch.refine_reachability(self.reachability.reachability())
+
     def limits_hit(self) -> dict[str, int]:
         return self.providers.limits.as_dict()
 
@@ -91,6 +101,7 @@ class Analysis:
         # nothing above reached (the model runner); load them now, after the functions
         # other rules examine are fixed, so those rules see the same set as before.
         self.capture.prepare()
+        self.dispatch.prepare()
 
     @staticmethod
     def hop(key: FuncKey, line: int, note: str) -> Hop:

@@ -553,6 +553,9 @@ def _mount() -> None:
     command("history")(history_command)
     command("diff")(diff_command)
     command("bisect")(bisect_command)
+    from .layers_cli import layers_command
+
+    command("layers")(layers_command)
     try:
         from runtime_check.cli import app as runtime_app
     except ModuleNotFoundError as exc:

@@ -38,6 +38,35 @@ class Config:
     # and the one holding a condition under which the class is compiled at all.
     compile_dynamic_args: list[str] = field(default_factory=lambda: ["dynamic_arg_dims", "mark_unbacked_dims"])
     compile_condition_args: list[str] = field(default_factory=lambda: ["enable_if"])
+    # --- issue 11 (dispatch): vLLM's names, found in the code under these names ---
+    # Functions that pick the drafter per runner (if/elif chains that build a proposer).
+    dispatch_factories: dict[str, list[str]] = field(
+        default_factory=lambda: {"v1": ["GPUModelRunner.__init__"], "v2": ["init_speculator"]}
+    )
+    # Functions that rewrite the target's hf config into the draft's (they write `override-field`).
+    config_overrides: list[str] = field(default_factory=lambda: ["hf_config_override"])
+    override_field: list[str] = field(default_factory=lambda: ["architectures"])
+    # Attribute/parameter names of the configuration objects the dispatch code reads.
+    dispatch_roles: dict[str, str] = field(
+        default_factory=lambda: {
+            "root": "vllm_config",
+            "speculative": "speculative_config",
+            "method": "method",
+            "k": "num_speculative_tokens",
+            "draft": "draft_model_config",
+            "hf": "hf_config",
+        }
+    )
+    # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
+    platform_dirs: dict[str, str] = field(
+        default_factory=lambda: {"cuda": "nvidia", "rocm": "amd", "xpu": "xpu", "cpu": "cpu"}
+    )
+    head_methods: list[str] = field(default_factory=lambda: ["compute_logits", "get_top_tokens"])
+    proposer_entries: list[str] = field(default_factory=lambda: ["propose"])
+    # Speculative methods that load MTP draft models (a scan pairs draft loops with MTP
+    # classes only through drafters the factories build for these methods).
+    mtp_methods: list[str] = field(default_factory=lambda: ["mtp"])
+    # --- end issue 11 ---
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     severity: dict[str, str] = field(default_factory=dict)
@@ -50,7 +79,10 @@ class Config:
 
 _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
-              "compile_condition_args"}
+              "compile_condition_args",
+              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods"}
+_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}
+_LIST_DICT_KEYS = {"dispatch_factories"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}
 
@@ -83,6 +115,11 @@ def apply_settings(cfg: Config, section: dict[str, Any], origin: str) -> Config:
             if name == "threaded_params" and not value:
                 raise ConfigError(f"{origin}: tool.mtp-audit.{key} must name at least one parameter")
             setattr(cfg, name, list(value))
+        elif name in _STR_DICT_KEYS or name in _LIST_DICT_KEYS:
+            _check_dict(name, key, value, origin, lists=name in _LIST_DICT_KEYS)
+            merged = dict(getattr(cfg, name))
+            merged.update(value)
+            setattr(cfg, name, merged)
         elif name == "severity":
             if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) and v in _SEVERITIES for k, v in value.items()
@@ -92,3 +129,19 @@ def apply_settings(cfg: Config, section: dict[str, Any], origin: str) -> Config:
                 )
             cfg.severity = dict(value)
     return cfg
+
+
+def _check_dict(name: str, key: str, value: Any, origin: str, lists: bool) -> None:
+    """issue 11: tables of strings (or of lists of strings)."""
+    def ok(v: Any) -> bool:
+        if lists:
+            return isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+        return isinstance(v, str) and bool(v)
+
+    if not isinstance(value, dict) or not all(isinstance(k, str) and ok(v) for k, v in value.items()):
+        what = "lists of non-empty strings" if lists else "non-empty strings"
+        raise ConfigError(f"{origin}: tool.mtp-audit.{key} must map names to {what}")
+    if name == "dispatch_roles":
+        unknown = set(value) - {"root", "speculative", "method", "k", "draft", "hf"}
+        if unknown:
+            raise ConfigError(f"{origin}: tool.mtp-audit.{key} has unknown role(s) {', '.join(sorted(unknown))}")

@@ -85,16 +85,19 @@ def run_scan(
     results: ResultCache | None = None,
     progress: Progress | None = None,
     tree_id: str | None = None,
+    before_freeze: Callable[[Analysis], None] | None = None,
 ) -> Scan:
     """Scan ``tree`` with ``rules`` (those the configuration disables are skipped). With
     ``results``, an unchanged tree (same paths and bytes, same tool, rules and
     configuration) returns the previous result without analysing anything. ``tree_id``
-    names an immutable tree (a git tree id) so that its digest need not be computed."""
+    names an immutable tree (a git tree id) so that its digest need not be computed.
+    ``before_freeze`` is called with the analysis in the loading phase (it disables the
+    result cache: the caller wants the analysis)."""
     started = time.perf_counter()
     enabled = [r for r in rules if config.rule_enabled(r.code)]
     say = progress or (lambda _msg: None)
     key = None
-    if results is not None and results.root is not None:
+    if results is not None and results.root is not None and before_freeze is None:
         ident = tree_id if tree_id is not None else "dir:" + tree_digest(tree)
         key = result_key(ident, config, rule_files(rules), [r.code for r in enabled])
         cached = results.get(key)
@@ -110,12 +113,14 @@ def run_scan(
     say(f"analysing ({len(index.seeds)} seed files)")
     analysis = Analysis(index, config)
     analysis.prepare()
+    if before_freeze is not None:  # a command's own questions that may load files (issue 11: layers)
+        before_freeze(analysis)
     index.freeze()
     # Phase 3: rules.
     say(f"running {len(enabled)} rules")
     findings = _run_rules(analysis, enabled, known_codes={r.code for r in rules})
     result = ScanResult(root=tree.label, findings=findings)
-    result.reachability = analysis.reachability.reachability()
+    result.reachability = analysis.reachability_table()
     result.problems = list(index.problems.values())
     result.stats = {
         "files": len(index.files),

@@ -24,7 +24,7 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 9  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 10  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 _TEXT_LIMIT = 100
@@ -188,6 +188,7 @@ class FunctionFact(Struct, frozen=True):
     # -- issue 12 (capture/compile) --
     withs: tuple[WithFact, ...] = ()
     branches: tuple[BranchFact, ...] = ()
+    body: tuple["Stmt", ...] = ()  # statement tree, only for branching functions and predicates
 
     @property
     def param_names(self) -> list[str]:
@@ -244,6 +245,281 @@ class ModuleFacts(Struct, frozen=True):
     functions: dict[str, FunctionFact] = {}
     tables: dict[str, dict[str, TableEntry]] = {}
     module_assigns: dict[str, tuple[ExprFact, ...]] = {}
+
+
+# --- issue 11 (dispatch): statement trees of branching functions -------------------
+# The partial evaluator (auditor/analyses/partial_eval.py) runs factories, predicates
+# and config-override code over a concrete configuration. It needs the branch guards,
+# returns and config writes of a function in order, with their expressions as small
+# trees; anything it cannot evaluate is kept as its text only (``POpaque``).
+
+
+class PExprBase(Struct, tag_field="k", frozen=True):
+    """Base of the expression tree nodes (tagged so a union decodes unambiguously)."""
+
+
+class PConst(PExprBase, frozen=True, tag="c"):
+    value: Literal = None
+
+
+class PName(PExprBase, frozen=True, tag="n"):
+    id: str
+
+
+class PAttr(PExprBase, frozen=True, tag="a"):
+    value: "PExpr"
+    attr: str
+
+
+class PKeyword(Struct, frozen=True):
+    name: str | None  # None for **x
+    value: "PExpr"
+
+
+class PCall(PExprBase, frozen=True, tag="call"):
+    func: "PExpr"
+    args: tuple["PExpr", ...] = ()
+    keywords: tuple[PKeyword, ...] = ()
+    text: str = ""
+
+
+class PCompare(PExprBase, frozen=True, tag="cmp"):
+    left: "PExpr"
+    ops: tuple[str, ...]
+    comparators: tuple["PExpr", ...]
+
+
+class PBool(PExprBase, frozen=True, tag="b"):
+    op: str  # "and" | "or"
+    values: tuple["PExpr", ...]
+
+
+class PNot(PExprBase, frozen=True, tag="not"):
+    operand: "PExpr"
+
+
+class PSeq(PExprBase, frozen=True, tag="seq"):
+    kind: str  # "tuple" | "list" | "set"
+    elts: tuple["PExpr", ...] = ()
+
+
+class PDict(PExprBase, frozen=True, tag="d"):
+    keys: tuple["PExpr | None", ...] = ()  # None for **x
+    values: tuple["PExpr", ...] = ()
+
+
+class PSubscript(PExprBase, frozen=True, tag="sub"):
+    value: "PExpr"
+    index: "PExpr"
+
+
+class PIfExp(PExprBase, frozen=True, tag="if"):
+    test: "PExpr"
+    body: "PExpr"
+    orelse: "PExpr"
+
+
+class PBinOp(PExprBase, frozen=True, tag="bin"):
+    op: str
+    left: "PExpr"
+    right: "PExpr"
+
+
+class PNamed(PExprBase, frozen=True, tag="walrus"):
+    target: str
+    value: "PExpr"
+
+
+class POpaque(PExprBase, frozen=True, tag="o"):
+    text: str
+
+
+PExpr = Union[PConst, PName, PAttr, PCall, PCompare, PBool, PNot, PSeq, PDict, PSubscript, PIfExp, PBinOp, PNamed, POpaque]
+
+
+class StmtBase(Struct, tag_field="k", frozen=True):
+    line: int
+
+
+class SIf(StmtBase, tag="if", frozen=True):
+    test: PExpr
+    text: str
+    body: tuple["Stmt", ...] = ()
+    orelse: tuple["Stmt", ...] = ()
+
+
+class SReturn(StmtBase, tag="ret", frozen=True):
+    value: PExpr | None = None
+
+
+class SRaise(StmtBase, tag="raise", frozen=True):
+    text: str = ""
+
+
+class SAssign(StmtBase, tag="set", frozen=True):
+    targets: tuple[PExpr, ...]  # names and attribute chains; anything else is POpaque
+    value: PExpr
+
+
+class SExpr(StmtBase, tag="expr", frozen=True):
+    value: PExpr
+
+
+class SOpaque(StmtBase, tag="opaque", frozen=True):
+    """A loop, try or match statement: not run; what it may write becomes unknown."""
+
+    writes: tuple[PExpr, ...] = ()
+    returns: bool = False  # it holds a return or raise
+
+
+Stmt = Union[SIf, SReturn, SRaise, SAssign, SExpr, SOpaque]
+
+_CMP_OPS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
+}
+_BIN_OPS: dict[type[ast.operator], str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.BitOr: "|", ast.BitAnd: "&",
+}
+_MAX_PEXPR_DEPTH = 12
+
+
+def pexpr(node: ast.AST, src: "_Source", depth: int = 0) -> PExpr:
+    """The expression as a tree the partial evaluator understands (the rest is opaque)."""
+    if depth > _MAX_PEXPR_DEPTH:
+        return POpaque(src.segment(node))
+    d = depth + 1
+    if isinstance(node, ast.Constant):
+        if node.value is None or isinstance(node.value, (int, str, bool, float)):
+            return PConst(node.value)
+    elif isinstance(node, ast.Name):
+        return PName(node.id)
+    elif isinstance(node, ast.Attribute):
+        return PAttr(pexpr(node.value, src, d), node.attr)
+    elif isinstance(node, ast.Call):
+        if not any(isinstance(a, ast.Starred) for a in node.args):
+            return PCall(
+                pexpr(node.func, src, d),
+                tuple(pexpr(a, src, d) for a in node.args),
+                tuple(PKeyword(k.arg, pexpr(k.value, src, d)) for k in node.keywords),
+                src.segment(node),
+            )
+    elif isinstance(node, ast.Compare):
+        ops = [_CMP_OPS.get(type(o)) for o in node.ops]
+        if all(ops):
+            return PCompare(pexpr(node.left, src, d), tuple(o for o in ops if o), tuple(pexpr(c, src, d) for c in node.comparators))
+    elif isinstance(node, ast.BoolOp):
+        return PBool("and" if isinstance(node.op, ast.And) else "or", tuple(pexpr(v, src, d) for v in node.values))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return PNot(pexpr(node.operand, src, d))
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        if isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+            return PConst(-node.operand.value)
+    elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        if not any(isinstance(e, ast.Starred) for e in node.elts):
+            kind = {ast.Tuple: "tuple", ast.List: "list", ast.Set: "set"}[type(node)]
+            return PSeq(kind, tuple(pexpr(e, src, d) for e in node.elts))
+    elif isinstance(node, ast.Dict):
+        return PDict(tuple(None if k is None else pexpr(k, src, d) for k in node.keys), tuple(pexpr(v, src, d) for v in node.values))
+    elif isinstance(node, ast.Subscript):
+        return PSubscript(pexpr(node.value, src, d), pexpr(node.slice, src, d))
+    elif isinstance(node, ast.IfExp):
+        return PIfExp(pexpr(node.test, src, d), pexpr(node.body, src, d), pexpr(node.orelse, src, d))
+    elif isinstance(node, ast.BinOp) and type(node.op) in _BIN_OPS:
+        return PBinOp(_BIN_OPS[type(node.op)], pexpr(node.left, src, d), pexpr(node.right, src, d))
+    elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+        return PNamed(node.target.id, pexpr(node.value, src, d))
+    return POpaque(src.segment(node))
+
+
+def _writes(stmts: list[ast.stmt], src: "_Source") -> tuple[tuple[PExpr, ...], bool]:
+    """Targets a statement list may assign, and whether it can return or raise."""
+    out: list[PExpr] = []
+    returns = False
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.Return, ast.Raise)):
+                returns = True
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                out.extend(pexpr(t, src) for t in targets if isinstance(t, (ast.Name, ast.Attribute)))
+            elif isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name):
+                out.append(PName(node.target.id))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+                out.append(pexpr(node.func.value, src))  # obj.update(...) may write any field of obj
+    return tuple(out), returns
+
+
+def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
+    out: list[Stmt] = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            out.append(SIf(stmt.lineno, pexpr(stmt.test, src), src.segment(stmt.test), stmt_tree(stmt.body, src), stmt_tree(stmt.orelse, src)))
+        elif isinstance(stmt, ast.Return):
+            out.append(SReturn(stmt.lineno, None if stmt.value is None else pexpr(stmt.value, src)))
+        elif isinstance(stmt, ast.Raise):
+            out.append(SRaise(stmt.lineno, src.segment(stmt.exc) if stmt.exc is not None else ""))
+        elif isinstance(stmt, ast.Assign):
+            out.append(SAssign(stmt.lineno, tuple(pexpr(t, src) for t in stmt.targets), pexpr(stmt.value, src)))
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            out.append(SAssign(stmt.lineno, (pexpr(stmt.target, src),), pexpr(stmt.value, src)))
+        elif isinstance(stmt, ast.AugAssign):
+            out.append(SAssign(stmt.lineno, (pexpr(stmt.target, src),), POpaque(src.segment(stmt))))
+        elif isinstance(stmt, ast.Expr):
+            if not (isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)):  # docstrings
+                out.append(SExpr(stmt.lineno, pexpr(stmt.value, src)))
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            out.extend(stmt_tree(stmt.body, src))  # the body runs (the context manager is not modelled)
+        elif isinstance(stmt, (ast.Pass, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Assert)):
+            continue
+        else:
+            writes, returns = _writes([stmt], src)
+            out.append(SOpaque(stmt.lineno, writes, returns))
+    return tuple(out)
+
+
+def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Only the functions the dispatch analysis evaluates keep their statement tree
+    (kept small: the tree of every branching function would triple the facts):
+
+    * predicates — at most 8 statements, ending in a ``return`` of a comparison,
+      boolean operation or call (``return min(n, k) > 1``);
+    * factories — an ``if`` chain where two or more branches build an object
+      (``return Cls(...)`` / ``self.x = Cls(...)``, a capitalised name);
+    * config-override code — a branch that calls ``<x>.update({...})`` with a literal dict.
+    """
+    body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if body and len(body) <= 8 and isinstance(body[-1], ast.Return) and isinstance(
+        body[-1].value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)
+    ):
+        return True
+    builds = 0
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.If):
+            for stmt in sub.body:
+                if _builds_object(stmt):
+                    builds += 1
+                    break
+                if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                        and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr == "update"
+                        and stmt.value.args and isinstance(stmt.value.args[0], ast.Dict)):
+                    return True
+            if builds >= 2:
+                return True
+    return False
+
+
+def _builds_object(stmt: ast.stmt) -> bool:
+    value = stmt.value if isinstance(stmt, (ast.Return, ast.Assign)) else None
+    if isinstance(stmt, ast.Assign) and not any(isinstance(t, ast.Attribute) for t in stmt.targets):
+        return False
+    if not isinstance(value, ast.Call):
+        return False
+    ch = chain_of(value.func)
+    return ch is not None and ch[-1][:1].isupper()
+
+
+# --- end of issue 11 block -----------------------------------------------------------
 
 
 # ---------------------------------------------------------------------------
@@ -674,6 +950,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         asserts=tuple(ex.asserts),
         withs=tuple(ex.withs),
         branches=tuple(ex.branches),
+        body=stmt_tree(node.body, src) if _keeps_body(node) else (),
     )
 
 

@@ -49,6 +49,12 @@ class LoopPassesConstantStep(Rule):
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
         for result in analysis.loops.loop_results():
+            # Dispatch (issue 11): a loop of a drafter no MTP dispatch builds is not reported
+            # against MTP classes; one behind a gate says when it runs.
+            pairing = analysis.dispatch.pairing(result.func)
+            if not pairing.paired:
+                continue
+            when = f"; reached only when {pairing.condition}" if pairing.condition else ""
             for param in analysis.params:
                 groups = analysis.loops.entry_groups(result, param)
                 if not groups or any(g.kind is StepKind.VARYING for g in groups):
@@ -72,7 +78,7 @@ class LoopPassesConstantStep(Rule):
                     message=(
                         f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
                         f"{param} ({'/'.join(sorted({g.kind.value for g in groups}))}): every draft step selects layer 0, "
-                        f"so layers 1..N-1 are never used (EAGLE-style reuse, intentional per vLLM maintainers)"
+                        f"so layers 1..N-1 are never used (EAGLE-style reuse, intentional per vLLM maintainers)" + when
                     ),
                     trace=trace,
                     affected_classes=[ClassRef(*c) for c in classes],

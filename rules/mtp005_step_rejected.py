@@ -65,6 +65,9 @@ class StepRejected(Rule):
                         continue
                     callees = sorted(rejecting)
                     rejected_by = sorted({c for cs in rejecting.values() for c in cs})
+                    # Dispatch: code of a drafter behind a gate says when it runs.
+                    pairing = analysis.dispatch.pairing(fkey)
+                    when = f"; reached only when {pairing.condition}" if pairing.condition else ""
                     yield Finding(
                         rule=self.code,
                         severity=self.severity,
@@ -77,6 +80,7 @@ class StepRejected(Rule):
                             f"passes {param} to {', '.join(callees)}, which take(s) no {param} and no **kwargs: "
                             f"TypeError at run time"
                             + (f" for {len(rejected_by)} draft model class(es)" if rejected_by else "")
+                            + when
                         ),
                         trace=[analysis.hop(fkey, call.line, f"passes {param} to {c}") for c in callees],
                         affected_classes=[ClassRef(*c) for c in rejected_by],

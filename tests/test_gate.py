@@ -15,6 +15,8 @@ from pathlib import Path
 import git
 import pytest
 
+from rules import all_rules
+
 from rules._examples import draft_tree, wrapper
 
 ACTOR = git.Actor("Test", "test@example.invalid")
@@ -22,7 +24,7 @@ LOOP = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx
 DROPS = wrapper("return self.model(input_ids, positions, hidden_states)")
 FIXED = wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")
 MODEL = "vllm/models/m_mtp.py"
-KNOWN = ["MTP001", "MTP002", "MTP003", "MTP004", "MTP005", "MTP900"]
+KNOWN = [r.code for r in all_rules()]
 
 
 def tree(model: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ CASES = [
 
 def test_every_rule_has_examples_and_docs():
     codes = [r.code for r in all_rules()]
-    assert codes == ["MTP001", "MTP002", "MTP003", "MTP004", "MTP005", "MTP007", "MTP900"]
+    assert codes == ["MTP001", "MTP002", "MTP003", "MTP004", "MTP005", "MTP006", "MTP007", "MTP900"]
     for r in all_rules():
         assert r.VALID and r.INVALID, r.code
         assert all(isinstance(e, Valid) for e in r.VALID), r.code

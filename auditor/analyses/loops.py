@@ -113,13 +113,15 @@ class LoopProvider(Provider):
 
     def draft_loops(self) -> list[tuple[FuncKey, FunctionFact, LoopFact]]:
         """Outermost loops whose iterable is a ``range`` over a draft-step count."""
-        out = []
+        out: list[tuple[FuncKey, FunctionFact, LoopFact]] = []
         for fkey, fn in self.functions():
-            matching = {lp.id for lp in fn.loops if "range" in lp.iter.text and self._count_re.search(lp.iter.text)}
-            for loop in fn.loops:
-                if loop.id in matching and not matching.intersection(loop.parents):
-                    out.append((fkey, fn, loop))
+            out.extend((fkey, fn, loop) for loop in self.loops_in(fn))
         return out
+
+    def loops_in(self, fn: FunctionFact) -> list[LoopFact]:
+        """The outermost draft loops of one function."""
+        matching = {lp.id for lp in fn.loops if "range" in lp.iter.text and self._count_re.search(lp.iter.text)}
+        return [loop for loop in fn.loops if loop.id in matching and not matching.intersection(loop.parents)]
 
     def loop_results(self) -> list[LoopResult]:
         """Every draft loop that reaches a draft model (computed once)."""
@@ -128,11 +130,13 @@ class LoopProvider(Provider):
             self._results = [r for r in results if r.entries]
         return self._results
 
-    def explore_loop(self, fkey: FuncKey, fn: FunctionFact, loop: LoopFact) -> LoopResult:
+    def explore_loop(self, fkey: FuncKey, fn: FunctionFact, loop: LoopFact, ctx: ClassKey | None = None) -> LoopResult:
+        """``ctx``: the receiver's class when the loop runs in an instance of a subclass
+        (a dispatch built that subclass); default: the class defining the loop."""
         loop_hop = self.hop(fkey, loop.line, f"draft loop: for … in {loop.iter.text}")
         result = LoopResult(fkey, loop, loop_hop)
         varying = taint(fn, set(loop.targets))
-        frame = _Frame(fkey, fn, self.types.defining_class(fkey), varying, {}, {}, None, "", {})
+        frame = _Frame(fkey, fn, ctx or self.types.defining_class(fkey), varying, {}, {}, None, "", {})
         seen: set[object] = set()
         for ci, call in enumerate(fn.calls):
             if loop.id in call.loops:

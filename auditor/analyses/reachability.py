@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..index import ClassKey
 from ..model import ClassRef, ClassReachability, LoopReach
 from .base import Analyses, Provider
-from .loops import LoopProvider, StepKind
+from .loops import LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider
 from .types import TypeProvider
 
@@ -14,6 +14,7 @@ from .types import TypeProvider
 # reads several fields, these are the ones that count).
 _COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
 _ENTRY_METHODS = ("forward", "__call__")
+COUNT_HINTS = _COUNT_HINT  # issue 11: MTP006 asks whether a field names an MTP layer count
 
 
 class ReachabilityProvider(Provider):
@@ -35,32 +36,36 @@ class ReachabilityProvider(Provider):
                 fields.update(hinted or found)
         return sorted(fields)
 
+    def loop_reach(self, lr: LoopResult, cls: ClassKey, label: str | None = None) -> LoopReach | None:
+        """How one draft loop reaches one model class (None: it does not)."""
+        entries = [e for e in lr.entries if e.model_class == cls]
+        if not entries:
+            return None
+        sels = [s for s in lr.selections if s.model_class == cls]
+        fwd = [s for s in sels if s.method in _ENTRY_METHODS] or sels
+        varying = [s for s in fwd if s.kind is StepKind.VARYING]
+        loop_label = label or f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}"
+        if varying:
+            via = ", ".join(sorted({s.method for s in sels if s.kind is StepKind.VARYING}))
+            detail = f"step i selects {varying[0].container}[i] (via {via})"
+            others = sorted({s.method for s in sels if s.kind is not StepKind.VARYING})
+            if others:
+                detail += f"; {', '.join(others)} still use(s) step 0"
+            return LoopReach(loop_label, True, detail, list(varying[0].hops))
+        if fwd:
+            kinds = "/".join(sorted({s.kind.value for s in fwd}))
+            detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
+            return LoopReach(loop_label, False, detail, list(fwd[0].hops))
+        return LoopReach(loop_label, False, "reached, but no layer selection found on the path", list(entries[0].hops))
+
     def reachability(self) -> list[ClassReachability]:
         loops = self.loops.loop_results()
         out = []
         for cls in self.registry.model_classes():
             rep = ClassReachability(ClassRef(*cls), self.registry.architectures(cls), self.layer_count_fields(cls))
             for lr in loops:
-                entries = [e for e in lr.entries if e.model_class == cls]
-                if not entries:
-                    continue
-                sels = [s for s in lr.selections if s.model_class == cls]
-                fwd = [s for s in sels if s.method in _ENTRY_METHODS] or sels
-                varying = [s for s in fwd if s.kind is StepKind.VARYING]
-                loop_label = f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}"
-                if varying:
-                    via = ", ".join(sorted({s.method for s in sels if s.kind is StepKind.VARYING}))
-                    detail = f"step i selects {varying[0].container}[i] (via {via})"
-                    others = sorted({s.method for s in sels if s.kind is not StepKind.VARYING})
-                    if others:
-                        detail += f"; {', '.join(others)} still use(s) step 0"
-                    rep.loops.append(LoopReach(loop_label, True, detail, list(varying[0].hops)))
-                elif fwd:
-                    kinds = "/".join(sorted({s.kind.value for s in fwd}))
-                    detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
-                    rep.loops.append(LoopReach(loop_label, False, detail, list(fwd[0].hops)))
-                else:
-                    rep.loops.append(LoopReach(loop_label, False, "reached, but no layer selection found on the path",
-                                               list(entries[0].hops)))
+                reach = self.loop_reach(lr, cls)
+                if reach is not None:
+                    rep.loops.append(reach)
             out.append(rep)
         return out

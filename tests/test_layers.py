@@ -1,0 +1,278 @@
+"""`mtp-audit layers` on small trees written here (the dispatch shapes of vLLM, our code):
+the per-step plan, its JSON contract, the decision chain, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scan_helpers import scan_tree, write_tree
+
+from auditor.analyses.dispatch import DispatchProvider, Setting
+from rules.mtp006_gate_reads_other_field import _tree
+
+PLAN_KEYS = {"runner", "method", "k", "architecture", "proposer", "model_class", "num_mtp_layers", "steps", "decisions"}
+STEP_KEYS = {"step", "forward_layer", "head_layer", "verdict", "why"}
+
+# Qwen's wrapper takes the step in **kwargs and drops it: under the per-step drafter the
+# step is lost (MTP001), and the plan must say where.
+_DROPPING_QWEN = '''
+import torch.nn as nn
+
+
+class QwenPredictor(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.num_mtp_layers = config.mtp_num_hidden_layers
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(self.num_mtp_layers)])
+
+    def forward(self, x, spec_step_idx: int = 0):
+        return self.layers[spec_step_idx % self.num_mtp_layers](x)
+
+
+class QwenMTP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.model = QwenPredictor(config)
+
+    def forward(self, x, **kwargs):
+        return self.model(x)
+'''
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "auditor.cli", *args], capture_output=True, text=True, env=full_env,
+                          timeout=300)
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    return write_tree(tmp_path / "t", _tree())
+
+
+@pytest.fixture
+def cache_env(tmp_path):
+    return {"MTP_AUDIT_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def planned_scan(root: Path, settings, config=None):
+    """A scan that asks for the plans in its loading phase (as `layers` does), then the
+    plans again with the scan's findings."""
+    from auditor.cache import FactsCache
+    from auditor.config import Config
+    from auditor.engine import run_scan
+    from auditor.source import DirectoryTree
+    from rules import all_rules
+
+    def before_freeze(analysis):
+        for s in settings:
+            analysis.get(DispatchProvider).plan(s)
+
+    scan = run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(None), 1, before_freeze=before_freeze)
+    assert scan.analysis is not None
+    d = scan.analysis.get(DispatchProvider)
+    return scan, [d.plan(s, scan.result.findings) for s in settings]
+
+
+def _plan(root: Path, setting: Setting):
+    plan = planned_scan(root, [setting])[1][0]
+    assert not any("frozen" in n for n in plan.notes)
+    return plan
+
+
+def test_gate_open_threads_step_i_to_layer_i(tree):
+    plan = _plan(tree, Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),)))
+    assert plan.proposer == ("vllm/spec_decode/speculators.py", "MultiModuleSpeculator")
+    assert plan.model_class == ("vllm/models/deep_mtp.py", "DeepMTP")
+    assert plan.num_mtp_layers == 3 and plan.layer_field == "num_nextn_predict_layers"
+    assert [(s.forward_layer, s.verdict) for s in plan.steps] == [(0, "threaded"), (1, "threaded"), (2, "threaded")]
+    gate = [d for d in plan.decisions if "use_multi_module_mtp" in d.condition]
+    assert gate and gate[0].value is True and gate[0].line == 4
+    assert "hf_config.num_nextn_predict_layers (default 1)" in gate[0].fields
+
+
+def test_more_steps_than_layers_wrap_around(tree):
+    plan = _plan(tree, Setting("v2", 4, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),)))
+    assert [s.forward_layer for s in plan.steps] == [0, 1, 0, 1]
+
+
+def test_k_smaller_than_the_layer_count_closes_the_gate(tree):
+    # min(3, 1) > 1 is False: the eagle-style drafter, layer 0.
+    plan = _plan(tree, Setting("v2", 1, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),)))
+    assert plan.proposer is not None and plan.proposer[1] == "EagleStyleSpeculator"
+    assert [(s.forward_layer, s.verdict) for s in plan.steps] == [(0, "constant — eagle-style by design")]
+
+
+def test_other_field_never_opens_the_gate(tree):
+    plan = _plan(tree, Setting("v2", 3, architecture="QwenMTP", fields=(("mtp_num_hidden_layers", 3),)))
+    assert plan.proposer is not None and plan.proposer[1] == "EagleStyleSpeculator"
+    assert [s.forward_layer for s in plan.steps] == [0, 0, 0]
+    assert {s.verdict for s in plan.steps} == {"constant — eagle-style by design"}
+    gate = next(d for d in plan.decisions if "use_multi_module_mtp" in d.condition)
+    assert gate.value is False
+
+
+def test_lost_step_names_the_finding(tmp_path):
+    files = _tree(', "num_nextn_predict_layers": n_predict')
+    files["vllm/models/qwen_mtp.py"] = _DROPPING_QWEN
+    root = write_tree(tmp_path / "t", files)
+    setting = Setting("v2", 2, architecture="QwenMTP", fields=(("num_nextn_predict_layers", 2), ("mtp_num_hidden_layers", 2)))
+    scan, (plan,) = planned_scan(root, [setting])
+    mtp001 = [f for f in scan.result.findings if f.rule == "MTP001" and f.function == "QwenMTP.forward"]
+    assert mtp001
+    assert plan.proposer is not None and plan.proposer[1] == "MultiModuleSpeculator"
+    assert [s.verdict for s in plan.steps] == [f"lost at {mtp001[0].fingerprint}"] * 2
+    assert [s.forward_layer for s in plan.steps] == [0, 0]
+    assert "MTP001" in plan.steps[0].why
+
+
+def test_hf_config_runs_the_override_code(tree, tmp_path, cache_env):
+    target = tmp_path / "config.json"
+    target.write_text(json.dumps({"model_type": "qwen", "architectures": ["QwenForCausalLM"], "mtp_num_hidden_layers": 3}))
+    r = run_cli("layers", str(tree), "--hf-config", str(target), "--k", "3", "--runner", "v2", "--format", "json", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert PLAN_KEYS <= set(doc)
+    assert doc["architecture"] == "QwenMTP" and doc["model_class"] == {"class": "QwenMTP", "path": "vllm/models/qwen_mtp.py"}
+    assert doc["num_mtp_layers"] == 3
+    assert doc["proposer"]["class"] == "EagleStyleSpeculator"
+    override = [d for d in doc["decisions"] if d["function"] == "SpeculativeConfig.hf_config_override"]
+    assert [d["line"] for d in override] == [8] and override[0]["value"] is True
+    assert [set(s) for s in doc["steps"]] == [STEP_KEYS] * 3
+
+
+def test_both_runners_without_runner_and_formats(tree, cache_env):
+    r = run_cli("layers", str(tree), "--arch", "DeepMTPModel", "--set", "num_nextn_predict_layers=3", "--k", "2",
+                "--format", "json", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [p["runner"] for p in doc["plans"]] == ["v1", "v2"]
+    v1, v2 = doc["plans"]
+    assert v1["proposer"] is None and any("runner v1" in n for n in v1["notes"])  # this tree has no V1 factory
+    assert [s["forward_layer"] for s in v2["steps"]] == [0, 1]
+    assert [s["head_layer"] for s in v2["steps"]] == [None, None]  # one shared head
+    r = run_cli("layers", str(tree), "--arch", "DeepMTPModel", "--set", "num_nextn_predict_layers=3", "--k", "2",
+                "--runner", "v2", "--format", "markdown", env=cache_env)
+    assert r.returncode == 0 and "| step | forward layer | head layer | verdict | why |" in r.stdout
+    r = run_cli("layers", str(tree), "--arch", "DeepMTPModel", "--set", "num_nextn_predict_layers=3", "--k", "2",
+                "--runner", "v2", env=cache_env)
+    assert r.returncode == 0 and "MultiModuleSpeculator" in r.stdout and "threaded" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--arch", "QwenMPT", "--k", "3"], "unknown draft architecture 'QwenMPT'; closest registered: QwenMTP"),
+        (["--arch", "QwenMTP", "--k", "3", "--set", "novalue"], "--set takes FIELD=VALUE"),
+        (["--k", "3"], "give exactly one of --arch"),
+        (["--arch", "QwenMTP", "--hf-config", "x.json", "--k", "3"], "give exactly one of --arch"),
+        (["--hf-config", "/nonexistent/config.json", "--k", "3"], "cannot read --hf-config"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tree, cache_env, args, fragment):
+    r = run_cli("layers", str(tree), *args, env=cache_env)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mtp-audit: error: ") and fragment in lines[0], r.stderr
+
+
+def test_dispatch_names_come_from_the_configuration(tmp_path):
+    """vLLM's names are only defaults: a tree whose factory has another name is planned
+    once [tool.mtp-audit] names it, and not before."""
+    from auditor.config import load_config
+
+    files = _tree()
+    files["vllm/spec_decode/__init__.py"] = files["vllm/spec_decode/__init__.py"].replace("def init_speculator", "def make_drafter")
+    root = write_tree(tmp_path / "t", files)
+    setting = Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),))
+    assert _plan(root, setting).proposer is None
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.mtp-audit]\ndispatch-factories = { v2 = ["make_drafter"] }\n')
+    _, (plan,) = planned_scan(root, [setting], load_config(pyproject))
+    assert plan.proposer is not None and plan.proposer[1] == "MultiModuleSpeculator"
+    assert [s.forward_layer for s in plan.steps] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ('dispatch-factories = { v2 = "init_speculator" }\n', "dispatch-factories must map names to lists of non-empty strings"),
+        ('dispatch-roles = { colour = "red" }\n', "dispatch-roles has unknown role(s) colour"),
+        ("platform-dirs = { cuda = 3 }\n", "platform-dirs must map names to non-empty strings"),
+    ],
+)
+def test_bad_dispatch_configuration_names_the_key(tmp_path, body, needle):
+    from auditor.config import load_config
+    from auditor.errors import ConfigError
+
+    p = tmp_path / "pyproject.toml"
+    p.write_text("[tool.mtp-audit]\n" + body)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert needle in str(err.value)
+
+
+def test_all_is_the_matrix_of_every_registered_mtp_architecture_and_runner(tree, cache_env):
+    r = run_cli("layers", str(tree), "--all", "--format", "json", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["k"] == 3 and doc["layers"] == 3
+    rows = {(p["architecture"], p["runner"]): p for p in doc["plans"]}
+    assert set(rows) == {(a, r) for a in ("DeepMTPModel", "QwenMTP") for r in ("v1", "v2")}
+    # Each model gets the layer count on its own field: the gate opens only for DeepMTP.
+    assert rows[("DeepMTPModel", "v2")]["proposer"]["class"] == "MultiModuleSpeculator"
+    assert [s["forward_layer"] for s in rows[("DeepMTPModel", "v2")]["steps"]] == [0, 1, 2]
+    assert rows[("QwenMTP", "v2")]["proposer"]["class"] == "EagleStyleSpeculator"
+    assert rows[("QwenMTP", "v2")]["num_mtp_layers"] == 3
+    r = run_cli("layers", str(tree), "--all", "--k", "2", "--runner", "v2", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    assert "| `DeepMTPModel` | `DeepMTP` | V2 | `MultiModuleSpeculator` | 0,1 | -,- | threaded |" in r.stdout
+    assert "| `QwenMTP` | `QwenMTP` | V2 | `EagleStyleSpeculator` | 0,0 | -,- | constant — eagle-style by design |" in r.stdout
+    r = run_cli("layers", str(tree), "--all", "--arch", "QwenMTP", env=cache_env)
+    assert r.returncode == 2 and "leave out --arch" in r.stderr
+
+
+def test_arch_starts_from_what_the_override_writes_for_its_family(tree):
+    scan = scan_tree(tree)
+    assert scan.analysis is not None
+    d = scan.analysis.get(DispatchProvider)
+    # The qwen branch guards on model_type == "qwen" and sets model_type = "qwen_mtp".
+    assert d.family_fields("QwenMTP") == {"model_type": "qwen_mtp"}
+    assert d.family_fields("DeepMTPModel") == {"model_type": "deep"}
+
+
+def test_all_html_heat_map_is_self_contained_and_coloured_by_verdict(tree, cache_env, tmp_path):
+    from html.parser import HTMLParser
+
+    out = tmp_path / "layers.html"
+    r = run_cli("layers", str(tree), "--all", "--format", "html", "-o", str(out), env=cache_env)
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cells: list[tuple[str, str]] = []  # (class, title)
+            self.external: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "td" and "cell" in (a.get("class") or ""):
+                self.cells.append((a["class"], a.get("title", "")))
+            if tag in ("script", "link", "img") and (a.get("src") or a.get("href")):
+                self.external.append(tag)
+
+    p = Cells()
+    p.feed(page)
+    assert not p.external, "the page must not load anything"
+    # 2 architectures x 2 runners x K=3 steps; this tree has no V1 factory (no steps there).
+    classes = [c for c, _ in p.cells]
+    assert classes.count("cell threaded") == 3 and classes.count("cell constant") == 3
+    assert all(title for c, title in p.cells if c != "cell none")
+    assert "<code>MultiModuleSpeculator</code>" in page and "<code>EagleStyleSpeculator</code>" in page
