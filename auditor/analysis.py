@@ -80,7 +80,12 @@ class Analysis:
 
     def prepare(self) -> None:
         """The loading phase: explore the draft loops and fix the set of functions rules
-        examine (both may parse more files). The engine freezes the index after this."""
+        examine (both may parse more files). The engine freezes the index after this.
+        A platform plugin's monkeypatches are installed first, before any method is
+        resolved."""
+        from .analyses import PluginProvider
+
+        self.get(PluginProvider).install()
         self.scope.relevant_functions()
 
     @staticmethod

@@ -52,6 +52,8 @@ NoCacheOpt = typer.Option(False, "--no-cache", help="Do not read or write the pe
 ConfigOpt = typer.Option(None, "--config", help="pyproject.toml with a [tool.mtp-audit] table (default: the scanned tree's, if any).")
 BaselineOpt = typer.Option(None, "--baseline", help="Hide findings recorded in this baseline file (see `baseline create`).")
 WorkersOpt = typer.Option(None, "--workers", min=1, max=64, help="Parser processes for a cold scan (default: CPU count, at most 4).")
+PluginOpt = typer.Option(None, "--plugin", metavar="PLUGIN_ROOT", help="Audit vLLM together with this platform plugin (its repository or sdist root, or its package directory); repeatable.")
+PluginReleaseOpt = typer.Option(None, "--plugin-release", metavar="NAME==VERSION", help="Download a platform plugin's source distribution from the package index and audit it with vLLM; repeatable.")
 
 
 def open_target(path: Optional[Path], installed: bool, release: Optional[str], cache_dir: Optional[Path], quiet: bool = False):
@@ -69,6 +71,37 @@ def open_target(path: Optional[Path], installed: bool, release: Optional[str], c
         return DirectoryTree(locate_installed())
     assert path is not None
     return DirectoryTree(locate_root(path))
+
+
+def with_plugins(tree, plugins: Optional[list[Path]], plugin_releases: Optional[list[str]], cache_dir: Optional[Path], quiet: bool = False):
+    """Issue 13: vLLM's tree combined with platform plugins' trees into one namespace."""
+    if not plugins and not plugin_releases:
+        return tree
+    import re
+
+    from .source import CombinedTree, Root, locate_plugin
+
+    roots = [Root("vllm", tree, False)]
+    for p in plugins or []:
+        roots.append(_plugin_root(locate_plugin(p)))
+    for spec in plugin_releases or []:
+        name, sep, version = spec.partition("==")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()) or not version.strip():
+            raise UsageError(f"--plugin-release wants NAME==VERSION (e.g. vllm-ascend==0.30.0rc2), got {spec!r}")
+        from .fetch import fetch_release, project_key
+
+        name, version = project_key(name.strip()), version.strip()
+        root = fetch_release(version, cache_dir=cache_dir, progress=not quiet and sys.stderr.isatty(), project=name)
+        plugin = locate_plugin(root, name=name)
+        plugin.label = f"{name}-{version.lstrip('v')}"
+        roots.append(Root(name, plugin, True))
+    return CombinedTree(roots)
+
+
+def _plugin_root(tree):
+    from .source import Root
+
+    return Root(tree.label, tree, True)
 
 
 def load_settings(tree, config_path: Optional[Path], select: list[str], ignore: list[str]):
@@ -104,14 +137,15 @@ def make_cache(no_cache: bool, cache_dir: Optional[Path]):
     return FactsCache(None if no_cache else (cache_dir or default_cache_dir()))
 
 
-def scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet=False, reuse_result=False):
+def scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet=False, reuse_result=False,
+                plugins=None, plugin_releases=None):
     """``reuse_result``: an unchanged tree may return the cached result (no analysis object)."""
     from rules import all_rules
 
     from .engine import run_scan
     from .result_cache import ResultCache
 
-    tree = open_target(path, installed, release, cache_dir, quiet)
+    tree = with_plugins(open_target(path, installed, release, cache_dir, quiet), plugins, plugin_releases, cache_dir, quiet)
     cfg = load_settings(tree, config, select or [], ignore or [])
     facts = make_cache(no_cache, cache_dir)
     results = ResultCache(facts.root.parent) if reuse_result and facts.root is not None else None
@@ -153,11 +187,14 @@ def scan(
     workers: Optional[int] = WorkersOpt,
     baseline: Optional[Path] = BaselineOpt,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or timing on stderr."),
+    plugin: Optional[list[Path]] = PluginOpt,
+    plugin_release: Optional[list[str]] = PluginReleaseOpt,
 ) -> None:
     """Scan a vLLM tree for every place spec_step_idx is lost on its way to the MTP layer selection."""
     from .output import render
 
-    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet, reuse_result=True)
+    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, quiet, reuse_result=True,
+                        plugins=plugin, plugin_releases=plugin_release)
     result = scan_.result
     _apply_baseline(result, baseline)
     emit(render(result, format.value, color=output is None and sys.stdout.isatty()), output)

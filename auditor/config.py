@@ -27,6 +27,9 @@ class Config:
     loaders: list[str] = field(default_factory=lambda: ["get_model"])
     # Module-level tables mapping architecture -> (module, class) for draft models.
     registry_tables: list[str] = field(default_factory=lambda: ["_SPECULATIVE_DECODING_MODELS"])
+    # Calls by which a platform plugin registers a model class for an architecture
+    # (``ModelRegistry.register_model("Arch", "pkg.mod:Class")``; issue 13).
+    plugin_register_calls: list[str] = field(default_factory=lambda: ["register_model"])
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     severity: dict[str, str] = field(default_factory=dict)
@@ -37,7 +40,8 @@ class Config:
         return not any(code.startswith(s) for s in self.ignore)
 
 
-_LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore"}
+_LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
+              "plugin_register_calls"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}
 

@@ -108,6 +108,7 @@ def run_scan(
     say(f"running {len(enabled)} rules")
     findings = _run_rules(analysis, enabled)
     result = ScanResult(root=tree.label, findings=findings)
+    _name_roots(tree, result)
     result.reachability = analysis.reachability.reachability()
     result.problems = list(index.problems.values())
     result.stats = {
@@ -123,6 +124,18 @@ def run_scan(
     if key is not None and results is not None:
         results.put(key, result)
     return Scan(result, analysis, timing)
+
+
+def _name_roots(tree: SourceTree, result: ScanResult) -> None:
+    """Issue 13: a scan with platform plugins names the root of every finding's path."""
+    from .model import ScanRoot
+    from .source import CombinedTree
+
+    if not isinstance(tree, CombinedTree):
+        return
+    result.roots = [ScanRoot(r.name, str(r.path), r.tree.packages, r.plugin) for r in tree.roots]
+    for f in result.findings:
+        f.root = tree.root_of(f.path).name
 
 
 def _run_rules(analysis: Analysis, rules: Sequence[RuleClass]) -> list[Finding]:

@@ -62,14 +62,23 @@ _MAX_INDEX_PAGE = 64 * 1024 * 1024
 # default_cache_dir lives in auditor.paths (imported above).
 
 
-def release_dir(version: str, cache_dir: Path | None = None) -> Path:
+def release_dir(version: str, cache_dir: Path | None = None, project: str = PROJECT) -> Path:
     """Where ``fetch_release(version)`` puts (or finds) the unpacked release."""
     v = _parse_version(version)
-    return Path(cache_dir or default_cache_dir()) / "releases" / f"{PROJECT}-{v}"
+    return Path(cache_dir or default_cache_dir()) / "releases" / f"{project_key(project)}-{v}"
 
 
-def is_cached(version: str, cache_dir: Path | None = None) -> bool:
-    return (release_dir(version, cache_dir) / COMPLETE_MARKER).is_file()
+def is_cached(version: str, cache_dir: Path | None = None, project: str = PROJECT) -> bool:
+    return (release_dir(version, cache_dir, project) / COMPLETE_MARKER).is_file()
+
+
+def project_key(project: str) -> str:
+    """PEP 503 normalised project name (``vllm_Ascend`` -> ``vllm-ascend``)."""
+    return re.sub(r"[-_.]+", "-", project).lower()
+
+
+def _display(project: str) -> str:
+    return "vLLM" if project == PROJECT else project
 
 
 # --------------------------------------------------------------------------- pip config
@@ -229,7 +238,7 @@ class _LinkParser(html.parser.HTMLParser):
                 self.links.append(a)
 
 
-def _sdist_version(filename: str) -> str | None:
+def _sdist_version(filename: str, project: str = PROJECT) -> str | None:
     """``vllm-0.10.0.tar.gz`` -> ``0.10.0``; None for anything that is not a vllm sdist."""
     for suffix in SDIST_SUFFIXES:
         if filename.endswith(suffix):
@@ -238,7 +247,7 @@ def _sdist_version(filename: str) -> str | None:
     else:
         return None
     name, sep, ver = stem.rpartition("-")
-    if not sep or re.sub(r"[-_.]+", "-", name).lower() != PROJECT:
+    if not sep or re.sub(r"[-_.]+", "-", name).lower() != project_key(project):
         return None
     try:
         return str(Version(ver))
@@ -246,14 +255,14 @@ def _sdist_version(filename: str) -> str | None:
         return None
 
 
-def _any_version(filename: str) -> str | None:
+def _any_version(filename: str, project: str = PROJECT) -> str | None:
     """The version of any vllm distribution file (sdist or wheel), for 'nearest versions'."""
-    v = _sdist_version(filename)
+    v = _sdist_version(filename, project)
     if v:
         return v
     if filename.endswith(".whl"):
         parts = filename[:-4].split("-")
-        if len(parts) >= 2 and parts[0].lower().replace("_", "-") == PROJECT:
+        if len(parts) >= 2 and project_key(parts[0]) == project_key(project):
             try:
                 return str(Version(parts[1]))
             except InvalidVersion:
@@ -261,13 +270,13 @@ def _any_version(filename: str) -> str | None:
     return None
 
 
-def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[SdistFile], set[str]]:
+def _parse_json_page(body: bytes, page_url: str, index: str, project: str = PROJECT) -> tuple[list[SdistFile], set[str]]:
     try:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FetchError(f"index {redact(index)} returned invalid JSON for {PROJECT}: {exc}") from None
+        raise FetchError(f"index {redact(index)} returned invalid JSON for {project}: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-        raise FetchError(f"index {redact(index)} returned JSON without a 'files' list for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned JSON without a 'files' list for {project}")
     sdists: list[SdistFile] = []
     versions: set[str] = set()
     for v in data.get("versions") or []:
@@ -277,14 +286,14 @@ def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[Sdist
             pass
     for entry in data["files"]:
         if not isinstance(entry, dict):
-            raise FetchError(f"index {redact(index)} returned a malformed file entry for {PROJECT}")
+            raise FetchError(f"index {redact(index)} returned a malformed file entry for {project}")
         filename, url = entry.get("filename"), entry.get("url")
         if not isinstance(filename, str) or not isinstance(url, str):
-            raise FetchError(f"index {redact(index)} returned a file entry without filename/url for {PROJECT}")
-        anyv = _any_version(filename)
+            raise FetchError(f"index {redact(index)} returned a file entry without filename/url for {project}")
+        anyv = _any_version(filename, project)
         if anyv:
             versions.add(anyv)
-        ver = _sdist_version(filename)
+        ver = _sdist_version(filename, project)
         if ver is None:
             continue
         hashes = entry.get("hashes") if isinstance(entry.get("hashes"), dict) else {}
@@ -297,17 +306,17 @@ def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[Sdist
     return sdists, versions
 
 
-def _parse_html_page(body: bytes, page_url: str, index: str) -> tuple[list[SdistFile], set[str]]:
+def _parse_html_page(body: bytes, page_url: str, index: str, project: str = PROJECT) -> tuple[list[SdistFile], set[str]]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raise FetchError(f"index {redact(index)} returned a page that is not UTF-8 for {PROJECT}") from None
+        raise FetchError(f"index {redact(index)} returned a page that is not UTF-8 for {project}") from None
     parser = _LinkParser()
     try:
         parser.feed(text)
         parser.close()
     except Exception as exc:  # html.parser is lenient; anything raised here means garbage
-        raise FetchError(f"index {redact(index)} returned unreadable HTML for {PROJECT}: {exc}") from None
+        raise FetchError(f"index {redact(index)} returned unreadable HTML for {project}: {exc}") from None
     base = urllib.parse.urljoin(page_url, parser.base) if parser.base else page_url
     sdists: list[SdistFile] = []
     versions: set[str] = set()
@@ -316,33 +325,33 @@ def _parse_html_page(body: bytes, page_url: str, index: str) -> tuple[list[Sdist
         full = urllib.parse.urljoin(base, href)
         url, _, fragment = full.partition("#")
         filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
-        anyv = _any_version(filename)
+        anyv = _any_version(filename, project)
         if anyv:
             versions.add(anyv)
-        ver = _sdist_version(filename)
+        ver = _sdist_version(filename, project)
         if ver is None:
             continue
         frag = urllib.parse.parse_qs(fragment)
         sha = (frag.get("sha256") or [""])[0].lower()
         sdists.append(SdistFile(filename, url, sha, ver, yanked="data-yanked" in a))
     if not parser.links:
-        raise FetchError(f"index {redact(index)} returned a page with no distribution links for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned a page with no distribution links for {project}")
     return sdists, versions
 
 
-def _project_page_url(index: str) -> str:
+def _project_page_url(index: str, project: str = PROJECT) -> str:
     if index.startswith("file:"):
-        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(index).path)) / PROJECT
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(index).path)) / project_key(project)
         if path.is_dir():
             path = path / "index.html"
         return path.as_uri()
-    return f"{index}/{PROJECT}/"
+    return f"{index}/{project_key(project)}/"
 
 
-def list_sdists(index_url: str | None = None) -> tuple[list[SdistFile], list[str]]:
-    """(sdist files, every version the index knows) for vllm on the configured index."""
+def list_sdists(index_url: str | None = None, project: str = PROJECT) -> tuple[list[SdistFile], list[str]]:
+    """(sdist files, every version the index knows) for ``project`` on the configured index."""
     index = (index_url or configured_index_url()).rstrip("/")
-    page = _project_page_url(index)
+    page = _project_page_url(index, project)
     try:
         with _open(page, accept=JSON_ACCEPT) as resp:
             ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
@@ -350,22 +359,22 @@ def list_sdists(index_url: str | None = None) -> tuple[list[SdistFile], list[str
             final_url = resp.geturl()
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
-            raise FetchError(f"index {redact(index)} has no project '{PROJECT}' (HTTP 404)") from None
-        raise FetchError(f"index {redact(index)} answered HTTP {exc.code} for {PROJECT}: {exc.reason}") from None
+            raise FetchError(f"index {redact(index)} has no project '{project}' (HTTP 404)") from None
+        raise FetchError(f"index {redact(index)} answered HTTP {exc.code} for {project}: {exc.reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise FetchError(f"cannot reach package index {redact(index)}: {_describe_urlerror(exc)}") from None
     if len(body) > _MAX_INDEX_PAGE:
-        raise FetchError(f"index {redact(index)} returned an oversized page for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned an oversized page for {project}")
     if ctype.endswith("json"):
-        sdists, versions = _parse_json_page(body, final_url, index)
+        sdists, versions = _parse_json_page(body, final_url, index, project)
     elif ctype in ("text/html", "application/vnd.pypi.simple.v1+html", "") or final_url.startswith("file:"):
         stripped = body.lstrip()
         if stripped.startswith(b"{"):
-            sdists, versions = _parse_json_page(body, final_url, index)
+            sdists, versions = _parse_json_page(body, final_url, index, project)
         else:
-            sdists, versions = _parse_html_page(body, final_url, index)
+            sdists, versions = _parse_html_page(body, final_url, index, project)
     else:
-        raise FetchError(f"index {redact(index)} returned unexpected content type '{ctype}' for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned unexpected content type '{ctype}' for {project}")
     ordered = sorted(versions, key=Version)
     return sdists, ordered
 
@@ -393,18 +402,18 @@ def _nearest(target: str, versions: list[str], k: int = 3) -> str:
     return ", ".join(near)
 
 
-def select_sdist(version: str, sdists: list[SdistFile], versions: list[str], index: str) -> SdistFile:
+def select_sdist(version: str, sdists: list[SdistFile], versions: list[str], index: str, project: str = PROJECT) -> SdistFile:
     want = _parse_version(version)
     matches = [s for s in sdists if Version(s.version) == Version(want)]
     if not matches:
         sdist_versions = sorted({s.version for s in sdists}, key=Version)
         if any(Version(v) == Version(want) for v in versions):
             raise FetchError(
-                f"vLLM {want} has no source distribution on {redact(index)} (wheels only); "
+                f"{_display(project)} {want} has no source distribution on {redact(index)} (wheels only); "
                 f"nearest versions with an sdist: {_nearest(want, sdist_versions)}"
             )
         raise FetchError(
-            f"vLLM {want} is not on {redact(index)}; nearest versions: {_nearest(want, sdist_versions or versions)}"
+            f"{_display(project)} {want} is not on {redact(index)}; nearest versions: {_nearest(want, sdist_versions or versions)}"
         )
     matches.sort(key=lambda s: (not s.filename.endswith(".tar.gz"), s.yanked))
     chosen = matches[0]
@@ -598,7 +607,7 @@ def _replace(m: tarfile.TarInfo, **kw) -> tarfile.TarInfo:
     return m
 
 
-def _unpack(archive: Path, target: Path, meta: dict) -> None:
+def _unpack(archive: Path, target: Path, meta: dict, project: str = PROJECT) -> None:
     """Unpack ``archive`` (top directory stripped) into ``target`` via a temp dir and one rename."""
     parent = target.parent
     try:
@@ -621,8 +630,10 @@ def _unpack(archive: Path, target: Path, meta: dict) -> None:
             raise BadArchive(f"cannot unpack {archive.name}: {detail}") from None
         except OSError as exc:
             raise _cache_error(parent, exc) from None
-        if not (tmp / PROJECT / "__init__.py").is_file():
+        if project == PROJECT and not (tmp / PROJECT / "__init__.py").is_file():
             raise BadArchive(f"sdist {archive.name} has no {PROJECT}/ package")
+        if project != PROJECT and not _has_package(tmp):
+            raise BadArchive(f"sdist {archive.name} has no Python package")
         try:
             (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
             (tmp / COMPLETE_MARKER).write_text("ok\n")
@@ -673,23 +684,24 @@ def _remove_stale_temps(cache: Path) -> None:
 
 
 
-def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = True) -> Path:
-    """Return the directory holding the ``vllm/`` package of vLLM release ``version``.
+def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = True, project: str = PROJECT) -> Path:
+    """Return the directory holding the ``vllm/`` package of vLLM release ``version``
+    (for another ``project``, e.g. a platform plugin: its unpacked sdist).
 
     Downloads and unpacks ``vllm-<version>.tar.gz`` on first use; a complete cached copy
     is returned without any network access. Raises :class:`FetchError` with one line.
     """
     want = _parse_version(version)
     cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    target = cache / "releases" / f"{PROJECT}-{want}"
-    if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
+    target = cache / "releases" / f"{project_key(project)}-{want}"
+    if _complete(target, project):
         return target
     if cache.exists() and not cache.is_dir():
         raise FetchError(f"cannot write to cache directory {cache}: it is not a directory")
     try:
         cache.mkdir(parents=True, exist_ok=True)
         _remove_stale_temps(cache)
-        if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
+        if _complete(target, project):
             return target  # another process just finished it
         if target.exists() or target.is_symlink():
             # half-written (no marker): remove and redo
@@ -701,8 +713,8 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
         raise _cache_error(cache, exc) from None
 
     index = configured_index_url()
-    sdists, versions = list_sdists(index)
-    sdist = select_sdist(want, sdists, versions, index)
+    sdists, versions = list_sdists(index, project)
+    sdist = select_sdist(want, sdists, versions, index, project)
     archive = cache / "sdists" / sdist.filename
     if archive.is_file() and not _verify_file(archive, sdist.sha256):
         try:
@@ -712,7 +724,7 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
     if not archive.is_file():
         _download(sdist, archive, index, progress)
     meta = {
-        "project": PROJECT,
+        "project": project_key(project),
         "version": want,
         "filename": sdist.filename,
         "sha256": sdist.sha256,
@@ -722,12 +734,26 @@ def fetch_release(version: str, cache_dir: Path | None = None, progress: bool = 
         "size": archive.stat().st_size,
     }
     try:
-        _unpack(archive, target, meta)
+        _unpack(archive, target, meta, project)
     except BadArchive:
         # an archive that will not unpack is useless in the cache
         archive.unlink(missing_ok=True)
         raise
     return target
+
+
+def _complete(target: Path, project: str) -> bool:
+    if not (target / COMPLETE_MARKER).is_file():
+        return False
+    return (target / PROJECT).is_dir() if project == PROJECT else _has_package(target)
+
+
+def _has_package(root: Path) -> bool:
+    """A plugin's sdist holds at least one Python package (at its top, or under src/)."""
+    for base in (root, root / "src"):
+        if base.is_dir() and any((d / "__init__.py").is_file() for d in base.iterdir() if d.is_dir()):
+            return True
+    return False
 
 
 def release_metadata(root: Path) -> dict:

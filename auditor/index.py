@@ -116,6 +116,12 @@ class Index:
         # resolve only within a fixed set of files and findings never depend on the
         # order in which rules happen to run.
         self._frozen = False
+        # Issue 13: functions a platform plugin replaces at import (monkeypatches), set by
+        # the plugins provider before anything resolves a method.
+        self._replaced: dict[FuncKey, FuncKey] = {}
+        self._replaced_methods: dict[ClassKey, dict[str, FuncKey]] = {}
+        self._patched_owner: dict[FuncKey, ClassKey] = {}
+        self._patch_site: dict[FuncKey, str] = {}
 
     # -- loading -------------------------------------------------------
     def _read(self, path: str) -> bytes | None:
@@ -310,9 +316,51 @@ class Index:
         return facts.classes.get(key[1])
 
     def methods(self, key: ClassKey) -> dict[str, FunctionFact]:
-        """The methods a class defines itself (not inherited ones)."""
+        """The methods a class defines itself (not inherited ones), with the functions a
+        plugin patched onto it in place of its own."""
         cls = self.class_fact(key)
-        return cls.methods if cls is not None else {}
+        own = cls.methods if cls is not None else {}
+        patched = self._replaced_methods.get(key)
+        if patched:
+            own = dict(own)
+            for name, fkey in patched.items():
+                fn = self.function(fkey)
+                if fn is not None:
+                    own[name] = fn
+        return own
+
+    # -- plugin hooks (issue 13) ----------------------------------------
+    def replace_function(self, original: FuncKey, replacement: FuncKey, owner: ClassKey | None, site: str) -> None:
+        """A plugin assigns ``replacement`` to ``original`` (a method of ``owner``, or a
+        module function when ``owner`` is None) at ``site`` (``path:line``): from now on
+        lookups find the replacement."""
+        self._replaced[original] = replacement
+        self._patch_site.setdefault(replacement, site)
+        if owner is not None:
+            self._replaced_methods.setdefault(owner, {})[original[1].rpartition(".")[2]] = replacement
+            self._patched_owner.setdefault(replacement, owner)
+
+    def replacement(self, key: FuncKey) -> FuncKey:
+        return self._replaced.get(key, key)
+
+    def replaced(self, key: FuncKey) -> bool:
+        """The function was patched away (its code no longer runs under the plugin)."""
+        return key in self._replaced and self._replaced[key] != key
+
+    def patch_site(self, key: FuncKey) -> str | None:
+        """Where a plugin patched this function in (``path:line``), for call chains."""
+        return self._patch_site.get(key)
+
+    def patched_owner(self, key: FuncKey) -> ClassKey | None:
+        """The class a plugin's function was patched onto (its ``self``)."""
+        return self._patched_owner.get(key)
+
+    def method_key(self, cls: ClassKey, name: str) -> FuncKey:
+        """The function that runs for ``cls.name`` (``cls`` being where the MRO found it)."""
+        patched = self._replaced_methods.get(cls)
+        if patched and name in patched:
+            return patched[name]
+        return (cls[0], f"{cls[1]}.{name}")
 
     def bases(self, key: ClassKey) -> list[ClassKey]:
         cf = self.class_fact(key)

@@ -5,6 +5,7 @@ from .callgraph import GraphProvider
 from .calls import ArgSource, Binding, CallProvider, PassKind, Target
 from .flow import FlowProvider, Selection
 from .loops import EntryGroup, LoopEntry, LoopProvider, LoopResult, LoopSelection, StepKind
+from .plugins import Patch, PluginProvider, Registration
 from .reachability import ReachabilityProvider
 from .registry import RegistryProvider
 from .scope import ScopeProvider
@@ -14,5 +15,5 @@ __all__ = [
     "MODULE_CONTAINERS", "REGISTRY", "Analyses", "ArgSource", "Binding", "CallProvider", "Container", "EntryGroup",
     "FixpointMemo", "FlowProvider", "GraphProvider", "Limits", "LoopEntry", "LoopProvider", "LoopResult",
     "LoopSelection", "PassKind", "Provider", "ReachabilityProvider", "RegistryProvider", "ScopeProvider", "Selection",
-    "StepKind", "Target", "TypeProvider",
+    "StepKind", "Target", "TypeProvider", "Patch", "PluginProvider", "Registration",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..index import ClassKey, FuncKey, SymbolKind
 from ..model import ClassRef
 from .base import Analyses, Provider
+from .plugins import PluginProvider
 from .types import REGISTRY, TypeProvider
 
 _MAX_MODEL_PARTS = 200
@@ -14,11 +15,12 @@ _MAX_HOLD_DEPTH = 2
 
 
 class RegistryProvider(Provider):
-    dependencies = (TypeProvider,)
+    dependencies = (TypeProvider, PluginProvider)
 
     def __init__(self, analyses: Analyses) -> None:
         super().__init__(analyses)
         self.types = self.dep(TypeProvider)
+        self.plugins = self.dep(PluginProvider)
         self._registry: list[tuple[ClassKey, list[str]]] | None = None
         self._model_classes: list[ClassKey] | None = None
         self._parts: dict[ClassKey, frozenset[ClassKey]] = {}
@@ -38,6 +40,13 @@ class RegistryProvider(Provider):
                         for sym in self.index.resolve(mpath, entry.cls):
                             if sym.kind is SymbolKind.CLASS:
                                 by_class.setdefault((sym.path, sym.name), []).append(arch)
+            # A plugin's registration replaces the entry for its architecture.
+            registered = self.plugins.registrations()
+            if registered:
+                taken = {r.arch for r in registered}
+                by_class = {c: kept for c, archs in by_class.items() if (kept := [a for a in archs if a not in taken])}
+                for r in registered:
+                    by_class.setdefault(r.cls, []).append(r.arch)
             self._registry = sorted(by_class.items())
         return self._registry
 

@@ -34,9 +34,11 @@ class ScopeProvider(Provider):
                     keys.update((path, f"{cname}.{m}") for m in cls.methods)
             for mc in self.registry.model_classes():
                 for part in self.registry.model_parts(mc):
-                    keys.update((part[0], f"{part[1]}.{m}") for m in self.index.methods(part))
+                    keys.update(self.index.method_key(part, m) for m in self.index.methods(part))
             out = []
             for k in sorted(keys):
+                if self.index.replaced(k):
+                    continue  # patched away by a plugin: its code no longer runs
                 fn = self.index.function(k)
                 if fn is not None:
                     out.append((k, fn))

@@ -1,0 +1,228 @@
+"""Platform plugins (issue 13): what a plugin changes in vLLM when it is loaded.
+
+A scan with ``--plugin`` sees vLLM and the plugin's packages as one namespace
+(:class:`auditor.source.CombinedTree`), so the plugin's subclasses of vLLM classes and
+their overrides resolve through the ordinary MRO. Two more things a plugin does at
+import time need facts of their own, read here from the plugin's files:
+
+* **registrations** — ``ModelRegistry.register_model("Arch", "pkg.mod:Class")`` or
+  ``register_model("Arch", Class)``: the plugin's class replaces the registry entry for
+  that architecture (the registry provider asks :meth:`PluginProvider.registrations`);
+* **monkeypatches** — ``VllmClass.method = function``, ``setattr(VllmClass, "method",
+  function)`` and ``vllm_module.function = function``, at module level (also under
+  ``if``/``try``) or inside the plugin's functions (its patch functions and entry
+  points): the patched function becomes the method. :meth:`PluginProvider.install`
+  tells the index, before any method is resolved, so call resolution reaches the
+  plugin's function, the original drops out of the functions rules examine, and the
+  call chains name the plugin's file and the patch site.
+
+Only the plugin's own files are read for these, and only those whose text can hold one
+(a registration call, ``setattr(``, or a dotted assignment target).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from ..facts import AttrAssignFact, CallFact, Chain, ExprFact, FunctionFact
+from ..index import ClassKey, FuncKey, SymbolKind
+from .base import Analyses, Provider
+
+if TYPE_CHECKING:
+    from ..source import CombinedTree
+
+# A dotted assignment target that is not ``self.x``: a candidate monkeypatch.
+_DOTTED_ASSIGN = re.compile(rb"(?m)^[ \t]*(?!self\.)[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
+# Wrappers whose first argument is the function that becomes the method.
+_METHOD_WRAPPERS = frozenset({"staticmethod", "classmethod"})
+
+
+class PatchForm(str, Enum):
+    ASSIGN = "assignment"  # Owner.attr = value
+    SETATTR = "setattr"  # setattr(Owner, "attr", value)
+
+
+@dataclass(frozen=True)
+class PatchSite:
+    path: str
+    line: int
+    function: str  # the plugin function that patches, "" at module level
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Registration:
+    """``register_model(arch, cls)`` in a plugin file."""
+
+    arch: str
+    cls: ClassKey
+    site: PatchSite
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A plugin assigns a function to a vLLM class attribute or module attribute."""
+
+    original: FuncKey  # (path, "Class.method") or (path, "function")
+    owner: ClassKey | None  # the patched class; None for a module attribute
+    replacement: FuncKey | None  # None: not a function the scan can read (lambda, nested def, property)
+    site: PatchSite
+    form: PatchForm
+
+
+class PluginProvider(Provider):
+    dependencies = ()
+
+    def __init__(self, analyses: Analyses) -> None:
+        super().__init__(analyses)
+        self._files: list[str] | None = None
+        self._registrations: list[Registration] | None = None
+        self._patches: list[Patch] | None = None
+        self._installed = False
+
+    # -- which files ------------------------------------------------------
+    def plugin_files(self) -> list[str]:
+        """Files of the plugin roots that can hold a registration or a patch (loaded)."""
+        if self._files is None:
+            tree = self.index.tree
+            roots = getattr(tree, "plugin_roots", None)
+            out: list[str] = []
+            if roots:
+                calls = [c.encode() for c in self.config.plugin_register_calls]
+                for root in roots:
+                    for path in root.tree.python_files():
+                        data = self.index._read(path)
+                        if data is None:
+                            continue
+                        if any(c in data for c in calls) or b"setattr(" in data or _DOTTED_ASSIGN.search(data):
+                            if self.index.load(path) is not None:
+                                out.append(path)
+            self._files = sorted(out)
+        return self._files
+
+    def is_plugin_path(self, path: str) -> bool:
+        tree = self.index.tree
+        root_of = getattr(tree, "root_of", None)
+        return bool(root_of is not None and root_of(path).plugin)
+
+    # -- statements -------------------------------------------------------
+    def _statements(self) -> list[tuple[str, FunctionFact | None, list[AttrAssignFact], list[CallFact]]]:
+        """(path, enclosing function or None, attribute assignments, calls) per scope."""
+        out: list[tuple[str, FunctionFact | None, list[AttrAssignFact], list[CallFact]]] = []
+        for path in self.plugin_files():
+            facts = self.index.facts.get(path)
+            if facts is None:
+                continue
+            out.append((path, None, list(facts.module_attr_assigns), list(facts.module_calls)))
+            fns = [fn for _, fn in sorted(facts.functions.items())]
+            for _, cls in sorted(facts.classes.items()):
+                fns.extend(m for _, m in sorted(cls.methods.items()))
+            for fn in fns:
+                if fn.attr_assigns or fn.calls:
+                    out.append((path, fn, list(fn.attr_assigns), list(fn.calls)))
+        return out
+
+    @staticmethod
+    def _local(fn: FunctionFact | None, head: str) -> bool:
+        """A name bound inside the function (a parameter, a local): not the module's."""
+        return fn is not None and (head in fn.param_names or head in fn.assigns or head in ("self", "cls", "super()"))
+
+    def _resolve_classes(self, path: str, fn: FunctionFact | None, chain: Chain | None) -> list[ClassKey]:
+        if not chain or self._local(fn, chain[0]):
+            return []
+        return [(s.path, s.name) for s in self.index.resolve_chain(path, chain) if s.kind is SymbolKind.CLASS]
+
+    # -- registrations ----------------------------------------------------
+    def registrations(self) -> list[Registration]:
+        if self._registrations is None:
+            found: list[Registration] = []
+            names = set(self.config.plugin_register_calls)
+            for path, fn, _assigns, calls in self._statements():
+                for call in calls:
+                    if not call.func or call.func[-1] not in names or len(call.args) < 2:
+                        continue
+                    arch = call.args[0]
+                    if not (arch.has_literal and isinstance(arch.literal, str)):
+                        continue
+                    site = PatchSite(path, call.line, fn.qualname if fn else "")
+                    for cls in self._registered_classes(path, fn, call.args[1]):
+                        found.append(Registration(arch.literal, cls, site))
+            self._registrations = sorted(set(found), key=lambda r: (r.arch, r.site.path, r.site.line, r.cls))
+        return self._registrations
+
+    def _registered_classes(self, path: str, fn: FunctionFact | None, target: ExprFact) -> list[ClassKey]:
+        if target.has_literal and isinstance(target.literal, str):
+            module, sep, name = target.literal.partition(":")
+            mpath = self.index.path_of_module.get(module.strip())
+            if not sep or mpath is None:
+                return []
+            return [(s.path, s.name) for s in self.index.resolve(mpath, name.strip()) if s.kind is SymbolKind.CLASS]
+        return self._resolve_classes(path, fn, target.chain)
+
+    # -- patches ----------------------------------------------------------
+    def patches(self) -> list[Patch]:
+        if self._patches is None:
+            found: list[Patch] = []
+            for path, fn, assigns, calls in self._statements():
+                for a in assigns:
+                    if len(a.target) >= 2:
+                        found.extend(self._patch(path, fn, a.target[:-1], a.target[-1], a.value, a.line, PatchForm.ASSIGN))
+                for call in calls:
+                    if call.func == ("setattr",) and len(call.args) == 3:
+                        owner, attr, value = call.args
+                        if owner.chain and attr.has_literal and isinstance(attr.literal, str):
+                            found.extend(self._patch(path, fn, owner.chain, attr.literal, value, call.line, PatchForm.SETATTR))
+            self._patches = sorted(set(found), key=lambda p: (p.site.path, p.site.line, p.original))
+        return self._patches
+
+    def _patch(
+        self, path: str, fn: FunctionFact | None, owner: Chain, attr: str, value: ExprFact, line: int, form: PatchForm
+    ) -> list[Patch]:
+        if self._local(fn, owner[0]):
+            return []
+        site = PatchSite(path, line, fn.qualname if fn else "")
+        replacement = self._function_value(path, fn, value)
+        out: list[Patch] = []
+        for sym in self.index.resolve_chain(path, owner):
+            if sym.kind is SymbolKind.CLASS:
+                cls = (sym.path, sym.name)
+                if self.index.class_fact(cls) is None or self.is_plugin_path(cls[0]):
+                    continue  # a plugin patching its own classes changes nothing in vLLM
+                # The attribute may be inherited: the patch shadows it on this class.
+                found = self.index.method(cls, attr)
+                if found is None and replacement is None:
+                    continue  # not a method, and not a function either: a plain attribute
+                out.append(Patch((cls[0], f"{cls[1]}.{attr}"), cls, replacement, site, form))
+            elif sym.kind is SymbolKind.MODULE and sym.path and not self.is_plugin_path(sym.path):
+                facts = self.index.load(sym.path)
+                if facts is not None and attr in facts.functions:
+                    out.append(Patch((sym.path, attr), None, replacement, site, form))
+        return out
+
+    def _function_value(self, path: str, fn: FunctionFact | None, value: ExprFact) -> FuncKey | None:
+        chain = value.chain
+        if value.called and value.called[-1] in _METHOD_WRAPPERS:
+            chain = value.first_arg
+        if not chain or self._local(fn, chain[0]):
+            return None
+        for sym in self.index.resolve_chain(path, chain):
+            if sym.kind is SymbolKind.FUNCTION:
+                return (sym.path, sym.name)
+        return None
+
+    # -- effect -----------------------------------------------------------
+    def install(self) -> None:
+        """Tell the index which functions the plugins patched in (once, before the
+        analyses resolve methods). A later patch of the same attribute wins, as at run
+        time when modules are imported in path order."""
+        if self._installed:
+            return
+        self._installed = True
+        for p in self.patches():
+            if p.replacement is not None:
+                self.index.replace_function(p.original, p.replacement, p.owner, str(p.site))
