@@ -85,8 +85,10 @@ class Analysis:
         resolved."""
         from .analyses import PluginProvider
 
-        self.get(PluginProvider).install()
+        plugins = self.get(PluginProvider)
+        plugins.install()
         self.scope.relevant_functions()
+        plugins.settle_loaded()
 
     @staticmethod
     def hop(key: FuncKey, line: int, note: str) -> Hop:

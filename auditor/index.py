@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .cache import FactsCache, content_key
 from .config import Config
@@ -122,6 +122,11 @@ class Index:
         self._replaced_methods: dict[ClassKey, dict[str, FuncKey]] = {}
         self._patched_owner: dict[FuncKey, ClassKey] = {}
         self._patch_site: dict[FuncKey, str] = {}
+        # Patches are resolved on demand, by the name of the class (or ``fn:<name>`` of the
+        # module function) they may change: resolving every patch target up front would
+        # read modules the analysis never needs.
+        self._pending_patches: dict[str, list[object]] = {}
+        self._patch_resolver: Callable[[object], None] | None = None
 
     # -- loading -------------------------------------------------------
     def _read(self, path: str) -> bytes | None:
@@ -320,6 +325,8 @@ class Index:
         plugin patched onto it in place of its own."""
         cls = self.class_fact(key)
         own = cls.methods if cls is not None else {}
+        if self._pending_patches:
+            self._settle(key[1].rpartition(".")[2])
         patched = self._replaced_methods.get(key)
         if patched:
             own = dict(own)
@@ -340,11 +347,36 @@ class Index:
             self._replaced_methods.setdefault(owner, {})[original[1].rpartition(".")[2]] = replacement
             self._patched_owner.setdefault(replacement, owner)
 
+    def defer_patches(self, by_name: dict[str, list[object]], resolver: Callable[[object], None]) -> None:
+        """Patch candidates keyed by the class name (or ``fn:<function name>``) they may
+        change; ``resolver`` resolves one and calls :meth:`replace_function`."""
+        for name, cands in by_name.items():
+            self._pending_patches.setdefault(name, []).extend(cands)
+        self._patch_resolver = resolver
+
+    def settle_patches(self, names: Iterable[str] | None = None) -> None:
+        """Resolve the pending patch candidates for ``names`` (all when None)."""
+        for name in sorted(self._pending_patches) if names is None else names:
+            self._settle(name)
+
+    def _settle(self, name: str) -> None:
+        cands = self._pending_patches.pop(name, None)
+        if cands and self._patch_resolver is not None:
+            for c in cands:
+                self._patch_resolver(c)
+
+    def _settle_key(self, key: FuncKey) -> None:
+        if self._pending_patches:
+            owner, _, name = key[1].rpartition(".")
+            self._settle(owner.rpartition(".")[2] if owner else "fn:" + name)
+
     def replacement(self, key: FuncKey) -> FuncKey:
+        self._settle_key(key)
         return self._replaced.get(key, key)
 
     def replaced(self, key: FuncKey) -> bool:
         """The function was patched away (its code no longer runs under the plugin)."""
+        self._settle_key(key)
         return key in self._replaced and self._replaced[key] != key
 
     def patch_site(self, key: FuncKey) -> str | None:
@@ -357,6 +389,8 @@ class Index:
 
     def method_key(self, cls: ClassKey, name: str) -> FuncKey:
         """The function that runs for ``cls.name`` (``cls`` being where the MRO found it)."""
+        if self._pending_patches:
+            self._settle(cls[1].rpartition(".")[2])
         patched = self._replaced_methods.get(cls)
         if patched and name in patched:
             return patched[name]

@@ -34,8 +34,34 @@ from .base import Analyses, Provider
 if TYPE_CHECKING:
     from ..source import CombinedTree
 
-# A dotted assignment target that is not ``self.x``: a candidate monkeypatch.
-_DOTTED_ASSIGN = re.compile(rb"(?m)^[ \t]*(?!self\.)[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
+# A dotted assignment at module level (``Owner.attr = value``): a candidate monkeypatch.
+_MODULE_DOTTED_ASSIGN = re.compile(rb"(?m)^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
+# ... one inside a function, and ``setattr(owner, ...)``: candidates when the owner's
+# head is a name imported from the host (vLLM).
+_INDENTED_DOTTED_ASSIGN = re.compile(rb"(?m)^[ \t]+([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
+_SETATTR = re.compile(rb"setattr\(\s*(?!self\b)([A-Za-z_]\w*)")
+
+
+def _host_imports(data: bytes, hosts: list[str]) -> set[bytes]:
+    """Names a file binds by importing from the host packages (``from vllm.x import A``,
+    ``import vllm.x as y``), read from its text."""
+    alt = b"|".join(re.escape(h.encode()) for h in hosts)
+    pattern = re.compile(
+        rb"(?m)^[ \t]*from[ \t]+(?:" + alt + rb")(?:\.\S+)?[ \t]+import[ \t]+\(?([^)\n]*(?:\n[^)\n]*)*?)\)?[ \t]*$"
+        rb"|^[ \t]*import[ \t]+((?:" + alt + rb")\S*)(?:[ \t]+as[ \t]+(\w+))?"
+    )
+    names: set[bytes] = set()
+    for m in pattern.finditer(data):
+        if m.group(1):
+            for part in m.group(1).split(b","):
+                words = part.split()
+                if words:
+                    names.add(words[-1])
+        elif m.group(2):
+            names.add(m.group(3) or m.group(2).split(b".")[0])
+    return names
+
+
 # Wrappers whose first argument is the function that becomes the method.
 _METHOD_WRAPPERS = frozenset({"staticmethod", "classmethod"})
 
@@ -75,6 +101,20 @@ class Patch:
     form: PatchForm
 
 
+@dataclass(frozen=True)
+class PatchCandidate:
+    """An assignment to an attribute of a module-level name in a plugin file: a patch
+    if the owner turns out to be a vLLM class or module."""
+
+    path: str
+    function: str  # qualname of the enclosing function, "" at module level
+    owner: Chain
+    attr: str
+    value: ExprFact
+    line: int
+    form: PatchForm
+
+
 class PluginProvider(Provider):
     dependencies = ()
 
@@ -83,6 +123,9 @@ class PluginProvider(Provider):
         self._files: list[str] | None = None
         self._registrations: list[Registration] | None = None
         self._patches: list[Patch] | None = None
+        self._candidates: list[PatchCandidate] | None = None
+        self._resolved: dict[PatchCandidate, list[Patch]] = {}
+        self._applied: dict[FuncKey, tuple[str, int]] = {}
         self._installed = False
 
     # -- which files ------------------------------------------------------
@@ -99,11 +142,28 @@ class PluginProvider(Provider):
                         data = self.index._read(path)
                         if data is None:
                             continue
-                        if any(c in data for c in calls) or b"setattr(" in data or _DOTTED_ASSIGN.search(data):
+                        if self._may_patch(data, calls):
                             if self.index.load(path) is not None:
                                 out.append(path)
             self._files = sorted(out)
         return self._files
+
+    def _may_patch(self, data: bytes, calls: list[bytes]) -> bool:
+        """A cheap text test before a file's facts are read: can it register or patch?"""
+        if any(c in data for c in calls):
+            return True
+        imported = _host_imports(data, self._host_packages())
+        if not imported:
+            return False
+        if _MODULE_DOTTED_ASSIGN.search(data):
+            return True
+        heads = {m.group(1) for m in _INDENTED_DOTTED_ASSIGN.finditer(data)}
+        heads.update(m.group(1) for m in _SETATTR.finditer(data))
+        return bool(heads & imported)
+
+    def _host_packages(self) -> list[str]:
+        roots = getattr(self.index.tree, "roots", [])
+        return sorted({p for r in roots if not r.plugin for p in r.tree.packages}) or ["vllm"]
 
     def is_plugin_path(self, path: str) -> bool:
         tree = self.index.tree
@@ -165,20 +225,55 @@ class PluginProvider(Provider):
         return self._resolve_classes(path, fn, target.chain)
 
     # -- patches ----------------------------------------------------------
-    def patches(self) -> list[Patch]:
-        if self._patches is None:
-            found: list[Patch] = []
+    def candidates(self) -> list[PatchCandidate]:
+        """Every ``Owner.attr = value`` / ``setattr(Owner, "attr", value)`` in the plugin
+        files whose owner is a module-level name (not yet resolved)."""
+        if self._candidates is None:
+            found: list[PatchCandidate] = []
             for path, fn, assigns, calls in self._statements():
+                where = fn.qualname if fn else ""
                 for a in assigns:
-                    if len(a.target) >= 2:
-                        found.extend(self._patch(path, fn, a.target[:-1], a.target[-1], a.value, a.line, PatchForm.ASSIGN))
+                    if len(a.target) >= 2 and not self._local(fn, a.target[0]):
+                        found.append(PatchCandidate(path, where, a.target[:-1], a.target[-1], a.value, a.line, PatchForm.ASSIGN))
                 for call in calls:
                     if call.func == ("setattr",) and len(call.args) == 3:
                         owner, attr, value = call.args
-                        if owner.chain and attr.has_literal and isinstance(attr.literal, str):
-                            found.extend(self._patch(path, fn, owner.chain, attr.literal, value, call.line, PatchForm.SETATTR))
+                        if owner.chain and attr.has_literal and isinstance(attr.literal, str) and not self._local(fn, owner.chain[0]):
+                            found.append(PatchCandidate(path, where, owner.chain, attr.literal, value, call.line, PatchForm.SETATTR))
+            self._candidates = found
+        return self._candidates
+
+    def patches(self) -> list[Patch]:
+        """Every candidate resolved (all of them: for reports and tests; a scan resolves
+        them on demand through :meth:`install`)."""
+        if self._patches is None:
+            found: list[Patch] = []
+            for c in self.candidates():
+                found.extend(self._resolve_candidate(c))
             self._patches = sorted(set(found), key=lambda p: (p.site.path, p.site.line, p.original))
         return self._patches
+
+    def _resolve_candidate(self, c: PatchCandidate) -> list[Patch]:
+        done = self._resolved.get(c)
+        if done is None:
+            fn = self._function_named(c.path, c.function)
+            done = self._patch(c.path, fn, c.owner, c.attr, c.value, c.line, c.form)
+            self._resolved[c] = done
+        return done
+
+    def _function_named(self, path: str, qualname: str) -> FunctionFact | None:
+        return self.index.function((path, qualname)) if qualname else None
+
+    def _key_names(self, c: PatchCandidate) -> list[str]:
+        """The class name the owner may denote (through a module-level alias in the
+        plugin's file: ``_TARGET = VllmClass``), and ``fn:<attr>`` for a module function."""
+        head = c.owner[-1]
+        if len(c.owner) == 1:
+            facts = self.index.facts.get(c.path)
+            for alias in facts.module_assigns.get(head, ()) if facts is not None else ():
+                if alias.chain:
+                    head = alias.chain[-1]
+        return [head, "fn:" + c.attr]
 
     def _patch(
         self, path: str, fn: FunctionFact | None, owner: Chain, attr: str, value: ExprFact, line: int, form: PatchForm
@@ -217,12 +312,32 @@ class PluginProvider(Provider):
 
     # -- effect -----------------------------------------------------------
     def install(self) -> None:
-        """Tell the index which functions the plugins patched in (once, before the
-        analyses resolve methods). A later patch of the same attribute wins, as at run
-        time when modules are imported in path order."""
+        """Hand the patch candidates to the index (once, before the analyses resolve
+        methods): the index resolves those that may change a class or function when it is
+        first asked about it. Patches of one attribute apply in path and line order, the
+        last one winning (the order in which a plugin imports its patch modules is not
+        read)."""
         if self._installed:
             return
         self._installed = True
-        for p in self.patches():
-            if p.replacement is not None:
+        by_name: dict[str, list[object]] = {}
+        for c in self.candidates():
+            for name in self._key_names(c):
+                by_name.setdefault(name, []).append(c)
+        self.index.defer_patches(by_name, self._apply)
+
+    def _apply(self, candidate: object) -> None:
+        assert isinstance(candidate, PatchCandidate)
+        for p in self._resolve_candidate(candidate):
+            if p.replacement is not None and self._applied.get(p.original, (p.site.path, p.site.line)) <= (p.site.path, p.site.line):
+                self._applied[p.original] = (p.site.path, p.site.line)
                 self.index.replace_function(p.original, p.replacement, p.owner, str(p.site))
+
+    def settle_loaded(self) -> None:
+        """Before the index freezes: resolve the pending candidates that name a class or
+        function of a file already read, so that nothing depends on when it was asked."""
+        names: set[str] = set()
+        for _path, facts in self.index.loaded():
+            names.update(cls.rpartition(".")[2] for cls in facts.classes)
+            names.update("fn:" + f for f in facts.functions)
+        self.index.settle_patches(sorted(names & set(self.index._pending_patches)))
