@@ -24,6 +24,8 @@ class RegistryProvider(Provider):
         self._registry: list[tuple[ClassKey, list[str]]] | None = None
         self._model_classes: list[ClassKey] | None = None
         self._parts: dict[ClassKey, frozenset[ClassKey]] = {}
+        self._displaced_from: list[ClassKey] = []
+        self._displaced: frozenset[FuncKey] | None = None
 
     def registry(self) -> list[tuple[ClassKey, list[str]]]:
         """Draft model classes from the registry tables, with their architecture names."""
@@ -43,12 +45,37 @@ class RegistryProvider(Provider):
             # A plugin's registration replaces the entry for its architecture.
             registered = self.plugins.registrations()
             if registered:
+                self._displaced_from = sorted(by_class)
                 taken = {r.arch for r in registered}
                 by_class = {c: kept for c, archs in by_class.items() if (kept := [a for a in archs if a not in taken])}
                 for r in registered:
                     by_class.setdefault(r.cls, []).append(r.arch)
             self._registry = sorted(by_class.items())
         return self._registry
+
+    def displaced(self) -> frozenset[FuncKey]:
+        """Methods of draft model classes that a plugin's registrations took every
+        architecture from, which no registered class still runs (each overrides them):
+        under the plugin their code no longer runs as a draft model."""
+        if self._displaced is None:
+            current = self.registry()
+            out: set[FuncKey] = set()
+            kept = {c for c, _ in current}
+            for cls in self._displaced_from:
+                if cls in kept:
+                    continue
+                for name in sorted(self.index.methods(cls)):
+                    key = self.index.method_key(cls, name)
+                    still = False
+                    for other, _ in current:
+                        found = self.index.method(other, name)
+                        if found is not None and self.index.method_key(found[0], name) == key:
+                            still = True
+                            break
+                    if not still:
+                        out.add(key)
+            self._displaced = frozenset(out)
+        return self._displaced
 
     def architectures(self, cls: ClassKey) -> list[str]:
         for c, archs in self.registry():

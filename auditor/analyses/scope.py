@@ -36,9 +36,10 @@ class ScopeProvider(Provider):
                 for part in self.registry.model_parts(mc):
                     keys.update(self.index.method_key(part, m) for m in self.index.methods(part))
             out = []
+            displaced = self.registry.displaced()
             for k in sorted(keys):
-                if self.index.replaced(k):
-                    continue  # patched away by a plugin: its code no longer runs
+                if self.index.replaced(k) or k in displaced:
+                    continue  # patched away, or registered over, by a plugin: its code no longer runs
                 fn = self.index.function(k)
                 if fn is not None:
                     out.append((k, fn))
