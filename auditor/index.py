@@ -379,6 +379,10 @@ class Index:
         self._settle_key(key)
         return key in self._replaced and self._replaced[key] != key
 
+    def patched(self) -> dict[FuncKey, FuncKey]:
+        """Every function a plugin patched so far (original -> replacement)."""
+        return dict(self._replaced)
+
     def patch_site(self, key: FuncKey) -> str | None:
         """Where a plugin patched this function in (``path:line``), for call chains."""
         return self._patch_site.get(key)
