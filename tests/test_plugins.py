@@ -515,3 +515,15 @@ def test_plugin_release_is_fetched_verified_and_cached(monkeypatch, tmp_path):
         assert not (tmp_path / "c2" / "releases" / "vllm-myplug-1.0").exists()
     finally:
         idx.close()
+
+
+def test_patch_module_importing_vllm_in_parentheses_is_read(tmp_path):
+    """The text prefilter must see ``from vllm.x import (\\n A,\\n B as C,\\n)``."""
+    files = module_level_patch(DROPS)
+    files["myplug/patch_foo.py"] = files["myplug/patch_foo.py"].replace(
+        "from vllm.model_executor.models.foo_mtp import FooMTP\n",
+        "from vllm.model_executor.models.foo_mtp import (  # the patched class\n    FooPredictor,\n    FooMTP as Target,\n)\n",
+    ).replace("FooMTP.forward = patched_forward", "Target.forward = patched_forward")
+    fx = make(tmp_path, files)
+    (f,) = findings(scan(combined(fx)), "MTP001")
+    assert (f.path, f.function) == ("myplug/patch_foo.py", "patched_forward")

@@ -47,18 +47,19 @@ def _host_imports(data: bytes, hosts: list[str]) -> set[bytes]:
     ``import vllm.x as y``), read from its text."""
     alt = b"|".join(re.escape(h.encode()) for h in hosts)
     pattern = re.compile(
-        rb"(?m)^[ \t]*from[ \t]+(?:" + alt + rb")(?:\.\S+)?[ \t]+import[ \t]+\(?([^)\n]*(?:\n[^)\n]*)*?)\)?[ \t]*$"
+        rb"(?m)^[ \t]*from[ \t]+(?:" + alt + rb")(?:\.\S+)?[ \t]+import[ \t]+(?:\(([^)]*)\)|([^(\n]*)$)"
         rb"|^[ \t]*import[ \t]+((?:" + alt + rb")\S*)(?:[ \t]+as[ \t]+(\w+))?"
     )
     names: set[bytes] = set()
     for m in pattern.finditer(data):
-        if m.group(1):
-            for part in m.group(1).split(b","):
+        listed = m.group(1) or m.group(2)
+        if listed:
+            for part in re.sub(rb"#[^\n]*", b"", listed).split(b","):
                 words = part.split()
                 if words:
                     names.add(words[-1])
-        elif m.group(2):
-            names.add(m.group(3) or m.group(2).split(b".")[0])
+        elif m.group(3):
+            names.add(m.group(4) or m.group(3).split(b".")[0])
     return names
 
 
@@ -267,13 +268,15 @@ class PluginProvider(Provider):
     def _key_names(self, c: PatchCandidate) -> list[str]:
         """The class name the owner may denote (through a module-level alias in the
         plugin's file: ``_TARGET = VllmClass``), and ``fn:<attr>`` for a module function."""
-        head = c.owner[-1]
+        heads = [c.owner[-1]]
         if len(c.owner) == 1:
             facts = self.index.facts.get(c.path)
-            for alias in facts.module_assigns.get(head, ()) if facts is not None else ():
+            for alias in facts.module_assigns.get(c.owner[0], ()) if facts is not None else ():
                 if alias.chain:
-                    head = alias.chain[-1]
-        return [head, "fn:" + c.attr]
+                    heads.append(alias.chain[-1])
+            # ``from vllm.x import VllmClass as Target``: the class is named VllmClass.
+            heads.extend(name for _module, name in self.index.imports_of(c.path).get(c.owner[0], []) if name)
+        return [*dict.fromkeys(heads), "fn:" + c.attr]
 
     def _patch(
         self, path: str, fn: FunctionFact | None, owner: Chain, attr: str, value: ExprFact, line: int, form: PatchForm
