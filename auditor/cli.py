@@ -324,6 +324,8 @@ def lint(
     no_cache: bool = NoCacheOpt,
     config: Optional[Path] = ConfigOpt,
     workers: Optional[int] = WorkersOpt,
+    vllm: Optional[Path] = typer.Option(None, "--vllm", metavar="PATH", help="Lint a platform plugin's repository against this vLLM tree (pinned)."),
+    vllm_release: Optional[str] = typer.Option(None, "--vllm-release", metavar="X.Y.Z", help="Lint a platform plugin's repository against this vLLM release (fetched, cached)."),
 ) -> None:
     """Report only the findings a change introduces (whole-tree analysis on both sides)."""
     from .paths import default_cache_dir
@@ -332,15 +334,46 @@ def lint(
     from .output import render
     from .source import DirectoryTree
 
-    cfg_tree = DirectoryTree(path.resolve()) if (path / "vllm").is_dir() else None
+    plugin_args = _plugin_lint(path, vllm, vllm_release, cache_dir)  # issue 13
+    cfg_tree = DirectoryTree(path.resolve()) if (path / "vllm").is_dir() else plugin_args.get("config_tree")
     cfg = load_settings(cfg_tree, config, select or [], ignore or [])
     cache_root = None if no_cache else (cache_dir or default_cache_dir())
     from rules import all_rules
 
-    outcome = run_lint(path.resolve(), base, head, cfg, make_cache(no_cache, cache_dir), cache_root, workers, rules=all_rules())
+    outcome = run_lint(path.resolve(), base, head, cfg, make_cache(no_cache, cache_dir), cache_root, workers, rules=all_rules(),
+                       packages=plugin_args.get("packages", ("vllm",)), host=plugin_args.get("host"))
     _apply_baseline(outcome.result, baseline)
     emit(render(outcome.result, format.value), output)
     raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)
+
+
+def _plugin_lint(path: Path, vllm: Optional[Path], vllm_release: Optional[str], cache_dir: Optional[Path]) -> dict:
+    """Issue 13: ``lint`` inside a platform plugin's repository, against a pinned vLLM."""
+    if vllm is None and vllm_release is None:
+        return {}
+    if vllm is not None and vllm_release is not None:
+        raise UsageError("give one of --vllm PATH and --vllm-release X.Y.Z")
+    from .lint import _repo_for
+    from .source import CombinedTree, DirectoryTree, Root, locate_plugin, locate_root
+
+    if vllm_release is not None:
+        from .fetch import fetch_release
+
+        host_tree = DirectoryTree(fetch_release(vllm_release, cache_dir=cache_dir, progress=sys.stderr.isatty()),
+                                  label=f"vllm-{vllm_release.lstrip('v')}")
+    else:
+        assert vllm is not None
+        host_tree = DirectoryTree(locate_root(vllm))
+    repo = _repo_for(path)
+    work = Path(repo.working_tree_dir or path)
+    plugin = locate_plugin(work)
+    if plugin.root != work.resolve():
+        raise UsageError(f"the plugin's packages must be at the repository root {work} (found under {plugin.root})")
+
+    def host(tree):
+        return CombinedTree([Root("vllm", host_tree, False), Root(plugin.label, tree, True)])
+
+    return {"packages": plugin.packages, "host": host, "config_tree": host_tree}
 
 
 baseline_app = typer.Typer(help="Record today's findings so that only new ones are reported.", no_args_is_help=True)

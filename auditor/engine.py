@@ -133,7 +133,7 @@ def _name_roots(tree: SourceTree, result: ScanResult) -> None:
 
     if not isinstance(tree, CombinedTree):
         return
-    result.roots = [ScanRoot(r.name, str(r.path), r.tree.packages, r.plugin) for r in tree.roots]
+    result.roots = [ScanRoot(r.name, r.location, r.tree.packages, r.plugin) for r in tree.roots]
     for f in result.findings:
         f.root = tree.root_of(f.path).name
 

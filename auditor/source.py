@@ -204,12 +204,22 @@ class Root:
     """One directory of a combined tree: vLLM itself, or a platform plugin."""
 
     name: str  # "vllm", or the plugin's distribution name ("vllm-ascend")
-    tree: DirectoryTree
+    tree: "DirectoryTree | GitTreeLike"
     plugin: bool
 
     @property
-    def path(self) -> Path:
-        return self.tree.root
+    def path(self) -> Path | None:
+        """The directory (None for a tree read from git objects)."""
+        root = getattr(self.tree, "root", None)
+        return root if isinstance(root, Path) else None
+
+    @property
+    def location(self) -> str:
+        return str(self.path) if self.path is not None else self.tree.label
+
+
+class GitTreeLike(SourceTree, Protocol):
+    packages: tuple[str, ...]
 
 
 class CombinedTree:
@@ -224,7 +234,7 @@ class CombinedTree:
             for package in r.tree.packages:
                 other = self._owner.get(package)
                 if other is not None:
-                    raise UsageError(f"package {package}/ is in two scanned roots: {other.path} and {r.path}")
+                    raise UsageError(f"package {package}/ is in two scanned roots: {other.location} and {r.location}")
                 self._owner[package] = r
         self.label = " + ".join(r.tree.label for r in roots)
         self.root = roots[0].path  # the vLLM root: its pyproject.toml configures the scan

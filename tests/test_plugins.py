@@ -527,3 +527,36 @@ def test_patch_module_importing_vllm_in_parentheses_is_read(tmp_path):
     fx = make(tmp_path, files)
     (f,) = findings(scan(combined(fx)), "MTP001")
     assert (f.path, f.function) == ("myplug/patch_foo.py", "patched_forward")
+
+
+# --------------------------------------------------------------------------- lint inside a plugin repository
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_lint_plugin_repository_against_a_pinned_vllm(tmp_path):
+    """A plugin's CI: the change under review makes the patched forward drop the step."""
+    fx = make(tmp_path, module_level_patch(THREADS))
+    _git(fx.plugin, "init", "-q")
+    _git(fx.plugin, "add", "-A")
+    _git(fx.plugin, "commit", "-qm", "base")
+    (fx.plugin / "myplug" / "patch_foo.py").write_text(module_level_patch(DROPS)["myplug/patch_foo.py"])
+    out = cli("lint", str(fx.plugin), "--base", "HEAD", "--vllm", str(fx.vllm), "-f", "json", "--no-cache")
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert [(f["rule"], f["path"], f["root"]) for f in doc["findings"]] == [("MTP001", "myplug/patch_foo.py", "vllm-myplug")]
+    # Committed: linting the commit against its parent finds the same; against itself, nothing.
+    _git(fx.plugin, "commit", "-qam", "drop")
+    out = cli("lint", str(fx.plugin), "--base", "HEAD~1", "--head", "HEAD", "--vllm", str(fx.vllm), "-f", "json", "--no-cache")
+    assert out.returncode == 1 and len(json.loads(out.stdout)["findings"]) == 1
+    out = cli("lint", str(fx.plugin), "--base", "HEAD", "--vllm", str(fx.vllm), "-f", "json", "--no-cache")
+    assert out.returncode == 0 and json.loads(out.stdout)["findings"] == []
+
+
+def test_lint_plugin_wants_one_vllm(tmp_path):
+    fx = make(tmp_path, module_level_patch(THREADS))
+    _git(fx.plugin, "init", "-q")
+    out = cli("lint", str(fx.plugin), "--base", "HEAD", "--vllm", str(fx.vllm), "--vllm-release", "0.30.0")
+    assert out.returncode == 2 and "give one of --vllm PATH and --vllm-release" in out.stderr
