@@ -34,11 +34,14 @@ from .base import Analyses, Provider
 if TYPE_CHECKING:
     from ..source import CombinedTree
 
-# A dotted assignment at module level (``Owner.attr = value``): a candidate monkeypatch.
-_MODULE_DOTTED_ASSIGN = re.compile(rb"(?m)^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
-# ... one inside a function, and ``setattr(owner, ...)``: candidates when the owner's
+# A dotted assignment target that is not ``self.x`` (group 1: its indentation, group 2:
+# its head name): at module level a candidate monkeypatch, inside a function one when the
 # head is a name imported from the host (vLLM).
-_INDENTED_DOTTED_ASSIGN = re.compile(rb"(?m)^[ \t]+([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
+_DOTTED_ASSIGN = re.compile(rb"(?m)^([ \t]*)(?!self\.)([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
+# Faster to find: the ``.attr =`` part, then the start of its line (_LINE_HEAD).
+_ATTR_ASSIGN = re.compile(rb"\.[A-Za-z_]\w*[ \t]*=(?!=)")
+_LINE_HEAD = re.compile(rb"([ \t]*)([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)*")
+# ``setattr(owner, ...)`` with an owner that is not ``self``.
 _SETATTR = re.compile(rb"setattr\(\s*(?!self\b)([A-Za-z_]\w*)")
 
 
@@ -153,14 +156,23 @@ class PluginProvider(Provider):
         """A cheap text test before a file's facts are read: can it register or patch?"""
         if any(c in data for c in calls):
             return True
-        imported = _host_imports(data, self._host_packages())
-        if not imported:
+        heads: set[bytes] = set()
+        module_level = False
+        for m in _ATTR_ASSIGN.finditer(data):
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            head = _LINE_HEAD.fullmatch(data, start, m.start())
+            if head is None or head.group(2) == b"self":
+                continue
+            if head.group(1):
+                heads.add(head.group(2))
+            else:
+                module_level = True
+        if b"setattr(" in data:
+            heads.update(m.group(1) for m in _SETATTR.finditer(data))
+        if not heads and not module_level:
             return False
-        if _MODULE_DOTTED_ASSIGN.search(data):
-            return True
-        heads = {m.group(1) for m in _INDENTED_DOTTED_ASSIGN.finditer(data)}
-        heads.update(m.group(1) for m in _SETATTR.finditer(data))
-        return bool(heads & imported)
+        imported = _host_imports(data, self._host_packages())
+        return bool(imported) and (module_level or bool(heads & imported))
 
     def _host_packages(self) -> list[str]:
         roots = getattr(self.index.tree, "roots", [])
