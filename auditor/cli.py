@@ -216,11 +216,14 @@ def graph(
     cache_dir: Optional[Path] = CacheDirOpt,
     no_cache: bool = NoCacheOpt,
     config: Optional[Path] = ConfigOpt,
+    plugin: Optional[list[Path]] = PluginOpt,
+    plugin_release: Optional[list[str]] = PluginReleaseOpt,
 ) -> None:
     """Export the call graph (functions the analysis examined; edges say how the step is passed)."""
     import networkx as nx
 
-    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, True)
+    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, True,
+                        plugins=plugin, plugin_releases=plugin_release)
     assert scan_.analysis is not None
     g = scan_.analysis.graph.build_graph()
     if format == GraphFormat.json:
@@ -257,12 +260,15 @@ def explain(
     cache_dir: Optional[Path] = CacheDirOpt,
     no_cache: bool = NoCacheOpt,
     config: Optional[Path] = ConfigOpt,
+    plugin: Optional[list[Path]] = PluginOpt,
+    plugin_release: Optional[list[str]] = PluginReleaseOpt,
 ) -> None:
     """Print one finding's call chain with the code at every hop."""
     from rich.console import Console
     from rich.syntax import Syntax
 
-    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, True)
+    scan_ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, True,
+                        plugins=plugin, plugin_releases=plugin_release)
     matches = [f for f in scan_.result.findings if f.fingerprint.startswith(finding_id.lower())]
     if not matches:
         raise UsageError(f"no finding with id {finding_id!r} in this tree (ids are the fingerprints `scan` prints)")

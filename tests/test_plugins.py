@@ -560,3 +560,12 @@ def test_lint_plugin_wants_one_vllm(tmp_path):
     _git(fx.plugin, "init", "-q")
     out = cli("lint", str(fx.plugin), "--base", "HEAD", "--vllm", str(fx.vllm), "--vllm-release", "0.30.0")
     assert out.returncode == 2 and "give one of --vllm PATH and --vllm-release" in out.stderr
+
+
+def test_explain_a_plugin_finding_shows_the_plugin_code(tmp_path):
+    fx = make(tmp_path, module_level_patch(DROPS))
+    doc = json.loads(cli("scan", str(fx.vllm), "--plugin", str(fx.plugin), "-f", "json", "--no-cache").stdout)
+    fingerprint = doc["findings"][0]["fingerprint"]
+    out = cli("explain", fingerprint, str(fx.vllm), "--plugin", str(fx.plugin), "--no-cache")
+    assert out.returncode == 0, out.stderr
+    assert "myplug/patch_foo.py" in out.stdout and "return self.model(input_ids, hidden_states, 0)" in out.stdout
