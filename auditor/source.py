@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,7 +351,8 @@ def locate_plugin(path: Path, name: str | None = None) -> DirectoryTree:
         raise UsageError(f"expected a plugin directory, got a file: {path}")
     path = path.resolve()
     if (path / "__init__.py").is_file() and not (path / "pyproject.toml").exists() and not (path / "setup.py").exists():
-        return DirectoryTree(path.parent, label=name or path.name, packages=(path.name,))
+        label = name or re.sub(r"[-_.]+", "-", path.name).lower()  # PEP 503 form of the package name
+        return DirectoryTree(path.parent, label=label, packages=(path.name,))
     modules, dist_name = _entry_point_modules(path)
     packages: list[str] = []
     base = path
@@ -377,7 +379,5 @@ def locate_plugin(path: Path, name: str | None = None) -> DirectoryTree:
         raise UsageError(f"no Python package found under plugin path {path} (expected e.g. vllm_ascend/ or a pyproject.toml with vllm.platform_plugins entry points)")
     if "vllm" in packages:
         raise UsageError(f"plugin path {path} holds a vllm/ package: pass vLLM as PATH and the plugin with --plugin")
-    import re
-
     label = name or re.sub(r"[-_.]+", "-", dist_name or packages[0]).lower()  # PEP 503 form
     return DirectoryTree(base, label=label, packages=tuple(dict.fromkeys(packages)))
