@@ -260,8 +260,19 @@ class CombinedTree:
         return [p for r in self.roots for p in r.tree.problems()]
 
 
+def plugin_entry_points(root: Path) -> list[str]:
+    """The ``module:function`` targets of the ``vllm.*_plugins`` entry points a plugin
+    declares (what vLLM calls when it loads the plugin)."""
+    return list(dict.fromkeys(_entry_points(root)[0]))
+
+
 def _entry_point_modules(root: Path) -> tuple[list[str], str | None]:
-    """Modules named by the ``vllm.*_plugins`` entry points a plugin declares, and its
+    targets, name = _entry_points(root)
+    return list(dict.fromkeys(t.split(":", 1)[0].strip() for t in targets)), name
+
+
+def _entry_points(root: Path) -> tuple[list[str], str | None]:
+    """Targets of the ``vllm.*_plugins`` entry points a plugin declares, and its
     distribution name, from pyproject.toml, setup.cfg, an sdist's ``*.egg-info`` or
     setup.py (read as text/syntax; nothing is run)."""
     import ast
@@ -272,9 +283,8 @@ def _entry_point_modules(root: Path) -> tuple[list[str], str | None]:
 
     def add(value: str) -> None:
         target = value.split("=", 1)[-1].strip()
-        module = target.split(":", 1)[0].strip()
-        if module:
-            modules.append(module)
+        if target.split(":", 1)[0].strip():
+            modules.append(target)
 
     pyproject = root / "pyproject.toml"
     if pyproject.is_file():

@@ -569,3 +569,13 @@ def test_explain_a_plugin_finding_shows_the_plugin_code(tmp_path):
     out = cli("explain", fingerprint, str(fx.vllm), "--plugin", str(fx.plugin), "--no-cache")
     assert out.returncode == 0, out.stderr
     assert "myplug/patch_foo.py" in out.stdout and "return self.model(input_ids, hidden_states, 0)" in out.stdout
+
+
+def test_patch_function_the_plugin_never_runs_is_no_patch(tmp_path):
+    files = patch_function_patch(DROPS)
+    files["myplug/__init__.py"] = "def register():\n    return 'myplug.platform.P'\n"
+    fx = make(tmp_path, files)
+    assert findings(scan(combined(fx))) == []  # apply_patches is never referred to
+    # ... but an entry point that names it runs it.
+    (fx.plugin / "pyproject.toml").write_text(PLUGIN_PYPROJECT + 'patches = "myplug.patches:apply_patches"\n')
+    assert [f.path for f in findings(scan(combined(fx)), "MTP001")] == ["myplug/patches.py"]

@@ -253,8 +253,30 @@ class PluginProvider(Provider):
                         owner, attr, value = call.args
                         if owner.chain and attr.has_literal and isinstance(attr.literal, str) and not self._local(fn, owner.chain[0]):
                             found.append(PatchCandidate(path, where, owner.chain, attr.literal, value, call.line, PatchForm.SETATTR))
-            self._candidates = found
+            # A patch inside a function counts when the plugin runs that function: an entry
+            # point names it, or the plugin's code refers to it (calls it, imports it under
+            # another name, passes it on, patches it onto vLLM).
+            names = {c.function.rpartition(".")[2] for c in found if c.function}
+            run = self._called(names) if names else set()
+            self._candidates = [c for c in found if not c.function or c.function.rpartition(".")[2] in run]
         return self._candidates
+
+    def _called(self, names: set[str]) -> set[str]:
+        """Which of these function names the plugin runs: named by one of its
+        ``vllm.*_plugins`` entry points, or referred to in its code (the name outside its
+        own ``def``, read from the text of every plugin file)."""
+        from ..source import plugin_entry_points
+
+        found: set[str] = set()
+        pattern = re.compile(rb"(?<!def )\b(" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+        for root in getattr(self.index.tree, "plugin_roots", []):
+            if root.path is not None:
+                found.update(t.rpartition(":")[2].rpartition(".")[2] for t in plugin_entry_points(root.path))
+            for path in root.tree.python_files():
+                data = self.index._read(path)
+                if data is not None:
+                    found.update(m.group(1).decode() for m in pattern.finditer(data))
+        return found & names
 
     def patches(self) -> list[Patch]:
         """Every candidate resolved (all of them: for reports and tests; a scan resolves
