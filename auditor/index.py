@@ -354,6 +354,9 @@ class Index:
             self._pending_patches.setdefault(name, []).extend(cands)
         self._patch_resolver = resolver
 
+    def pending_patch_names(self) -> set[str]:
+        return set(self._pending_patches)
+
     def settle_patches(self, names: Iterable[str] | None = None) -> None:
         """Resolve the pending patch candidates for ``names`` (all when None)."""
         for name in sorted(self._pending_patches) if names is None else names:

@@ -17,7 +17,9 @@ import time need facts of their own, read here from the plugin's files:
   call chains name the plugin's file and the patch site.
 
 Only the plugin's own files are read for these, and only those whose text can hold one
-(a registration call, ``setattr(``, or a dotted assignment target).
+(a registration call, a module-level dotted assignment, or a dotted assignment or
+``setattr(`` whose owner is a name imported from vLLM). Patch candidates are resolved on
+demand, when the analysis first asks about a class or function they may change.
 """
 
 from __future__ import annotations
@@ -25,20 +27,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
-
 from ..facts import AttrAssignFact, CallFact, Chain, ExprFact, FunctionFact
 from ..index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, Provider
 
-if TYPE_CHECKING:
-    from ..source import CombinedTree
-
-# A dotted assignment target that is not ``self.x`` (group 1: its indentation, group 2:
-# its head name): at module level a candidate monkeypatch, inside a function one when the
-# head is a name imported from the host (vLLM).
-_DOTTED_ASSIGN = re.compile(rb"(?m)^([ \t]*)(?!self\.)([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)+[ \t]*=(?!=)")
-# Faster to find: the ``.attr =`` part, then the start of its line (_LINE_HEAD).
+# A dotted assignment (``Owner.attr = value``) is found by its ``.attr =`` part, then the
+# start of its line: at module level a candidate monkeypatch, inside a function one when
+# the owner's head is a name imported from the host (vLLM).
 _ATTR_ASSIGN = re.compile(rb"\.[A-Za-z_]\w*[ \t]*=(?!=)")
 _LINE_HEAD = re.compile(rb"([ \t]*)([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)*")
 # ``setattr(owner, ...)`` with an owner that is not ``self``.
@@ -143,14 +138,18 @@ class PluginProvider(Provider):
                 calls = [c.encode() for c in self.config.plugin_register_calls]
                 for root in roots:
                     for path in root.tree.python_files():
-                        data = self.index._read(path)
-                        if data is None:
-                            continue
-                        if self._may_patch(data, calls):
+                        data = self._bytes(path)
+                        if data is not None and self._may_patch(data, calls):
                             if self.index.load(path) is not None:
                                 out.append(path)
             self._files = sorted(out)
         return self._files
+
+    def _bytes(self, path: str) -> bytes | None:
+        try:
+            return self.index.tree.read(path)
+        except OSError:
+            return None  # the index reports it when (if) the analysis needs the file
 
     def _may_patch(self, data: bytes, calls: list[bytes]) -> bool:
         """A cheap text test before a file's facts are read: can it register or patch?"""
@@ -273,7 +272,7 @@ class PluginProvider(Provider):
             if root.path is not None:
                 found.update(t.rpartition(":")[2].rpartition(".")[2] for t in plugin_entry_points(root.path))
             for path in root.tree.python_files():
-                data = self.index._read(path)
+                data = self._bytes(path)
                 if data is not None:
                     found.update(m.group(1).decode() for m in pattern.finditer(data))
         return found & names
@@ -377,4 +376,4 @@ class PluginProvider(Provider):
         for _path, facts in self.index.loaded():
             names.update(cls.rpartition(".")[2] for cls in facts.classes)
             names.update("fn:" + f for f in facts.functions)
-        self.index.settle_patches(sorted(names & set(self.index._pending_patches)))
+        self.index.settle_patches(sorted(names & self.index.pending_patch_names()))
