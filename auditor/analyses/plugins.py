@@ -61,6 +61,17 @@ def _host_imports(data: bytes, hosts: list[str]) -> set[bytes]:
     return names
 
 
+def _referenced(data: bytes, name: str) -> bool:
+    """The text uses ``name`` somewhere else than in ``def name``."""
+    key = name.encode()
+    if key not in data:
+        return False
+    for m in re.finditer(rb"\b" + re.escape(key) + rb"\b", data):
+        if data[max(0, m.start() - 4) : m.start()] != b"def ":
+            return True
+    return False
+
+
 # Wrappers whose first argument is the function that becomes the method.
 _METHOD_WRAPPERS = frozenset({"staticmethod", "classmethod"})
 
@@ -255,27 +266,42 @@ class PluginProvider(Provider):
             # A patch inside a function counts when the plugin runs that function: an entry
             # point names it, or the plugin's code refers to it (calls it, imports it under
             # another name, passes it on, patches it onto vLLM).
-            names = {c.function.rpartition(".")[2] for c in found if c.function}
-            run = self._called(names) if names else set()
+            by_path: dict[str, set[str]] = {}
+            for c in found:
+                if c.function:
+                    by_path.setdefault(c.path, set()).add(c.function.rpartition(".")[2])
+            run = self._called(by_path) if by_path else set()
             self._candidates = [c for c in found if not c.function or c.function.rpartition(".")[2] in run]
         return self._candidates
 
-    def _called(self, names: set[str]) -> set[str]:
-        """Which of these function names the plugin runs: named by one of its
-        ``vllm.*_plugins`` entry points, or referred to in its code (the name outside its
-        own ``def``, read from the text of every plugin file)."""
+    def _called(self, by_path: dict[str, set[str]]) -> set[str]:
+        """Which of these functions (names per defining file) the plugin runs: named by
+        one of its ``vllm.*_plugins`` entry points, or referred to in its code (the name
+        outside its own ``def``: in its own file first, else in any plugin file's text)."""
         from ..source import plugin_entry_points
 
         found: set[str] = set()
-        pattern = re.compile(rb"(?<!def )\b(" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
-        for root in getattr(self.index.tree, "plugin_roots", []):
+        roots = getattr(self.index.tree, "plugin_roots", [])
+        for root in roots:
             if root.path is not None:
                 found.update(t.rpartition(":")[2].rpartition(".")[2] for t in plugin_entry_points(root.path))
+        remaining: set[str] = set()
+        for path, names in sorted(by_path.items()):
+            data = self._bytes(path) or b""
+            for name in sorted(names - found):
+                (found if _referenced(data, name) else remaining).add(name)
+        remaining -= found
+        for root in roots:
             for path in root.tree.python_files():
-                data = self._bytes(path)
-                if data is not None:
-                    found.update(m.group(1).decode() for m in pattern.finditer(data))
-        return found & names
+                if not remaining:
+                    return found
+                text = self._bytes(path)
+                if text is None:
+                    continue
+                hits = {name for name in remaining if _referenced(text, name)}
+                found |= hits
+                remaining -= hits
+        return found
 
     def patches(self) -> list[Patch]:
         """Every candidate resolved (all of them: for reports and tests; a scan resolves
