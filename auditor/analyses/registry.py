@@ -64,10 +64,11 @@ class RegistryProvider(Provider):
             for cls in self._displaced_from:
                 if cls in kept:
                     continue
+                heirs = [other for other, _ in current if cls in self.index.mro(other)]
                 for name in sorted(self.index.methods(cls)):
                     key = self.index.method_key(cls, name)
                     still = False
-                    for other, _ in current:
+                    for other in heirs:
                         found = self.index.method(other, name)
                         if found is not None and self.index.method_key(found[0], name) == key:
                             still = True
