@@ -476,7 +476,7 @@ def _download(sdist: SdistFile, dest: Path, index: str, progress: bool) -> None:
             with resp:
                 length = resp.headers.get("Content-Length")
                 total = int(length) if length and length.isdigit() else sdist.size
-                bar = _progress_bar(progress, total, f"vllm {sdist.version}")
+                bar = _progress_bar(progress, total, f"{sdist.filename.rsplit('-', 1)[0]} {sdist.version}")
                 if bar:
                     bar[0].start()
                 try:

@@ -385,6 +385,8 @@ def locate_plugin(path: Path, name: str | None = None) -> DirectoryTree:
             if found:
                 base, packages = cand, found
                 break
+    if not packages and (path / "vllm" / "__init__.py").is_file():
+        raise UsageError(f"plugin path {path} holds a vllm/ package: pass vLLM as PATH and the plugin with --plugin")
     if not packages:
         raise UsageError(f"no Python package found under plugin path {path} (expected e.g. vllm_ascend/ or a pyproject.toml with vllm.platform_plugins entry points)")
     if "vllm" in packages:

@@ -435,6 +435,8 @@ def test_cli_without_plugins_has_no_roots(tmp_path):
     "args, message",
     [
         (["--plugin", "does-not-exist"], "plugin path does not exist"),
+        (["--plugin", "vllm-src/vllm/loader.py"], "expected a plugin directory, got a file"),
+        (["--plugin", "vllm-src"], "holds a vllm/ package: pass vLLM as PATH"),
         (["--plugin-release", "vllm-ascend"], "--plugin-release wants NAME==VERSION"),
         (["--plugin-release", "==1.0"], "--plugin-release wants NAME==VERSION"),
     ],
