@@ -166,3 +166,12 @@ def test_plugin_findings_carry_the_plugin_root():
     for f in scan.result.findings:
         assert f.root == (PLUGIN if f.path.startswith("vllm_ascend/") else "vllm")
     assert [r.name for r in scan.result.roots] == ["vllm", PLUGIN]
+
+
+def test_plugin_scan_is_deterministic():
+    """Patches resolve on demand, in the order the analysis asks: a second, fresh scan
+    (and one with a different worker count) gives the same report."""
+    root = fetch_release(PLUGIN_VERSION, release_cache_dir(), progress=False, project=PLUGIN)
+    tree = CombinedTree([Root("vllm", _vllm_tree(), False), Root(PLUGIN, locate_plugin(root, name=PLUGIN), True)])
+    again = run_scan(tree, Config(), all_rules(), FactsCache(release_cache_dir()), 1)
+    assert again.result.to_json() == with_ascend().result.to_json()
