@@ -581,3 +581,18 @@ def test_patch_function_the_plugin_never_runs_is_no_patch(tmp_path):
     # ... but an entry point that names it runs it.
     (fx.plugin / "pyproject.toml").write_text(PLUGIN_PYPROJECT + 'patches = "myplug.patches:apply_patches"\n')
     assert [f.path for f in findings(scan(combined(fx)), "MTP001")] == ["myplug/patches.py"]
+
+
+def test_registered_override_that_calls_super_keeps_the_vllm_method(tmp_path):
+    """The plugin's class overrides forward but calls super().forward: vLLM's dropping
+    forward still runs, so its finding stays."""
+    files = registration_string(THREADS)
+    files["myplug/models/foo.py"] = PLUGIN_MODEL.replace(
+        "return self.model(input_ids, hidden_states, {step})",
+        "return super().forward(input_ids, hidden_states, spec_step_idx)",
+    )
+    fx = make(tmp_path, files, vllm_step=DROPS)
+    s = scan(combined(fx))
+    assert [(f.rule, f.path, f.function) for f in findings(s)] == [
+        ("MTP001", "vllm/model_executor/models/foo_mtp.py", "FooMTP.forward")
+    ]
