@@ -122,6 +122,7 @@ class Index:
         self._replaced_methods: dict[ClassKey, dict[str, FuncKey]] = {}
         self._patched_owner: dict[FuncKey, ClassKey] = {}
         self._patch_site: dict[FuncKey, str] = {}
+        self._still_run: set[FuncKey] = set()  # patched, but saved and possibly called by the wrapper
         # Patches are resolved on demand, by the name of the class (or ``fn:<name>`` of the
         # module function) they may change: resolving every patch target up front would
         # read modules the analysis never needs.
@@ -337,11 +338,18 @@ class Index:
         return own
 
     # -- plugin hooks (issue 13) ----------------------------------------
-    def replace_function(self, original: FuncKey, replacement: FuncKey, owner: ClassKey | None, site: str) -> None:
+    def replace_function(
+        self, original: FuncKey, replacement: FuncKey, owner: ClassKey | None, site: str, keeps_original: bool = False
+    ) -> None:
         """A plugin assigns ``replacement`` to ``original`` (a method of ``owner``, or a
         module function when ``owner`` is None) at ``site`` (``path:line``): from now on
-        lookups find the replacement."""
+        lookups find the replacement. ``keeps_original``: the plugin saved the original
+        first (a wrapper), so its code may still run."""
         self._replaced[original] = replacement
+        if keeps_original:
+            self._still_run.add(original)
+        else:
+            self._still_run.discard(original)
         self._patch_site.setdefault(replacement, site)
         if owner is not None:
             self._replaced_methods.setdefault(owner, {})[original[1].rpartition(".")[2]] = replacement
@@ -380,7 +388,7 @@ class Index:
     def replaced(self, key: FuncKey) -> bool:
         """The function was patched away (its code no longer runs under the plugin)."""
         self._settle_key(key)
-        return key in self._replaced and self._replaced[key] != key
+        return key in self._replaced and self._replaced[key] != key and key not in self._still_run
 
     def patched(self) -> dict[FuncKey, FuncKey]:
         """Every function a plugin patched so far (original -> replacement)."""

@@ -596,3 +596,28 @@ def test_registered_override_that_calls_super_keeps_the_vllm_method(tmp_path):
     assert [(f.rule, f.path, f.function) for f in findings(s)] == [
         ("MTP001", "vllm/model_executor/models/foo_mtp.py", "FooMTP.forward")
     ]
+
+
+def test_wrapper_patch_that_saves_the_original_keeps_its_findings(tmp_path):
+    """``_orig = FooMTP.forward`` then ``FooMTP.forward = wrapper``: the wrapper may run
+    the original, so vLLM's dropping forward stays examined (its finding remains)."""
+    files = module_level_patch(THREADS)
+    files["myplug/patch_foo.py"] = IMPORTS + '''
+_orig_forward = FooMTP.forward
+
+
+def patched_forward(self, input_ids, hidden_states, spec_step_idx: int = 0):
+    return _orig_forward(self, input_ids, hidden_states, spec_step_idx)
+
+
+FooMTP.forward = patched_forward
+'''
+    fx = make(tmp_path, files, vllm_step=DROPS)
+    s = scan(combined(fx))
+    assert [(f.rule, f.path, f.function) for f in findings(s)] == [
+        ("MTP001", "vllm/model_executor/models/foo_mtp.py", "FooMTP.forward")
+    ]
+    index = Index(combined(fx), Config())
+    index.load_seeds()
+    (p,) = Analysis(index, Config()).get(PluginProvider).patches()
+    assert p.keeps_original and p.replacement == ("myplug/patch_foo.py", "patched_forward")

@@ -109,6 +109,7 @@ class Patch:
     replacement: FuncKey | None  # None: not a function the scan can read (lambda, nested def, property)
     site: PatchSite
     form: PatchForm
+    keeps_original: bool = False  # the plugin saved the original first (a wrapper may call it)
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,7 @@ class PluginProvider(Provider):
             return []
         site = PatchSite(path, line, fn.qualname if fn else "")
         replacement = self._function_value(path, fn, value)
+        keeps = self._saves_original(path, fn, owner, attr)
         out: list[Patch] = []
         for sym in self.index.resolve_chain(path, owner):
             if sym.kind is SymbolKind.CLASS:
@@ -354,12 +356,25 @@ class PluginProvider(Provider):
                 found = self.index.method(cls, attr)
                 if found is None and replacement is None:
                     continue  # not a method, and not a function either: a plain attribute
-                out.append(Patch((cls[0], f"{cls[1]}.{attr}"), cls, replacement, site, form))
+                out.append(Patch((cls[0], f"{cls[1]}.{attr}"), cls, replacement, site, form, keeps))
             elif sym.kind is SymbolKind.MODULE and sym.path and not self.is_plugin_path(sym.path):
                 facts = self.index.load(sym.path)
                 if facts is not None and attr in facts.functions:
-                    out.append(Patch((sym.path, attr), None, replacement, site, form))
+                    out.append(Patch((sym.path, attr), None, replacement, site, form, keeps))
         return out
+
+    def _saves_original(self, path: str, fn: FunctionFact | None, owner: Chain, attr: str) -> bool:
+        """``_orig = VllmClass.method`` (or ``getattr(VllmClass, "method", ...)``) in the
+        patching file or function: the replacement is a wrapper that may still run the
+        original, so the original's code stays examined."""
+        target = owner + (attr,)
+        dotted = ".".join(owner)
+        getattr_texts = (f'getattr({dotted}, "{attr}"', f"getattr({dotted}, '{attr}'")
+        facts = self.index.facts.get(path)
+        values = [v for vs in facts.module_assigns.values() for v in vs] if facts is not None else []
+        if fn is not None:
+            values += [v for vs in fn.assigns.values() for v in vs]
+        return any(v.chain == target or v.text.startswith(getattr_texts) for v in values)
 
     def _function_value(self, path: str, fn: FunctionFact | None, value: ExprFact) -> FuncKey | None:
         chain = value.chain
@@ -393,7 +408,7 @@ class PluginProvider(Provider):
         for p in self._resolve_candidate(candidate):
             if p.replacement is not None and self._applied.get(p.original, (p.site.path, p.site.line)) <= (p.site.path, p.site.line):
                 self._applied[p.original] = (p.site.path, p.site.line)
-                self.index.replace_function(p.original, p.replacement, p.owner, str(p.site))
+                self.index.replace_function(p.original, p.replacement, p.owner, str(p.site), p.keeps_original)
 
     def settle_loaded(self) -> None:
         """Before the index freezes: resolve the pending candidates that name a class or
