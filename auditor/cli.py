@@ -317,7 +317,7 @@ class FailOn(str, Enum):
 
 @app.command()
 def lint(
-    path: Path = typer.Argument(Path("."), help="A git checkout of vLLM (its root holds vllm/)."),
+    path: Path = typer.Argument(Path("."), help="A git checkout of vLLM (its root holds vllm/), or of a platform plugin with --vllm/--vllm-release."),
     base: str = typer.Option(..., "--base", help="The ref to compare with (e.g. origin/main, HEAD~1)."),
     head: Optional[str] = typer.Option(None, "--head", help="Lint this ref instead of the work tree."),
     format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f"),
