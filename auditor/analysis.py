@@ -95,13 +95,21 @@ class Analysis:
 
     def prepare(self) -> None:
         """The loading phase: explore the draft loops and fix the set of functions rules
-        examine (both may parse more files). The engine freezes the index after this."""
+        examine (both may parse more files). The engine freezes the index after this.
+        A platform plugin's monkeypatches are installed first, before any method is
+        resolved."""
+        from .analyses import PluginProvider
+
+        plugins = self.get(PluginProvider)
+        plugins.install()
         self.scope.relevant_functions()
         # Issue 12: graph wrappers and the places that install them may live in files
         # nothing above reached (the model runner); load them now, after the functions
         # other rules examine are fixed, so those rules see the same set as before.
         self.capture.prepare()
         self.dispatch.prepare()
+        # A plugin's patches of classes loaded by any of the above take effect before the freeze.
+        plugins.settle_loaded()
 
     @staticmethod
     def hop(key: FuncKey, line: int, note: str) -> Hop:

@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence, TypeVar, cast
 
 import typer
 
 from . import __version__
 from .atomic import emit
 from .cli_options import (
+    PluginOpt,
+    PluginReleaseOpt,
     registered_rules,
     BaselineOpt,
     CacheDirOpt,
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .engine import Scan
     from .model import Finding, ScanResult
-    from .source import SourceTree
+    from .source import DirectoryTree, SourceTree
 
 try:  # typer >= 0.24 carries its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -167,7 +170,7 @@ def _split(values: Optional[list[str]]) -> list[str]:
 # shared target/settings handling
 
 
-def open_target(path: Optional[Path], installed: bool, release: Optional[str], cache_dir: Optional[Path], progress: Progress) -> "SourceTree":
+def open_target(path: Optional[Path], installed: bool, release: Optional[str], cache_dir: Optional[Path], progress: Progress) -> "DirectoryTree":
     from .source import DirectoryTree, locate_installed, locate_root
 
     chosen = sum([path is not None, installed, release is not None])
@@ -210,6 +213,78 @@ def load_settings(root: Optional[Path], config_path: Optional[Path], select: Opt
     return cfg
 
 
+def with_plugins(
+    tree: "DirectoryTree",
+    plugins: Optional[list[Path]],
+    plugin_releases: Optional[list[str]],
+    cache_dir: Optional[Path],
+    progress: Progress,
+) -> "SourceTree":
+    """vLLM's tree combined with platform plugins' trees into one import namespace, every
+    path remembering its root."""
+    if not plugins and not plugin_releases:
+        return tree
+    import re
+
+    from .fetch import fetch_release, project_key
+    from .source import CombinedTree, Root, locate_plugin
+
+    roots = [Root("vllm", tree, False)]
+    for p in plugins or []:
+        plugin = locate_plugin(p)
+        roots.append(Root(plugin.label, plugin, True))
+    for spec in plugin_releases or []:
+        name, sep, version = spec.partition("==")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()) or not version.strip():
+            raise UsageError(f"--plugin-release wants NAME==VERSION (e.g. vllm-ascend==0.30.0rc2), got {spec!r}")
+        name, version = project_key(name.strip()), version.strip()
+        root = fetch_release(version, cache_dir=cache_dir, progress=progress.interactive, log=progress.phase, project=name)
+        plugin = locate_plugin(root, name=name)
+        plugin.label = f"{name}-{version.lstrip('v')}"
+        roots.append(Root(name, plugin, True))
+    return CombinedTree(roots)
+
+
+@dataclass(frozen=True)
+class PluginLint:
+    """``lint`` inside a platform plugin's repository: its packages, and how each side of
+    the change is combined with the pinned vLLM tree."""
+
+    packages: tuple[str, ...]
+    host: "Callable[[SourceTree], SourceTree]"
+    config_root: Optional[Path]
+
+
+def plugin_lint(path: Path, vllm: Optional[Path], vllm_release: Optional[str], cache_dir: Optional[Path], progress: Progress) -> Optional[PluginLint]:
+    if vllm is None and vllm_release is None:
+        return None
+    if vllm is not None and vllm_release is not None:
+        raise UsageError("give one of --vllm PATH and --vllm-release X.Y.Z")
+    from .lint import repo_for
+    from .source import CombinedTree, DirectoryTree, Root, locate_plugin, locate_root
+
+    if vllm_release is not None:
+        from .fetch import fetch_release
+
+        host_tree = DirectoryTree(fetch_release(vllm_release, cache_dir=cache_dir, progress=progress.interactive, log=progress.phase),
+                                  label=f"vllm-{vllm_release.lstrip('v')}")
+    else:
+        assert vllm is not None
+        host_tree = DirectoryTree(locate_root(vllm))
+    repo = repo_for(path)
+    work = Path(repo.working_tree_dir or path)
+    plugin = locate_plugin(work)
+    if plugin.root != work.resolve():
+        raise UsageError(f"the plugin's packages must be at the repository root {work} (found under {plugin.root})")
+
+    def host(tree: "SourceTree") -> "SourceTree":
+        # run_lint hands over the plugin's side of the change: a DirectoryTree or a GitTree
+        # listing the plugin's packages.
+        return CombinedTree([Root("vllm", host_tree, False), Root(plugin.label, cast("DirectoryTree", tree), True)])
+
+    return PluginLint(plugin.packages, host, host_tree.root)
+
+
 def cache_root(no_cache: bool, cache_dir: Optional[Path]) -> Optional[Path]:
     from .paths import default_cache_dir
 
@@ -228,16 +303,19 @@ def scan_target(
     workers: Optional[int],
     progress: Optional[Progress] = None,
     reuse_result: bool = False,
+    plugins: Optional[list[Path]] = None,
+    plugin_releases: Optional[list[str]] = None,
 ) -> "tuple[Scan, Config]":
-    """Open the target, load the settings and scan; ``reuse_result``: an unchanged tree may
-    return the cached result (no analysis object)."""
+    """Open the target (with any platform plugins), load the settings and scan;
+    ``reuse_result``: an unchanged tree may return the cached result (no analysis object)."""
     from .cache import FactsCache
     from .engine import run_scan
     from .result_cache import ResultCache
 
     progress = progress or Progress(quiet=True)
-    tree = open_target(path, installed, release, cache_dir, progress)
-    cfg = load_settings(getattr(tree, "root", None), config, select, ignore)
+    vllm_tree = open_target(path, installed, release, cache_dir, progress)
+    tree = with_plugins(vllm_tree, plugins, plugin_releases, cache_dir, progress)
+    cfg = load_settings(getattr(vllm_tree, "root", None), config, select, ignore)
     facts = FactsCache(cache_root(no_cache, cache_dir))
     results = ResultCache(facts.root.parent) if reuse_result and facts.root is not None else None
     progress.phase(f"scanning {tree.label}")
@@ -296,6 +374,8 @@ def scan(
     workers: WorkersOpt = None,
     baseline: BaselineOpt = None,
     quiet: QuietOpt = False,
+    plugin: PluginOpt = None,
+    plugin_release: PluginReleaseOpt = None,
 ) -> None:
     """Find where spec_step_idx is lost on its way to the MTP layers.
 
@@ -304,7 +384,8 @@ def scan(
     Exit 1 when there are findings, 2 on bad input."""
     from .output import render
 
-    scan_, cfg = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, Progress(quiet), reuse_result=True)
+    scan_, cfg = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, Progress(quiet),
+                             reuse_result=True, plugins=plugin, plugin_releases=plugin_release)
     result = scan_.result
     _apply_baseline(result, baseline, list(result.findings), cfg)
     emit(render(result, format.value, color=output is None and sys.stdout.isatty(), reachability=reachability), output)
@@ -327,13 +408,16 @@ def graph(
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     config: ConfigOpt = None,
+    plugin: PluginOpt = None,
+    plugin_release: PluginReleaseOpt = None,
 ) -> None:
     """Export the call graph the analysis examined.
 
     Nodes are functions; edges say how the step index is passed along each call."""
     import networkx as nx
 
-    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None)
+    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None,
+                           plugins=plugin, plugin_releases=plugin_release)
     assert scan_.analysis is not None
     g = scan_.analysis.graph.build_graph()
     if format == GraphFormat.json:
@@ -370,12 +454,15 @@ def explain(
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     config: ConfigOpt = None,
+    plugin: PluginOpt = None,
+    plugin_release: PluginReleaseOpt = None,
 ) -> None:
     """Show one finding's call chain with the code at every hop."""
     from rich.console import Console
     from rich.syntax import Syntax
 
-    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None)
+    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None,
+                           plugins=plugin, plugin_releases=plugin_release)
     assert scan_.analysis is not None
     matches = [f for f in scan_.result.findings if f.fingerprint.startswith(finding_id.lower())]
     if not matches:
@@ -440,6 +527,8 @@ def lint(
     config: ConfigOpt = None,
     workers: WorkersOpt = None,
     quiet: QuietOpt = False,
+    vllm: Annotated[Optional[Path], typer.Option("--vllm", metavar="PATH", help="Lint a platform plugin's repository against this vLLM tree (pinned).")] = None,
+    vllm_release: Annotated[Optional[str], typer.Option("--vllm-release", metavar="X.Y.Z", help="Lint a platform plugin's repository against this vLLM release (fetched, cached).")] = None,
 ) -> None:
     """Report only the findings a change introduces (a pre-merge gate).
 
@@ -453,10 +542,13 @@ def lint(
 
     if base is None:
         raise UsageError("lint needs --base REF: the ref to compare with (e.g. --base origin/main)")
-    cfg = load_settings(path.resolve() if (path / "vllm").is_dir() else None, config, select, ignore)
-    root = cache_root(no_cache, cache_dir)
     progress = Progress(quiet)
-    outcome = run_lint(path.resolve(), base, head, cfg, FactsCache(root), root, workers, progress, rules=registered_rules())
+    in_plugin = plugin_lint(path, vllm, vllm_release, cache_dir, progress)
+    config_root = path.resolve() if (path / "vllm").is_dir() else (in_plugin.config_root if in_plugin else None)
+    cfg = load_settings(config_root, config, select, ignore)
+    root = cache_root(no_cache, cache_dir)
+    outcome = run_lint(path.resolve(), base, head, cfg, FactsCache(root), root, workers, progress, rules=registered_rules(),
+                       packages=in_plugin.packages if in_plugin else ("vllm",), host=in_plugin.host if in_plugin else None)
     _apply_baseline(outcome.result, baseline, outcome.head_findings, cfg)
     emit(render(outcome.result, format.value), output)
     changed, new = outcome.result.stats.get("changed_files", 0), len(outcome.result.findings)

@@ -44,6 +44,14 @@ SelectOpt = Annotated[
 ]
 IgnoreOpt = Annotated[Optional[list[str]], typer.Option("--ignore", metavar="CODES", help="Skip these rule codes or prefixes.")]
 ExitZeroOpt = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when there are findings.")]
+PluginOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--plugin", metavar="PLUGIN_ROOT", help="Audit vLLM together with this platform plugin (its repository or sdist root, or its package directory); repeatable."),
+]
+PluginReleaseOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--plugin-release", metavar="NAME==VERSION", help="Download a platform plugin's source distribution from the package index and audit it with vLLM; repeatable."),
+]
 CacheDirOpt = Annotated[
     Optional[Path],
     typer.Option("--cache-dir", metavar="DIR", help="Cache directory (default: $MTP_AUDIT_CACHE_DIR, else ~/.cache/mtp-audit)."),

@@ -67,6 +67,9 @@ class Config:
     # classes only through drafters the factories build for these methods).
     mtp_methods: list[str] = field(default_factory=lambda: ["mtp"])
     # --- end issue 11 ---
+    # Calls by which a platform plugin registers a model class for an architecture
+    # (``ModelRegistry.register_model("Arch", "pkg.mod:Class")``; issue 13).
+    plugin_register_calls: list[str] = field(default_factory=lambda: ["register_model"])
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     severity: dict[str, str] = field(default_factory=dict)
@@ -80,7 +83,8 @@ class Config:
 _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
               "compile_condition_args",
-              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods"}
+              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods",
+              "plugin_register_calls"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}
 _LIST_DICT_KEYS = {"dispatch_factories"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}

@@ -14,11 +14,13 @@ The engine does not know the rules package: the command line builds the rule lis
 
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, TypeVar, runtime_checkable
 
 from .analysis import Analysis
 from .cache import FactsCache
@@ -76,6 +78,30 @@ def rule_files(rules: Sequence[RuleClass]) -> list[Path]:
     return sorted(out)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _cyclic_gc_paused(func: F) -> F:
+    """A scan allocates hundreds of thousands of small records (decoded facts, memo
+    entries) and frees almost none of them before it ends, so CPython's cyclic collector,
+    triggered by allocation counts, would walk the whole growing heap again and again
+    (measured on vLLM 0.30.0 with vllm-ascend, warm cache: about 3.0 s -> 1.0 s without
+    it). Reference counting still frees everything acyclic; the collector resumes after."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return wrapper  # type: ignore[return-value]
+
+
+@_cyclic_gc_paused
 def run_scan(
     tree: SourceTree,
     config: Config,
@@ -120,6 +146,7 @@ def run_scan(
     say(f"running {len(enabled)} rules")
     findings = _run_rules(analysis, enabled, known_codes={r.code for r in rules})
     result = ScanResult(root=tree.label, findings=findings)
+    _name_roots(tree, result)
     result.reachability = analysis.reachability_table()
     result.problems = list(index.problems.values())
     result.stats = {
@@ -135,6 +162,18 @@ def run_scan(
     if key is not None and results is not None:
         results.put(key, result)
     return Scan(result, analysis, timing)
+
+
+def _name_roots(tree: SourceTree, result: ScanResult) -> None:
+    """Issue 13: a scan with platform plugins names the root of every finding's path."""
+    from .model import ScanRoot
+    from .source import CombinedTree
+
+    if not isinstance(tree, CombinedTree):
+        return
+    result.roots = [ScanRoot(r.name, r.location, r.tree.packages, r.plugin) for r in tree.roots]
+    for f in result.findings:
+        f.root = tree.root_of(f.path).name
 
 
 def _run_rules(analysis: Analysis, rules: Sequence[RuleClass], known_codes: set[str]) -> list[Finding]:

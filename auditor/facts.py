@@ -24,7 +24,7 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 10  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 11  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 _TEXT_LIMIT = 100
@@ -245,6 +245,12 @@ class ModuleFacts(Struct, frozen=True):
     functions: dict[str, FunctionFact] = {}
     tables: dict[str, dict[str, TableEntry]] = {}
     module_assigns: dict[str, tuple[ExprFact, ...]] = {}
+    # --- issue 13 (platform plugins): what runs at import time -----------------------
+    # ``Owner.attr = value`` statements at module level (also under if/try), and the
+    # calls of module-level expression statements (``setattr(...)``,
+    # ``ModelRegistry.register_model(...)``): a plugin's monkeypatches and registrations.
+    module_attr_assigns: tuple[AttrAssignFact, ...] = ()
+    module_calls: tuple[CallFact, ...] = ()
 
 
 # --- issue 11 (dispatch): statement trees of branching functions -------------------
@@ -996,6 +1002,8 @@ class _ModuleExtractor:
         self.functions: dict[str, FunctionFact] = {}
         self.tables: dict[str, dict[str, TableEntry]] = {}
         self.module_assigns: dict[str, list[ExprFact]] = {}
+        self.module_attr_assigns: list[AttrAssignFact] = []  # issue 13
+        self.module_calls: list[CallFact] = []  # issue 13
 
     def imports_of(self, tree: ast.Module) -> None:
         # Imports anywhere in the module (if/else platform branches, try/except, and
@@ -1054,6 +1062,14 @@ class _ModuleExtractor:
                     if table:
                         self.tables[t.id] = table
                     self.module_assigns.setdefault(t.id, []).append(_expr(node.value, self.src))
+                elif isinstance(t, ast.Attribute):  # issue 13: a monkeypatch at import
+                    ch = chain_of(t)
+                    if ch is not None:
+                        self.module_attr_assigns.append(AttrAssignFact(ch, _expr(node.value, self.src), node.lineno))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):  # issue 13
+            calls = _FunctionExtractor(self.src)
+            calls.visit(node.value)
+            self.module_calls.extend(calls.calls)
         elif isinstance(node, ast.If):
             # Definitions under platform branches are alternatives.
             for sub in [*node.body, *node.orelse]:
@@ -1086,5 +1102,7 @@ def extract(text: str, path: str, module: str, is_package: bool) -> ModuleFacts:
         functions=ex.functions,
         tables=ex.tables,
         module_assigns={k: tuple(v) for k, v in ex.module_assigns.items()},
+        module_attr_assigns=tuple(ex.module_attr_assigns),
+        module_calls=tuple(ex.module_calls),
     )
 

@@ -63,14 +63,23 @@ _MAX_INDEX_PAGE = 64 * 1024 * 1024
 # default_cache_dir lives in auditor.paths (imported above).
 
 
-def release_dir(version: str, cache_dir: Path | None = None) -> Path:
+def release_dir(version: str, cache_dir: Path | None = None, project: str = PROJECT) -> Path:
     """Where ``fetch_release(version)`` puts (or finds) the unpacked release."""
     v = parse_version(version)
-    return Path(cache_dir or default_cache_dir()) / "releases" / f"{PROJECT}-{v}"
+    return Path(cache_dir or default_cache_dir()) / "releases" / f"{project_key(project)}-{v}"
 
 
-def is_cached(version: str, cache_dir: Path | None = None) -> bool:
-    return (release_dir(version, cache_dir) / COMPLETE_MARKER).is_file()
+def is_cached(version: str, cache_dir: Path | None = None, project: str = PROJECT) -> bool:
+    return (release_dir(version, cache_dir, project) / COMPLETE_MARKER).is_file()
+
+
+def project_key(project: str) -> str:
+    """PEP 503 normalised project name (``vllm_Ascend`` -> ``vllm-ascend``)."""
+    return re.sub(r"[-_.]+", "-", project).lower()
+
+
+def _display(project: str) -> str:
+    return "vLLM" if project == PROJECT else project
 
 
 # --------------------------------------------------------------------------- pip config
@@ -230,7 +239,7 @@ class _LinkParser(html.parser.HTMLParser):
                 self.links.append(a)
 
 
-def _sdist_version(filename: str) -> str | None:
+def _sdist_version(filename: str, project: str = PROJECT) -> str | None:
     """``vllm-0.10.0.tar.gz`` -> ``0.10.0``; None for anything that is not a vllm sdist."""
     for suffix in SDIST_SUFFIXES:
         if filename.endswith(suffix):
@@ -239,7 +248,7 @@ def _sdist_version(filename: str) -> str | None:
     else:
         return None
     name, sep, ver = stem.rpartition("-")
-    if not sep or re.sub(r"[-_.]+", "-", name).lower() != PROJECT:
+    if not sep or re.sub(r"[-_.]+", "-", name).lower() != project_key(project):
         return None
     try:
         return str(Version(ver))
@@ -247,14 +256,14 @@ def _sdist_version(filename: str) -> str | None:
         return None
 
 
-def _any_version(filename: str) -> str | None:
+def _any_version(filename: str, project: str = PROJECT) -> str | None:
     """The version of any vllm distribution file (sdist or wheel), for 'nearest versions'."""
-    v = _sdist_version(filename)
+    v = _sdist_version(filename, project)
     if v:
         return v
     if filename.endswith(".whl"):
         parts = filename[:-4].split("-")
-        if len(parts) >= 2 and parts[0].lower().replace("_", "-") == PROJECT:
+        if len(parts) >= 2 and project_key(parts[0]) == project_key(project):
             try:
                 return str(Version(parts[1]))
             except InvalidVersion:
@@ -262,13 +271,13 @@ def _any_version(filename: str) -> str | None:
     return None
 
 
-def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[SdistFile], set[str]]:
+def _parse_json_page(body: bytes, page_url: str, index: str, project: str = PROJECT) -> tuple[list[SdistFile], set[str]]:
     try:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FetchError(f"index {redact(index)} returned invalid JSON for {PROJECT}: {exc}") from None
+        raise FetchError(f"index {redact(index)} returned invalid JSON for {project}: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-        raise FetchError(f"index {redact(index)} returned JSON without a 'files' list for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned JSON without a 'files' list for {project}")
     sdists: list[SdistFile] = []
     versions: set[str] = set()
     for v in data.get("versions") or []:
@@ -278,14 +287,14 @@ def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[Sdist
             pass
     for entry in data["files"]:
         if not isinstance(entry, dict):
-            raise FetchError(f"index {redact(index)} returned a malformed file entry for {PROJECT}")
+            raise FetchError(f"index {redact(index)} returned a malformed file entry for {project}")
         filename, url = entry.get("filename"), entry.get("url")
         if not isinstance(filename, str) or not isinstance(url, str):
-            raise FetchError(f"index {redact(index)} returned a file entry without filename/url for {PROJECT}")
-        anyv = _any_version(filename)
+            raise FetchError(f"index {redact(index)} returned a file entry without filename/url for {project}")
+        anyv = _any_version(filename, project)
         if anyv:
             versions.add(anyv)
-        ver = _sdist_version(filename)
+        ver = _sdist_version(filename, project)
         if ver is None:
             continue
         raw_hashes = entry.get("hashes")
@@ -299,17 +308,17 @@ def _parse_json_page(body: bytes, page_url: str, index: str) -> tuple[list[Sdist
     return sdists, versions
 
 
-def _parse_html_page(body: bytes, page_url: str, index: str) -> tuple[list[SdistFile], set[str]]:
+def _parse_html_page(body: bytes, page_url: str, index: str, project: str = PROJECT) -> tuple[list[SdistFile], set[str]]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raise FetchError(f"index {redact(index)} returned a page that is not UTF-8 for {PROJECT}") from None
+        raise FetchError(f"index {redact(index)} returned a page that is not UTF-8 for {project}") from None
     parser = _LinkParser()
     try:
         parser.feed(text)
         parser.close()
     except Exception as exc:  # html.parser is lenient; anything raised here means garbage
-        raise FetchError(f"index {redact(index)} returned unreadable HTML for {PROJECT}: {exc}") from None
+        raise FetchError(f"index {redact(index)} returned unreadable HTML for {project}: {exc}") from None
     base = urllib.parse.urljoin(page_url, parser.base) if parser.base else page_url
     sdists: list[SdistFile] = []
     versions: set[str] = set()
@@ -318,33 +327,33 @@ def _parse_html_page(body: bytes, page_url: str, index: str) -> tuple[list[Sdist
         full = urllib.parse.urljoin(base, href)
         url, _, fragment = full.partition("#")
         filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
-        anyv = _any_version(filename)
+        anyv = _any_version(filename, project)
         if anyv:
             versions.add(anyv)
-        ver = _sdist_version(filename)
+        ver = _sdist_version(filename, project)
         if ver is None:
             continue
         frag = urllib.parse.parse_qs(fragment)
         sha = (frag.get("sha256") or [""])[0].lower()
         sdists.append(SdistFile(filename, url, sha, ver, yanked="data-yanked" in a))
     if not parser.links:
-        raise FetchError(f"index {redact(index)} returned a page with no distribution links for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned a page with no distribution links for {project}")
     return sdists, versions
 
 
-def _project_page_url(index: str) -> str:
+def _project_page_url(index: str, project: str = PROJECT) -> str:
     if index.startswith("file:"):
-        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(index).path)) / PROJECT
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(index).path)) / project_key(project)
         if path.is_dir():
             path = path / "index.html"
         return path.as_uri()
-    return f"{index}/{PROJECT}/"
+    return f"{index}/{project_key(project)}/"
 
 
-def list_sdists(index_url: str | None = None) -> tuple[list[SdistFile], list[str]]:
-    """(sdist files, every version the index knows) for vllm on the configured index."""
+def list_sdists(index_url: str | None = None, project: str = PROJECT) -> tuple[list[SdistFile], list[str]]:
+    """(sdist files, every version the index knows) for ``project`` on the configured index."""
     index = (index_url or configured_index_url()).rstrip("/")
-    page = _project_page_url(index)
+    page = _project_page_url(index, project)
     try:
         with _open(page, accept=JSON_ACCEPT) as resp:
             ctype = (resp.headers.get("Content-Type") or "").split(";")[0].strip().lower()
@@ -352,22 +361,22 @@ def list_sdists(index_url: str | None = None) -> tuple[list[SdistFile], list[str
             final_url = resp.geturl()
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
-            raise FetchError(f"index {redact(index)} has no project '{PROJECT}' (HTTP 404)") from None
-        raise FetchError(f"index {redact(index)} answered HTTP {exc.code} for {PROJECT}: {exc.reason}") from None
+            raise FetchError(f"index {redact(index)} has no project '{project}' (HTTP 404)") from None
+        raise FetchError(f"index {redact(index)} answered HTTP {exc.code} for {project}: {exc.reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise FetchError(f"cannot reach package index {redact(index)}: {_describe_urlerror(exc)}") from None
     if len(body) > _MAX_INDEX_PAGE:
-        raise FetchError(f"index {redact(index)} returned an oversized page for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned an oversized page for {project}")
     if ctype.endswith("json"):
-        sdists, versions = _parse_json_page(body, final_url, index)
+        sdists, versions = _parse_json_page(body, final_url, index, project)
     elif ctype in ("text/html", "application/vnd.pypi.simple.v1+html", "") or final_url.startswith("file:"):
         stripped = body.lstrip()
         if stripped.startswith(b"{"):
-            sdists, versions = _parse_json_page(body, final_url, index)
+            sdists, versions = _parse_json_page(body, final_url, index, project)
         else:
-            sdists, versions = _parse_html_page(body, final_url, index)
+            sdists, versions = _parse_html_page(body, final_url, index, project)
     else:
-        raise FetchError(f"index {redact(index)} returned unexpected content type '{ctype}' for {PROJECT}")
+        raise FetchError(f"index {redact(index)} returned unexpected content type '{ctype}' for {project}")
     ordered = sorted(versions, key=Version)
     return sdists, ordered
 
@@ -395,18 +404,18 @@ def _nearest(target: str, versions: list[str], k: int = 3) -> str:
     return ", ".join(near)
 
 
-def select_sdist(version: str, sdists: list[SdistFile], versions: list[str], index: str) -> SdistFile:
+def select_sdist(version: str, sdists: list[SdistFile], versions: list[str], index: str, project: str = PROJECT) -> SdistFile:
     want = parse_version(version)
     matches = [s for s in sdists if Version(s.version) == Version(want)]
     if not matches:
         sdist_versions = sorted({s.version for s in sdists}, key=Version)
         if any(Version(v) == Version(want) for v in versions):
             raise FetchError(
-                f"vLLM {want} has no source distribution on {redact(index)} (wheels only); "
+                f"{_display(project)} {want} has no source distribution on {redact(index)} (wheels only); "
                 f"nearest versions with an sdist: {_nearest(want, sdist_versions)}"
             )
         raise FetchError(
-            f"vLLM {want} is not on {redact(index)}; nearest versions: {_nearest(want, sdist_versions or versions)}"
+            f"{_display(project)} {want} is not on {redact(index)}; nearest versions: {_nearest(want, sdist_versions or versions)}"
         )
     matches.sort(key=lambda s: (not s.filename.endswith(".tar.gz"), s.yanked))
     chosen = matches[0]
@@ -469,7 +478,7 @@ def _download(sdist: SdistFile, dest: Path, index: str, progress: bool) -> None:
             with resp:
                 length = resp.headers.get("Content-Length")
                 total = int(length) if length and length.isdigit() else sdist.size
-                bar = _progress_bar(progress, total, f"vllm {sdist.version}")
+                bar = _progress_bar(progress, total, f"{sdist.filename.rsplit('-', 1)[0]} {sdist.version}")
                 if bar:
                     bar[0].start()
                 try:
@@ -600,7 +609,7 @@ def _replace(m: tarfile.TarInfo, **kw: Any) -> tarfile.TarInfo:
     return m
 
 
-def _unpack(archive: Path, target: Path, meta: dict[str, Any]) -> None:
+def _unpack(archive: Path, target: Path, meta: dict[str, Any], project: str = PROJECT) -> None:
     """Unpack ``archive`` (top directory stripped) into ``target`` via a temp dir and one rename."""
     parent = target.parent
     try:
@@ -625,8 +634,10 @@ def _unpack(archive: Path, target: Path, meta: dict[str, Any]) -> None:
             raise BadArchive(f"cannot unpack {archive.name}: {detail}") from None
         except OSError as exc:
             raise _cache_error(parent, exc) from None
-        if not (tmp / PROJECT / "__init__.py").is_file():
+        if project == PROJECT and not (tmp / PROJECT / "__init__.py").is_file():
             raise BadArchive(f"sdist {archive.name} has no {PROJECT}/ package")
+        if project != PROJECT and not _has_package(tmp):
+            raise BadArchive(f"sdist {archive.name} has no Python package")
         try:
             (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
             (tmp / COMPLETE_MARKER).write_text("ok\n")
@@ -678,9 +689,14 @@ def _remove_stale_temps(cache: Path) -> None:
 
 
 def fetch_release(
-    version: str, cache_dir: Path | None = None, progress: bool = True, log: Callable[[str], None] | None = None
+    version: str,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    project: str = PROJECT,
 ) -> Path:
-    """Return the directory holding the ``vllm/`` package of vLLM release ``version``.
+    """Return the directory holding the ``vllm/`` package of vLLM release ``version``
+    (for another ``project``, e.g. a platform plugin: its unpacked sdist).
 
     Downloads and unpacks ``vllm-<version>.tar.gz`` on first use; a complete cached copy
     is returned without any network access. ``0.33`` means the release ``0.33.0`` (PEP 440
@@ -689,7 +705,7 @@ def fetch_release(
     """
     want = parse_version(version)
     cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    cached = _cached_release(cache, want)
+    cached = _cached_release(cache, want, project)
     if cached is not None:
         return cached
     if cache.exists() and not cache.is_dir():
@@ -701,12 +717,12 @@ def fetch_release(
         raise _cache_error(cache, exc) from None
 
     index = configured_index_url()
-    sdists, versions = list_sdists(index)
-    sdist = select_sdist(want, sdists, versions, index)
+    sdists, versions = list_sdists(index, project)
+    sdist = select_sdist(want, sdists, versions, index, project)
     want = str(Version(sdist.version))  # the release's own name: 0.33 -> 0.33.0
-    target = cache / "releases" / f"{PROJECT}-{want}"
+    target = cache / "releases" / f"{project_key(project)}-{want}"
     try:
-        if (target / COMPLETE_MARKER).is_file() and (target / PROJECT).is_dir():
+        if _complete(target, project):
             return target  # cached under its full name, or another process just finished it
         if target.exists() or target.is_symlink():
             # half-written (no marker): remove and redo
@@ -729,7 +745,7 @@ def fetch_release(
     if log is not None:
         log(f"unpacking {sdist.filename} into {target}")
     meta = {
-        "project": PROJECT,
+        "project": project_key(project),
         "version": want,
         "filename": sdist.filename,
         "sha256": sdist.sha256,
@@ -739,7 +755,7 @@ def fetch_release(
         "size": archive.stat().st_size,
     }
     try:
-        _unpack(archive, target, meta)
+        _unpack(archive, target, meta, project)
     except BadArchive:
         # an archive that will not unpack is useless in the cache
         archive.unlink(missing_ok=True)
@@ -747,23 +763,38 @@ def fetch_release(
     return target
 
 
-def _cached_release(cache: Path, want: str) -> Path | None:
+def _cached_release(cache: Path, want: str, project: str = PROJECT) -> Path | None:
     """A complete cached copy of release ``want`` (``0.33`` finds ``vllm-0.33.0``), or None."""
     releases = cache / "releases"
-    exact = releases / f"{PROJECT}-{want}"
+    name = project_key(project)
+    exact = releases / f"{name}-{want}"
     candidates = [exact]
     try:
-        candidates += sorted(p for p in releases.glob(f"{PROJECT}-*") if p != exact)
+        candidates += sorted(p for p in releases.glob(f"{name}-*") if p != exact)
     except OSError:
         pass
     for root in candidates:
         try:
-            same = Version(root.name[len(PROJECT) + 1 :]) == Version(want)
+            same = Version(root.name[len(name) + 1 :]) == Version(want)
         except InvalidVersion:
             continue
-        if same and (root / COMPLETE_MARKER).is_file() and (root / PROJECT).is_dir():
+        if same and _complete(root, project):
             return root
     return None
+
+
+def _complete(target: Path, project: str) -> bool:
+    if not (target / COMPLETE_MARKER).is_file():
+        return False
+    return (target / PROJECT).is_dir() if project == PROJECT else _has_package(target)
+
+
+def _has_package(root: Path) -> bool:
+    """A plugin's sdist holds at least one Python package (at its top, or under src/)."""
+    for base in (root, root / "src"):
+        if base.is_dir() and any((d / "__init__.py").is_file() for d in base.iterdir() if d.is_dir()):
+            return True
+    return False
 
 
 def release_metadata(root: Path) -> dict[str, Any]:

@@ -96,19 +96,22 @@ class GitTree:
     repository root (``vllm/model_executor/models/deepseek_mtp.py``).
     """
 
-    def __init__(self, repo: str | Path | git.Repo, rev: str = "HEAD", label: str = "") -> None:
+    def __init__(self, repo: str | Path | git.Repo, rev: str = "HEAD", label: str = "",
+                 packages: tuple[str, ...] = (PACKAGE,)) -> None:
         self.repo = open_repo(repo)
+        self.packages = packages  # top-level packages listed (a platform plugin's own; issue 13)
         self._owns_repo = not isinstance(repo, git.Repo)
         self.rev = rev
         self.commit = resolve_commit(self.repo, rev)
         self.commit_sha: str = self.commit.hexsha
         tree = self.commit.tree
-        try:
-            entry = tree[PACKAGE]
-        except KeyError:
-            entry = None
-        if entry is None or entry.type != "tree":
-            raise NoVllmInTree(f"{rev} ({self.commit_sha[:12]}) has no {PACKAGE}/ directory at the repository root")
+        for package in packages:
+            try:
+                entry = tree[package]
+            except KeyError:
+                entry = None
+            if entry is None or entry.type != "tree":
+                raise NoVllmInTree(f"{rev} ({self.commit_sha[:12]}) has no {package}/ directory at the repository root")
         self.label = label or f"{rev}@{self.commit_sha[:12]}"
         self._entries: dict[str, tuple[str, int]] | None = None  # path -> (blob sha, size)
         self._files: list[str] | None = None
@@ -120,7 +123,7 @@ class GitTree:
         if self._files is not None:
             return
         out = self.repo.git.execute(
-            ["git", "ls-tree", "-r", "-l", "-z", "--full-tree", self.commit_sha, "--", PACKAGE + "/"],
+            ["git", "ls-tree", "-r", "-l", "-z", "--full-tree", self.commit_sha, "--", *(p + "/" for p in self.packages)],
             stdout_as_string=False,
         )
         entries: dict[str, tuple[str, int]] = {}
@@ -171,7 +174,7 @@ class GitTree:
         try:
             return self._entries[relpath]
         except KeyError:
-            raise FileNotFoundError(f"{relpath} is not a Python file of {PACKAGE}/ at {self.label}") from None
+            raise FileNotFoundError(f"{relpath} is not a Python file of {'/, '.join(self.packages)}/ at {self.label}") from None
 
     def files_containing(self, needles: list[bytes]) -> set[str]:
         """Python files whose bytes contain any of ``needles`` (``git grep``, without reading
@@ -180,7 +183,7 @@ class GitTree:
         args = ["git", "grep", "-l", "-F", "-I", "--full-name"]
         for n in needles:
             args += ["-e", n.decode("utf-8", "surrogateescape")]
-        args += [self.commit_sha, "--", PACKAGE + "/"]
+        args += [self.commit_sha, "--", *(p + "/" for p in self.packages)]
         try:
             out = self.repo.git.execute(args, stdout_as_string=False, with_exceptions=False)
         except git.GitCommandError:

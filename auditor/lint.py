@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import git
 
@@ -47,7 +47,7 @@ PARSE_FAILURE_RULE = "MTP901"
 _UNPARSABLE = ("parse-error", "decode-error")
 
 
-def _repo_for(path: Path) -> git.Repo:
+def repo_for(path: Path) -> git.Repo:
     if not path.exists():
         raise UsageError(f"path does not exist: {path}")
     try:
@@ -74,6 +74,9 @@ def _scan_git(
     return run_scan(tree, config, rules, cache, workers, ResultCache(cache_root), tree_id=tree_id).result
 
 
+HostWrap = Callable[[SourceTree], SourceTree]  # a plugin's tree combined with a pinned vLLM
+
+
 def run_lint(
     path: Path,
     base: str,
@@ -85,28 +88,39 @@ def run_lint(
     progress: Optional[Progress] = None,
     *,
     rules: Sequence[RuleClass],
+    packages: tuple[str, ...] = ("vllm",),
+    host: HostWrap | None = None,
 ) -> LintOutcome:
+    """``packages``/``host`` (issue 13): lint a platform plugin's repository (its
+    ``packages``), each side combined by ``host`` with a pinned vLLM tree."""
     progress = progress or Progress(quiet=True)
-    repo = _repo_for(path)
+    repo = repo_for(path)
     if repo.bare:
         raise GitError(f"{path} is a bare repository: give --head REF to lint a commit")
     work = Path(repo.working_tree_dir or path)
     try:
-        base_tree = GitTree(repo, base)
+        base_tree = GitTree(repo, base, packages=packages)
     except NoVllmInTree as exc:
         raise GitError(str(exc)) from None
     if head is None:
-        if not (work / "vllm").is_dir():
-            raise UsageError(f"no vllm/ package at the repository root {work}")
-        head_tree: SourceTree = DirectoryTree(work, label="work tree")
+        for package in packages:
+            if not (work / package).is_dir():
+                raise UsageError(f"no {package}/ package at the repository root {work}")
+        head_tree: SourceTree = DirectoryTree(work, label="work tree", packages=packages)
         progress.phase("lint: scanning the work tree")
-        head_result = run_scan(head_tree, config, rules, cache, workers).result
+        head_result = run_scan(host(head_tree) if host else head_tree, config, rules, cache, workers).result
     else:
-        head_tree = GitTree(repo, head)
+        head_tree = GitTree(repo, head, packages=packages)
         progress.phase(f"lint: scanning {head}")
-        head_result = _scan_git(head_tree, config, rules, cache, cache_root, workers)
+        if host is None:
+            head_result = _scan_git(head_tree, config, rules, cache, cache_root, workers)
+        else:
+            head_result = run_scan(host(head_tree), config, rules, cache, workers, ResultCache(cache_root)).result
     progress.phase(f"lint: scanning {base} (cached after the first run)")
-    base_result = _scan_git(base_tree, config, rules, cache, cache_root, workers)
+    if host is None:
+        base_result = _scan_git(base_tree, config, rules, cache, cache_root, workers)
+    else:
+        base_result = run_scan(host(base_tree), config, rules, cache, workers, ResultCache(cache_root)).result
 
     base_shas, head_shas = _blob_shas(base_tree), _blob_shas(head_tree)
     changed = sorted(p for p in set(base_shas) | set(head_shas) if base_shas.get(p) != head_shas.get(p))
@@ -127,7 +141,7 @@ def run_lint(
         new.append(f)
     new += unparsable_changes(head_tree, head_result, changed)
     fixed = [f for f in base_result.findings if f.fingerprint not in head_fps]
-    result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems)
+    result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems, roots=head_result.roots)
     result.stats = {
         "files": head_result.stats.get("files", 0),
         "findings": len(new),

@@ -77,6 +77,7 @@ class Finding:
     fingerprint: str = ""
     suppressed: bool = False
     parameter: str = ""  # the threaded parameter the finding is about (the autofix threads it)
+    root: str = ""  # issue 13: the scanned root the path is relative to ("vllm", "vllm-ascend"); "" without plugins
 
     def finalize(self) -> "Finding":
         key = "|".join([self.rule, self.path, self.function, self.callee, self.fingerprint_key])
@@ -102,6 +103,7 @@ class Finding:
             "fingerprint": self.fingerprint,
             **({"suppressed": True} if self.suppressed else {}),
             **({"parameter": self.parameter} if self.parameter else {}),
+            **({"root": self.root} if self.root else {}),
         }
 
     @classmethod
@@ -120,6 +122,7 @@ class Finding:
             fingerprint=data.get("fingerprint", ""),
             suppressed=bool(data.get("suppressed", False)),
             parameter=str(data.get("parameter", "")),
+            root=str(data.get("root", "")),
         )
 
 
@@ -186,6 +189,23 @@ class ClassReachability:
         )
 
 
+@dataclass(frozen=True)
+class ScanRoot:
+    """Issue 13: one root of a scan with platform plugins (vLLM's, or a plugin's)."""
+
+    name: str  # "vllm", or the plugin's distribution name ("vllm-ascend")
+    location: str  # the directory (or release label) scanned
+    packages: tuple[str, ...]  # the top-level packages it holds: paths under them belong to it
+    plugin: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "location": self.location, "packages": list(self.packages), "plugin": self.plugin}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ScanRoot":
+        return cls(data["name"], data["location"], tuple(data["packages"]), bool(data["plugin"]))
+
+
 @dataclass
 class ScanResult:
     """Everything one scan produced; ``to_json`` is the documented ``--format json`` document."""
@@ -195,6 +215,11 @@ class ScanResult:
     problems: list[Problem] = field(default_factory=list)
     reachability: list[ClassReachability] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    roots: list[ScanRoot] = field(default_factory=list)  # issue 13: empty without plugins
+
+    def root_of(self, path: str) -> ScanRoot | None:
+        top = path.split("/", 1)[0]
+        return next((r for r in self.roots if top in r.packages), None)
 
     def sort(self) -> "ScanResult":
         self.findings.sort(key=Finding.sort_key)
@@ -213,6 +238,7 @@ class ScanResult:
             "problems": [p.to_json() for p in self.problems],
             "reachability": [r.to_json() for r in self.reachability],
             "stats": self.stats,
+            **({"roots": [r.to_json() for r in self.roots]} if self.roots else {}),
         }
 
     @classmethod
@@ -225,4 +251,5 @@ class ScanResult:
             problems=[Problem.from_json(p) for p in data["problems"]],
             reachability=[ClassReachability.from_json(r) for r in data["reachability"]],
             stats=dict(data.get("stats", {})),
+            roots=[ScanRoot.from_json(r) for r in data.get("roots", [])],
         )

@@ -7,6 +7,7 @@ from .dispatch import DispatchProvider
 from .calls import ArgSource, Binding, CallProvider, PassKind, Target
 from .flow import FlowProvider, Selection
 from .loops import EntryGroup, LoopEntry, LoopProvider, LoopResult, LoopSelection, StepKind
+from .plugins import Patch, PluginProvider, Registration
 from .reachability import ReachabilityProvider
 from .registry import RegistryProvider
 from .scope import ScopeProvider
@@ -19,4 +20,6 @@ __all__ = [
     "StepKind", "Target", "TypeProvider",
     # issue 12 (capture/compile)
     "CaptureProvider", "CompiledClass", "FreezeKind", "FrozenStep", "GraphWrapper", "Installation", "KeyKind", "LoopCapture",
+    # issue 13 (plugins)
+    "Patch", "PluginProvider", "Registration",
 ]

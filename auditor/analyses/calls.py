@@ -110,7 +110,7 @@ class CallProvider(Provider):
         for name in ("__call__", "forward"):
             found = self.index.method(obj, name)
             if found:
-                return [Target((found[0][0], f"{found[0][1]}.{name}"), obj, True, model_class)]
+                return [Target(self.index.method_key(found[0], name), obj, True, model_class)]
         return []
 
     def _member_call(self, objs: list[Obj], name: str) -> list[Target]:
@@ -118,7 +118,7 @@ class CallProvider(Provider):
         for o, mc in objs:
             found = self.index.method(o, name)
             if found:
-                out.append(Target((found[0][0], f"{found[0][1]}.{name}"), o, True, mc))
+                out.append(Target(self.index.method_key(found[0], name), o, True, mc))
                 continue
             for t, mc2 in self.expand(self.types.attr_types(o, name), mc):
                 out.extend(self.call_object(t, mc2))
@@ -147,7 +147,7 @@ class CallProvider(Provider):
                 return []
             found = self.index.method(ctx, chain[1], after=owner)
             if found:
-                return [Target((found[0][0], f"{found[0][1]}.{chain[1]}"), ctx, True, model_class)]
+                return [Target(self.index.method_key(found[0], chain[1]), ctx, True, model_class)]
             return []
         if head == "self" and ctx is not None:
             if len(chain) == 1:
@@ -179,7 +179,7 @@ class CallProvider(Provider):
         out = []
         for sym in self.index.resolve_chain(fkey[0], chain):
             if sym.kind is SymbolKind.FUNCTION:
-                key = (sym.path, sym.name)
+                key = self.index.replacement((sym.path, sym.name))  # a plugin may have patched it
                 out.append(Target(key, self.types.defining_class(key), False, model_class))
         return out
 

@@ -113,6 +113,9 @@ class FlowProvider(Provider):
 
     def _via(self, func: FuncKey, call: CallFact, tgt: Target, cparam: str, src: ArgSource, sel: Selection) -> Selection:
         note = f"passes {src.expr.text} as {cparam} ({src.describe()}) to {tgt.func[1]}"
+        site = self.index.patch_site(tgt.func)
+        if site:
+            note += f" (patched in at {site})"
         return Selection((self.hop(func, call.line, note),) + sel.hops, sel.container)
 
     def index_methods_of(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
@@ -123,5 +126,5 @@ class FlowProvider(Provider):
             for name, m in sorted(self.index.methods(c).items()):
                 if name not in seen:
                     seen.add(name)
-                    out.append(((c[0], f"{c[1]}.{name}"), m))
+                    out.append((self.index.method_key(c, name), m))
         return out

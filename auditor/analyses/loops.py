@@ -115,6 +115,8 @@ class LoopProvider(Provider):
         """Outermost loops whose iterable is a ``range`` over a draft-step count."""
         out: list[tuple[FuncKey, FunctionFact, LoopFact]] = []
         for fkey, fn in self.functions():
+            if self.index.replaced(fkey):
+                continue  # patched away by a plugin
             out.extend((fkey, fn, loop) for loop in self.loops_in(fn))
         return out
 
@@ -183,7 +185,8 @@ class LoopProvider(Provider):
                 for p in self.params:
                     if p in frame.param_kinds and p not in kinds:
                         kinds[p] = sub_frame_kinds[p] = frame.param_kinds[p]
-            call_hop = self.hop(frame.key, call.line, f"calls {tgt.func[1]}")
+            site = self.index.patch_site(tgt.func)  # a plugin's function patched onto the class
+            call_hop = self.hop(frame.key, call.line, f"calls {tgt.func[1]}" + (f" (patched in at {site})" if site else ""))
             entering = tgt.model_class is not None and frame.model_class is None
             new_hops = hops + (call_hop,)
             if entering and tgt.model_class is not None:

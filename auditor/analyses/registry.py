@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..index import ClassKey, FuncKey, SymbolKind
 from ..model import ClassRef
 from .base import Analyses, Provider
+from .plugins import PluginProvider
 from .types import REGISTRY, TypeProvider
 
 _MAX_MODEL_PARTS = 200
@@ -14,14 +15,17 @@ _MAX_HOLD_DEPTH = 2
 
 
 class RegistryProvider(Provider):
-    dependencies = (TypeProvider,)
+    dependencies = (TypeProvider, PluginProvider)
 
     def __init__(self, analyses: Analyses) -> None:
         super().__init__(analyses)
         self.types = self.dep(TypeProvider)
+        self.plugins = self.dep(PluginProvider)
         self._registry: list[tuple[ClassKey, list[str]]] | None = None
         self._model_classes: list[ClassKey] | None = None
         self._parts: dict[ClassKey, frozenset[ClassKey]] = {}
+        self._displaced_from: list[ClassKey] = []
+        self._displaced: frozenset[FuncKey] | None = None
 
     def registry(self) -> list[tuple[ClassKey, list[str]]]:
         """Draft model classes from the registry tables, with their architecture names."""
@@ -38,8 +42,48 @@ class RegistryProvider(Provider):
                         for sym in self.index.resolve(mpath, entry.cls):
                             if sym.kind is SymbolKind.CLASS:
                                 by_class.setdefault((sym.path, sym.name), []).append(arch)
+            # A plugin's registration replaces the entry for its architecture.
+            registered = self.plugins.registrations()
+            if registered:
+                self._displaced_from = sorted(by_class)
+                taken = {r.arch for r in registered}
+                by_class = {c: kept for c, archs in by_class.items() if (kept := [a for a in archs if a not in taken])}
+                for r in registered:
+                    by_class.setdefault(r.cls, []).append(r.arch)
             self._registry = sorted(by_class.items())
         return self._registry
+
+    def displaced(self) -> frozenset[FuncKey]:
+        """Methods of draft model classes that a plugin's registrations took every
+        architecture from, which no registered class still runs (each overrides them):
+        under the plugin their code no longer runs as a draft model."""
+        if self._displaced is None:
+            current = self.registry()
+            out: set[FuncKey] = set()
+            kept = {c for c, _ in current}
+            for cls in self._displaced_from:
+                if cls in kept:
+                    continue
+                heirs = [other for other, _ in current if cls in self.index.mro(other)]
+                for name in sorted(self.index.methods(cls)):
+                    key = self.index.method_key(cls, name)
+                    still = False
+                    for other in heirs:
+                        found = self.index.method(other, name)
+                        if found is None:
+                            continue
+                        # Still run: inherited as is, or called from the override
+                        # (``super().name(...)``, ``VllmClass.name(self, ...)``).
+                        if self.index.method_key(found[0], name) == key or any(
+                            c.func is not None and c.func[-1] == name and c.func[0] in ("super()", cls[1])
+                            for c in found[1].calls
+                        ):
+                            still = True
+                            break
+                    if not still:
+                        out.add(key)
+            self._displaced = frozenset(out)
+        return self._displaced
 
     def architectures(self, cls: ClassKey) -> list[str]:
         for c, archs in self.registry():

@@ -34,9 +34,12 @@ class ScopeProvider(Provider):
                     keys.update((path, f"{cname}.{m}") for m in cls.methods)
             for mc in self.registry.model_classes():
                 for part in self.registry.model_parts(mc):
-                    keys.update((part[0], f"{part[1]}.{m}") for m in self.index.methods(part))
+                    keys.update(self.index.method_key(part, m) for m in self.index.methods(part))
             out = []
+            displaced = self.registry.displaced()
             for k in sorted(keys):
+                if self.index.replaced(k) or k in displaced:
+                    continue  # patched away, or registered over, by a plugin: its code no longer runs
                 fn = self.index.function(k)
                 if fn is not None:
                     out.append((k, fn))

@@ -46,7 +46,7 @@ class TypeProvider(Provider):
     def defining_class(self, key: FuncKey) -> ClassKey | None:
         cls, _, _ = key[1].rpartition(".")
         if not cls:
-            return None
+            return self.index.patched_owner(key)  # a plugin's function patched onto a class
         facts = self.index.load(key[0])
         if facts is not None and cls in facts.classes:
             return (key[0], cls)
@@ -103,7 +103,7 @@ class TypeProvider(Provider):
             if call[0] == "self" and len(call) == 2 and ctx is not None:
                 found = self.index.method(ctx, call[1])
                 if found:
-                    return list(self.returned_types((found[0][0], f"{found[0][1]}.{call[1]}"), ctx))
+                    return list(self.returned_types(self.index.method_key(found[0], call[1]), ctx))
                 return []
             if call[0] in ("self", "super()"):
                 return []

@@ -196,7 +196,38 @@ def build(result: ScanResult, rules: "list[type[Rule]]") -> dict[str, Any]:
     root_uri = _root_uri(result.root)
     if root_uri:
         run["originalUriBaseIds"] = {SRCROOT: {"uri": root_uri}}
+    if result.roots:
+        _name_plugin_roots(run, result)
     return {"$schema": SARIF_SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
+
+
+def _name_plugin_roots(run: dict[str, Any], result: ScanResult) -> None:
+    """Issue 13: in a scan with platform plugins, every location in a plugin's file is
+    relative to that plugin's own root (its own ``uriBaseId``, the root's name), so a
+    plugin's CI can upload the log against its repository; vLLM's keep ``%SRCROOT%``."""
+    from urllib.parse import unquote
+
+    bases: dict[str, dict[str, Any]] = {}
+    for r in result.roots:
+        uri = _root_uri(r.location)
+        bases[r.name if r.plugin else SRCROOT] = {"uri": uri} if uri else {"description": {"text": r.location}}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            loc = node.get("artifactLocation")
+            if isinstance(loc, dict) and "uri" in loc:
+                owner = result.root_of(unquote(loc["uri"]))
+                if owner is not None and owner.plugin:
+                    loc["uriBaseId"] = owner.name
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(run.get("results", []))
+    visit(run.get("invocations", []))
+    run["originalUriBaseIds"] = bases
 
 
 def render(result: ScanResult, rules: "list[type[Rule]]") -> str:
