@@ -175,7 +175,9 @@ def prepare_runner(runner: str) -> dict[str, str]:
             raise DriverError("the V2 runner cannot start: triton is not installed in the runtime "
                               "environment (run runtime_check/setup_env.sh)")
         if not torch.cuda.is_available():
-            stub = Path(sys.prefix) / STUB_BACKEND_DIR
+            # Where setup_env.sh installs it; MTP_AUDIT_TRITON_CPU_STUB points elsewhere (an
+            # environment built by other means, or a test of the refusal below).
+            stub = Path(os.environ.get("MTP_AUDIT_TRITON_CPU_STUB") or Path(sys.prefix) / STUB_BACKEND_DIR)
             if not stub.is_dir():
                 raise DriverError(f"the V2 runner cannot start on CPU: no Triton CPU backend ({stub} is "
                                   "missing; run runtime_check/setup_env.sh)")
