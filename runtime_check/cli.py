@@ -380,7 +380,8 @@ def _check(arch, model, k, mtp_layers, force, findings, patch, fmt, max_tokens, 
                 typer.echo(f"mtp-audit: warning: {r} runner: {e}", err=True)
                 failed.append({"runner": r, "mode": "forced" if m else "shipped", "error": str(e)})
     if not runs:
-        raise RuntimeCheckError("no run succeeded: " + "; ".join(f"{f['runner']}: {f['error']}" for f in failed))
+        why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
+        raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
     return {"version": JSON_VERSION, "runs": runs, "failed_runs": failed,
             "verdicts": verdicts.judge(findings_doc, runs) if findings_doc is not None else None}
 

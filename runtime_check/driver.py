@@ -253,6 +253,15 @@ class Recorder:
         self.rows: list[dict] = []
         self.counts: dict[int, int] = {}
         self.logit_depth = 0
+        # The functions on the call stack of in-loop draft steps (step >= 1): which draft
+        # loop actually ran, by module and qualified name (code objects, no source read).
+        self.loop_frames: set[str] = set()
+
+    def note_loop_frames(self) -> None:
+        f = sys._getframe(2)
+        while f is not None:
+            self.loop_frames.add(f"{f.f_globals.get('__name__', '?')}.{f.f_code.co_qualname}")
+            f = f.f_back
 
     def row(self) -> dict | None:
         if not self.in_propose or not self.rows:
@@ -356,6 +365,8 @@ def instrument(drafter, rec: Recorder) -> dict:
     def wrapper_forward(self, *args, **kwargs):
         if rec.in_propose:
             rec.step += 1
+            if rec.step >= 1:
+                rec.note_loop_frames()
             how, val = _how_passed(w_forward, (self,) + args, kwargs)
             forced = False
             if rec.force and _accepts_step(w_forward):
@@ -521,6 +532,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         **info,
         "generated_token_ids": [list(o.outputs[0].token_ids) for o in outs],
         "propose_calls": rec.propose_idx + 1,
+        "draft_loop_frames": sorted(rec.loop_frames),
         "steps": rows,
         "layer_calls": {str(i): rec.counts.get(i, 0) for i in range(info["num_mtp_layers"])},
         "layer_sequence": [r["layers"][0] if r["layers"] else None for r in rows],

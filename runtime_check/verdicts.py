@@ -39,7 +39,7 @@ def _classes_of(finding: dict) -> list[str]:
     fn = finding.get("function") or ""
     if "." in fn:
         names.append(fn.split(".", 1)[0])
-    return [n for n in names if n]
+    return list(dict.fromkeys(n for n in names if n))
 
 
 def _evidence(run: dict) -> list[dict]:
@@ -77,23 +77,27 @@ def _label(run: dict) -> str:
             f"layers={run['num_mtp_layers']} (vLLM {run.get('vllm_version', '?')})")
 
 
-def _loop_owner(finding: dict) -> tuple[str, str]:
-    """(class, path) of the draft loop a loop finding is about: its trace's first hop (the
-    loop), else the finding's own function."""
+def _loop_function(finding: dict) -> tuple[str, str]:
+    """(qualified name, module) of the function holding the draft loop a finding is about."""
     trace = finding.get("trace") or []
     first = trace[0] if trace and isinstance(trace[0], dict) else {}
     fn = first.get("function") or finding.get("function") or ""
     path = first.get("path") or finding.get("path") or ""
-    return fn.split(".", 1)[0], path
+    return fn, path.removesuffix(".py").replace("/", ".")
 
 
 def _loop_ran(finding: dict, run: dict) -> bool | None:
+    """Whether the finding's draft loop ran a draft step in this run: its function was on the
+    call stack of an in-loop draft step (``draft_loop_frames``). Runs recorded without frames
+    fall back to whether the loop's class is one of the drafter's classes. ``None``: unknown."""
+    fn, module = _loop_function(finding)
+    frames = run.get("draft_loop_frames")
+    if frames:
+        return f"{module}.{fn}" in frames
     mro = run.get("proposer_mro")
     if not mro:
         return None
-    owner, path = _loop_owner(finding)
-    module = path.removesuffix(".py").replace("/", ".")
-    return f"{module}.{owner}" in mro
+    return f"{module}.{fn.split('.', 1)[0]}" in mro
 
 
 def _shipped_delivers_step(run: dict) -> bool:
@@ -174,12 +178,12 @@ def judge(findings_doc: dict, runs: list[dict]) -> list[dict]:
             shipped = [r for r in usable if r.get("mode") == "shipped"]
             owned = [r for r in shipped if _loop_ran(f, r) is not False]
             if not owned:
-                owner = _loop_owner(f)[0]
+                loop = _loop_function(f)[0]
                 used = sorted({f"{r.get('runner', 'v1')}: {r.get('proposer', '?').rsplit('.', 1)[-1]}"
                                for r in shipped})
-                out.append(undecided(f"the shipped runs drafted with {', '.join(used) or 'nothing'}; this "
-                                     f"loop belongs to {owner}" if shipped else
-                                     f"{rule} needs a shipped run of the loop's drafter ({owner})"))
+                out.append(undecided(f"the loop in {loop} ran no draft step; the shipped runs drafted with "
+                                     f"{', '.join(used)}" if shipped else
+                                     f"{rule} needs a shipped run whose drafter runs the loop in {loop}"))
                 continue
             run = owned[0]
             seq = run.get("layer_sequence")

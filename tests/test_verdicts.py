@@ -116,3 +116,17 @@ def test_mtp003_refuted_when_heads_follow_the_layers():
 def test_mtp003_not_exercised_by_another_drafter_or_a_forced_run():
     (v,) = verdicts.judge(_mtp003(), [run("shipped", [0] * 9), run("forced", [0, 1, 2] * 3)])
     assert v["verdict"] == "NOT EXERCISED" and "EagleProposer" in v["reason"]
+
+
+def test_a_loop_is_judged_only_if_it_ran_a_draft_step():
+    # The drafter's class owns both loops, but only propose's loop was on the stack of a draft step.
+    doc = {"findings": [
+        finding("MTP002", "SpecDecodeBaseProposer.propose", "vllm/v1/spec_decode/llm_base_proposer.py"),
+        finding("MTP002", "SpecDecodeBaseProposer.dummy_run", "vllm/v1/spec_decode/llm_base_proposer.py")]}
+    r = run("shipped", [0] * 9)
+    r["draft_loop_frames"] = ["vllm.v1.spec_decode.llm_base_proposer.SpecDecodeBaseProposer.propose",
+                              "vllm.v1.worker.gpu_model_runner.GPUModelRunner.propose_draft_token_ids"]
+    v = by_function(verdicts.judge(doc, [r]))
+    assert v["SpecDecodeBaseProposer.propose"]["verdict"] == "CONFIRMED"
+    dummy = v["SpecDecodeBaseProposer.dummy_run"]
+    assert dummy["verdict"] == "NOT EXERCISED" and "ran no draft step" in dummy["reason"]
