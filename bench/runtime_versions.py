@@ -61,7 +61,12 @@ def summary(versions: list[str], archs: list[str], out: Path) -> str:
                 failures.append((f"{arch} {f['runner']} {f['mode']}", f["error"]))
             for x in doc["verdicts"]:
                 key = x["fingerprint"]
-                if key not in merged or (merged[key]["verdict"] == "NOT EXERCISED" != x["verdict"]):
+                old = merged.get(key)
+                if (old is None or old["verdict"] == "NOT EXERCISED" != x["verdict"]
+                        # among undecided ones, a run that reached the class says more
+                        or (old["verdict"] == x["verdict"] == "NOT EXERCISED"
+                            and old["reason"].startswith("no run exercised")
+                            and not x["reason"].startswith("no run exercised"))):
                     merged[key] = x
         scan = out / f"scan-{v}.json"
         if scan.is_file():  # findings no completed run could judge
