@@ -215,6 +215,8 @@ def _check_vllm_enables_triton() -> None:
     logging.getLogger("vllm").addHandler(capture)
     try:
         from vllm.triton_utils import importing
+    except ImportError:  # a vLLM without this module: the engine's own start-up check decides
+        return
     finally:
         logging.getLogger("vllm").removeHandler(capture)
     if not importing.HAS_TRITON:
