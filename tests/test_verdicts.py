@@ -5,12 +5,25 @@ from __future__ import annotations
 from runtime_check import verdicts
 
 
-def run(mode, layers_per_step, proposer_mro=("vllm.v1.spec_decode.eagle.EagleProposer",
-                                             "vllm.v1.spec_decode.llm_base_proposer.SpecDecodeBaseProposer")):
+V1_MRO = ("vllm.v1.spec_decode.eagle.EagleProposer", "vllm.v1.spec_decode.llm_base_proposer.SpecDecodeBaseProposer")
+V2_MRO = ("vllm.v1.worker.gpu.spec_decode.multi_module_mtp.speculator.MultiModuleMTPSpeculator",
+          "vllm.v1.worker.gpu.spec_decode.speculator.DraftModelSpeculator")
+
+
+def run(mode, layers_per_step, proposer_mro=V1_MRO, runner="v1", heads=None, logits_follow=True):
+    """A recorded run: V1 shipped loops pass no step to the wrapper; V2's multi-module
+    speculator and forced runs pass step i on draft step i."""
+    passes = runner == "v2" or mode == "forced"
     steps = [{"propose": i // 3, "step": i % 3, "wrapper": "Qwen3NextMTP", "inner": "Qwen3NextMultiTokenPredictor",
-              "wrapper_spec_step_idx": i % 3, "wrapper_received": "keyword", "inner_spec_step_idx": 0,
-              "inner_received": "default", "layers": [layer]} for i, layer in enumerate(layers_per_step)]
-    return {"arch": "qwen3_next", "mode": mode, "k": 3, "num_mtp_layers": 3, "steps": steps,
+              "wrapper_spec_step_idx": i % 3 if passes else None,
+              "wrapper_received": ("forced" if mode == "forced" else "keyword") if passes else "absent",
+              "inner_spec_step_idx": 0, "inner_received": "default", "layers": [layer],
+              "logits_spec_step_idx": i % 3 if passes and logits_follow else None,
+              "logits_received": "keyword" if passes and logits_follow else "absent",
+              "head_layers": [] if heads is None else [heads[i]]}
+             for i, layer in enumerate(layers_per_step)]
+    return {"arch": "qwen3_next", "mode": mode, "runner": runner, "k": 3, "num_mtp_layers": 3, "steps": steps,
+            "vllm_version": "0.32.0",
             "wrapper_class": "vllm.model_executor.models.qwen3_next_mtp.Qwen3NextMTP",
             "inner_class": "vllm.model_executor.models.qwen3_next_mtp.Qwen3NextMultiTokenPredictor",
             "proposer": proposer_mro[0], "proposer_mro": list(proposer_mro),
@@ -55,6 +68,65 @@ def test_a_loop_that_did_not_run_is_not_exercised():
     assert "--arch deepseek_v3" in v["DeepSeekMTP.forward"]["reason"]
 
 
-def test_without_a_forced_run_mtp001_is_not_decided():
+def test_a_v1_shipped_run_does_not_decide_mtp001():
+    # V1's loop passes no step: the wrapper's drop is not on its path.
     v = by_function(verdicts.judge(DOC, [run("shipped", [0] * 9)]))
     assert v["Qwen3NextMTP.forward"]["verdict"] == "NOT EXERCISED"
+    assert "shipped run whose draft loop passes the step" in v["Qwen3NextMTP.forward"]["reason"]
+
+
+def test_a_v2_shipped_run_decides_mtp001_before_a_forced_one():
+    shipped = run("shipped", [0] * 9, V2_MRO, runner="v2")
+    forced = run("forced", [0, 1, 2] * 3)  # would refute; the shipped loop wins
+    v = by_function(verdicts.judge(DOC, [forced, shipped]))["Qwen3NextMTP.forward"]
+    assert v["verdict"] == "CONFIRMED"
+    assert (v["runner"], v["mode"]) == ("v2", "shipped")
+    assert "qwen3_next v2 shipped K=3 layers=3 (vLLM 0.32.0)" in v["reason"]
+    assert {(e["runner"], e["mode"]) for e in v["evidence"]} == {("v2", "shipped")}
+    assert [e["wrapper_spec_step_idx"] for e in v["evidence"][:3]] == [0, 1, 2]
+
+
+def test_a_v2_shipped_run_reaching_each_layer_refutes_mtp001():
+    v = by_function(verdicts.judge(DOC, [run("shipped", [0, 1, 2] * 3, V2_MRO, runner="v2")]))
+    assert v["Qwen3NextMTP.forward"]["verdict"] == "REFUTED"
+    # The V1 loop did not run: its MTP002 stays undecided, naming the drafter that did.
+    assert v["SpecDecodeBaseProposer.propose"]["verdict"] == "NOT EXERCISED"
+    assert "MultiModuleMTPSpeculator" in v["SpecDecodeBaseProposer.propose"]["reason"]
+
+
+def _mtp003():
+    f = finding("MTP003", "DraftModelSpeculator.sample_draft", "vllm/v1/worker/gpu/spec_decode/speculator.py")
+    f["trace"] = [{"function": "MultiModuleMTPSpeculator._generate_drafts", "line": 1, "note": "draft loop",
+                   "path": "vllm/v1/worker/gpu/spec_decode/multi_module_mtp/speculator.py"}]
+    return {"findings": [f]}
+
+
+def test_mtp003_confirmed_when_the_logits_entry_misses_the_step():
+    r = run("shipped", [0, 1, 2] * 3, V2_MRO, runner="v2", heads=[0] * 9, logits_follow=False)
+    (v,) = verdicts.judge(_mtp003(), [r])
+    assert v["verdict"] == "CONFIRMED" and v["runner"] == "v2"
+
+
+def test_mtp003_refuted_when_heads_follow_the_layers():
+    r = run("shipped", [0, 1, 2] * 3, V2_MRO, runner="v2", heads=[0, 1, 2] * 3)
+    (v,) = verdicts.judge(_mtp003(), [r])
+    assert v["verdict"] == "REFUTED"
+
+
+def test_mtp003_not_exercised_by_another_drafter_or_a_forced_run():
+    (v,) = verdicts.judge(_mtp003(), [run("shipped", [0] * 9), run("forced", [0, 1, 2] * 3)])
+    assert v["verdict"] == "NOT EXERCISED" and "EagleProposer" in v["reason"]
+
+
+def test_a_loop_is_judged_only_if_it_ran_a_draft_step():
+    # The drafter's class owns both loops, but only propose's loop was on the stack of a draft step.
+    doc = {"findings": [
+        finding("MTP002", "SpecDecodeBaseProposer.propose", "vllm/v1/spec_decode/llm_base_proposer.py"),
+        finding("MTP002", "SpecDecodeBaseProposer.dummy_run", "vllm/v1/spec_decode/llm_base_proposer.py")]}
+    r = run("shipped", [0] * 9)
+    r["draft_loop_frames"] = ["vllm.v1.spec_decode.llm_base_proposer.SpecDecodeBaseProposer.propose",
+                              "vllm.v1.worker.gpu_model_runner.GPUModelRunner.propose_draft_token_ids"]
+    v = by_function(verdicts.judge(doc, [r]))
+    assert v["SpecDecodeBaseProposer.propose"]["verdict"] == "CONFIRMED"
+    dummy = v["SpecDecodeBaseProposer.dummy_run"]
+    assert dummy["verdict"] == "NOT EXERCISED" and "ran no draft step" in dummy["reason"]

@@ -52,12 +52,13 @@ _RUNS: dict = {}
 
 @pytest.fixture(scope="session")
 def run_check(runtime_py):
-    """run_check(arch, forced) -> the JSON document of `check --arch ARCH --k 3` (cached)."""
+    """run_check(arch, forced, runner) -> the JSON document of
+    `check --arch ARCH --k 3 --runner RUNNER` (cached for the session)."""
 
-    def go(arch: str, forced: bool = False) -> dict:
-        key = (arch, forced)
+    def go(arch: str, forced: bool = False, runner: str = "v1") -> dict:
+        key = (arch, forced, runner)
         if key not in _RUNS:
-            args = ["check", "--arch", arch, "--k", "3", "--format", "json"]
+            args = ["check", "--arch", arch, "--k", "3", "--runner", runner, "--format", "json"]
             if forced:
                 args.append("--force-step-idx")
             r = cli(*args)

@@ -1,4 +1,5 @@
-"""A real vLLM engine, K=3, 3 MTP layers: which physical MTP layer runs at each draft step."""
+"""A real vLLM engine (V1 runner), K=3, 3 MTP layers: which physical MTP layer runs at each
+draft step. The V2 runner's runs are in test_runtime_v2.py."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_forced_step_lost_in_qwen3_next_wrapper(run_check):
 def test_text_table(runtime_py):
     from .conftest import cli
 
-    r = cli("check", "--arch", "glm4_moe", "--k", "3", "--force-step-idx")
+    r = cli("check", "--arch", "glm4_moe", "--k", "3", "--runner", "v1", "--force-step-idx")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "mode=forced" in r.stdout and "per-layer calls:" in r.stdout
     assert "step i runs layer i: yes" in r.stdout

@@ -61,10 +61,11 @@ def test_verdicts_from_engine_runs(run_check):
 def test_findings_option_end_to_end(tmp_path, runtime_py):
     f = tmp_path / "scan.json"
     f.write_text(json.dumps(FIXTURE))
-    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--findings", str(f), "--format", "json")
+    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--runner", "v1", "--findings", str(f),
+            "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
-    assert [x["mode"] for x in doc["runs"]] == ["shipped", "forced"]
+    assert [(x["runner"], x["mode"]) for x in doc["runs"]] == [("v1", "shipped"), ("v1", "forced")]
     got = [(x["rule"], x["classes"][0], x["verdict"]) for x in doc["verdicts"]]
     assert ("MTP001", "Qwen3NextMTP", "CONFIRMED") in got
     assert ("MTP002", "Qwen3NextMTP", "CONFIRMED") in got
@@ -90,8 +91,8 @@ def _qwen3_next_fix(runtime_py, tmp_path) -> Path:
 
 def test_patch_overlay_makes_step_reach_layer(tmp_path, runtime_py):
     diff = _qwen3_next_fix(runtime_py, tmp_path)
-    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--force-step-idx", "--patch", str(diff),
-            "--format", "json")
+    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--runner", "v1", "--force-step-idx",
+            "--patch", str(diff), "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = json.loads(r.stdout)["runs"]
     assert run["patch"]["files"] == ["vllm/model_executor/models/qwen3_next_mtp.py"]
@@ -131,7 +132,7 @@ def test_error_engine_fails_to_start(tmp_path, runtime_py):
     r = cli("synth", "deepseek_v3", "--mtp-layers", "3", "--out", str(d))
     assert r.returncode == 0, r.stderr
     (d / "model.safetensors").unlink()  # the engine cannot load weights
-    _assert_one_line_error(cli("check", "--model", str(d), "--k", "3"), "engine failed to start")
+    _assert_one_line_error(cli("check", "--model", str(d), "--k", "3", "--runner", "v1"), "engine failed to start")
 
 
 def test_error_no_vllm(tmp_path):
@@ -143,13 +144,13 @@ def test_error_no_vllm(tmp_path):
 
 
 def test_error_timeout(runtime_py):
-    _assert_one_line_error(cli("check", "--arch", "glm4_moe", "--k", "3", "--timeout", "3"),
+    _assert_one_line_error(cli("check", "--arch", "glm4_moe", "--k", "3", "--runner", "v1", "--timeout", "3"),
                            "did not finish within")
 
 
 def test_autofix_validated_by_the_engine(tmp_path, runtime_py):
-    """`mtp-audit fix --diff` on the installed vLLM, replayed by the runtime checker:
-    with the step forced, Qwen3-Next now runs layer i on draft step i."""
+    """`mtp-audit fix --diff` on the installed vLLM, replayed by the runtime checker on the
+    V2 runner as shipped (no forcing): Qwen3-Next now runs layer i on draft step i."""
     import sys
 
     site = subprocess.run([runtime_py, "-c", "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])"],
@@ -164,8 +165,10 @@ def test_autofix_validated_by_the_engine(tmp_path, runtime_py):
     assert fix.stdout.startswith("--- a/vllm/model_executor/models/qwen3_next_mtp.py")
     diff = tmp_path / "autofix.diff"
     diff.write_text(fix.stdout)
-    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--force-step-idx", "--patch", str(diff), "--format", "json")
+    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--runner", "v2", "--patch", str(diff), "--format", "json")
     assert r.returncode == 0, r.stderr[-2000:]
     (run,) = json.loads(r.stdout)["runs"]
+    assert (run["runner"], run["mode"]) == ("v2", "shipped")
     assert run["step_i_runs_layer_i"], run["layer_sequence"]
     assert sorted(set(run["layer_sequence"])) == [0, 1, 2]
+    assert all(r["inner_spec_step_idx"] == r["step"] for r in run["steps"])

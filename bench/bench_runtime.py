@@ -1,0 +1,126 @@
+"""Time and memory of the runtime checker's engine runs: V1 vs V2 model runner, load vs generate.
+
+    python bench/bench_runtime.py [--arch glm4_moe --arch qwen3_next ...] [--repeat 2]
+                                  [--vllm-version X] [--out bench/runtime_results]
+
+Every run is a fresh `mtp-audit runtime check --arch A --k 3 --runner R --format json`
+subprocess (as shipped, 6 tokens x 2 prompts). Per run it records what the driver measured
+inside the engine process — engine construction (`load`: model load, KV cache, warm-up),
+`generate` (the two prompts), peak RSS after load and at the end — and the wall clock of
+the whole command (interpreter start, synthesis of the checkpoint, both subprocesses).
+Writes OUT.json (raw) and OUT.md (a table: min and median over the repeats).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_ARCHS = ["glm4_moe", "qwen3_next", "qwen3_5_moe", "deepseek_v3"]
+
+
+@dataclass
+class Sample:
+    arch: str
+    runner: str
+    drafter: str
+    load_s: float
+    generate_s: float
+    engine_total_s: float
+    command_wall_s: float
+    rss_after_load_mb: float
+    rss_peak_mb: float
+    loadavg_before: float
+    loadavg_after: float
+
+
+def one(arch: str, runner: str, vllm_version: str | None) -> Sample:
+    cmd = [sys.executable, "-m", "runtime_check.cli", "check", "--arch", arch, "--k", "3",
+           "--runner", runner, "--format", "json"]
+    if vllm_version:
+        cmd += ["--vllm-version", vllm_version]
+    before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"bench_runtime: {arch} {runner} failed: {r.stderr.strip()[-500:]}")
+    (run,) = json.loads(r.stdout)["runs"]
+    return Sample(arch, run["runner"], run["proposer"].rsplit(".", 1)[-1], run["timing_s"]["load"],
+                  run["timing_s"]["generate"], run["timing_s"]["total"], round(wall, 2),
+                  run["max_rss_mb_load"], run["max_rss_mb"], before, os.getloadavg()[0])
+
+
+def table(samples: list[Sample]) -> str:
+    keys = sorted({(s.arch, s.runner) for s in samples}, key=lambda k: (k[0], k[1]))
+    out = ["| arch | runner | drafter | load s (min / median) | generate s (min / median) | "
+           "command wall s (median) | RSS after load MB | peak RSS MB |",
+           "|---|---|---|---:|---:|---:|---:|---:|"]
+    for arch, runner in keys:
+        xs = [s for s in samples if (s.arch, s.runner) == (arch, runner)]
+
+        def mm(attr: str) -> str:
+            v = [getattr(s, attr) for s in xs]
+            return f"{min(v):.2f} / {statistics.median(v):.2f}"
+
+        out.append(f"| {arch} | {runner} | {xs[0].drafter} | {mm('load_s')} | {mm('generate_s')} | "
+                   f"{statistics.median(s.command_wall_s for s in xs):.1f} | "
+                   f"{statistics.median(s.rss_after_load_mb for s in xs):.0f} | "
+                   f"{max(s.rss_peak_mb for s in xs):.0f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", action="append")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--vllm-version")
+    ap.add_argument("--out", default=str(REPO / "bench" / "runtime_results"))
+    a = ap.parse_args()
+    archs = a.arch or DEFAULT_ARCHS
+    samples: list[Sample] = []
+    for _ in range(a.repeat):
+        for arch in archs:
+            for runner in ("v1", "v2"):
+                s = one(arch, runner, a.vllm_version)
+                print(f"{arch:12} {runner}: load {s.load_s:6.2f} s  generate {s.generate_s:6.2f} s  "
+                      f"wall {s.command_wall_s:6.1f} s  peak RSS {s.rss_peak_mb:7.1f} MB", file=sys.stderr)
+                samples.append(s)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
+    meta = {"generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
+            "nproc": os.cpu_count(), "python": platform.python_version(), "repeat": a.repeat,
+            "vllm_version": a.vllm_version or "default runtime environment",
+            "command": "mtp-audit runtime check --arch ARCH --k 3 --runner R --format json"}
+    Path(a.out + ".json").write_text(json.dumps({"meta": meta, "samples": [asdict(s) for s in samples]},
+                                                indent=1) + "\n")
+    loads = [x for s in samples for x in (s.loadavg_before, s.loadavg_after)]
+    md = [
+        "# Runtime checker: time and memory per engine run (V1 vs V2 runner)", "",
+        f"Generated by `bench/bench_runtime.py` on {meta['generated']} (commit `{commit}`), "
+        f"{meta['nproc']} CPUs, Python {meta['python']}. Raw numbers: `bench/runtime_results.json`.", "",
+        f"Each row: {a.repeat} fresh runs of `{meta['command']}` (as shipped, K=3, 3 MTP layers, "
+        "6 tokens x 2 prompts, bfloat16, eager). **load** is the engine's construction (weights, KV "
+        "cache, warm-up) and **generate** the two prompts, both timed inside the engine process; "
+        "**command wall** is the whole CLI command (checkpoint synthesis, both subprocesses). RSS is the "
+        "engine process's peak resident set (`ru_maxrss`) after load and at the end. V2 runs vLLM's "
+        "Triton kernels in Triton's interpreter (`TRITON_INTERPRET=1`), which is why its generate "
+        "step is slower on CPU.", "",
+        table(samples), "",
+        f"1-minute load average during the runs: {min(loads):.2f} .. {max(loads):.2f} "
+        "(2 cores; above ~2 the runs competed for CPU).", ""]
+    Path(a.out + ".md").write_text("\n".join(md))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

