@@ -61,17 +61,31 @@ def emit(text: str, output: Path | None) -> None:
     if problem:
         raise UsageError(f"cannot write the report to {str(output)!r}: {problem}")
     try:
-        write_atomic(output, text)
+        if _is_stream(output):
+            # /dev/null, /dev/stdout, a named pipe: write into it. Renaming a temp file over
+            # it would replace the device node itself with a regular file.
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            write_atomic(output, text)
     except OSError as exc:
         raise UsageError(f"cannot write the report to {str(output)!r}: {_reason(exc, output)}") from None
+
+
+def _is_stream(output: Path) -> bool:
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def _unwritable(output: Path) -> str:
     """Why ``output`` cannot take a report, in plain words ('' when it looks fine)."""
     if output.is_dir():
         return "it is a directory; give a file name"
-    if output.exists() and not output.is_file():
-        return "it is not a regular file"
+    if output.exists() and not output.is_file() and not _is_stream(output):
+        return "it is not a regular file, a device or a pipe"
     if not output.parent.exists():
         return f"the directory {str(output.parent)!r} does not exist"
     if not output.parent.is_dir():

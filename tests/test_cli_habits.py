@@ -243,3 +243,25 @@ def test_explain_keeps_code_lines_whole_when_piped(tmp_path):
     r = cli("explain", fid[:8], root, "--cache-dir", cache)
     assert r.returncode == 0, r.stderr
     assert any(line.endswith(call) and len(line) > 100 for line in r.stdout.splitlines()), r.stdout
+
+
+def test_report_to_dev_null_leaves_the_device_alone(tmp_path):
+    """`-o /dev/null` writes into the device; an atomic rename would have replaced the
+    device node with a regular file (it did, once, on a developer's machine)."""
+    import stat as _stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    tree = tmp_path / "t"
+    (tree / "vllm").mkdir(parents=True)
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "scan", str(tree), "--no-cache", "-q", "-o", str(fifo)],
+                       capture_output=True, text=True, timeout=120)
+    out, _ = reader.communicate(timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert b"0 findings" in out
+    assert _stat.S_ISFIFO(os.stat(fifo).st_mode)
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "scan", str(tree), "--no-cache", "-q", "-o", "/dev/null"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _stat.S_ISCHR(os.stat("/dev/null").st_mode)
