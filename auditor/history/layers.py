@@ -19,7 +19,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from ..atomic import write_atomic
 from ..config import Config
@@ -150,7 +150,7 @@ class LayerHistory:
         return rows
 
 
-def _since(cells: dict[str, Optional[PlanCell]], reaches: Any) -> tuple[Optional[str], tuple[str, ...]]:
+def _since(cells: dict[str, Optional[PlanCell]], reaches: Callable[[PlanCell], bool]) -> tuple[Optional[str], tuple[str, ...]]:
     first: Optional[str] = None
     lost: list[str] = []
     for ref, cell in cells.items():
