@@ -24,6 +24,7 @@ from .cli_options import (
 
 if TYPE_CHECKING:
     from .config import Config
+    from .progress import Progress
 
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Report format: text, markdown, html or json.")]
 
@@ -50,6 +51,10 @@ def history_command(
     no_cache: NoCacheOpt = False,
     config: ConfigOpt = None,
     workers: WorkersOpt = None,
+    layers: Annotated[bool, typer.Option("--layers", help="Since when step i reaches MTP layer i, per architecture and runner (instead of findings).")] = False,
+    k: Annotated[Optional[int], typer.Option("--k", min=2, max=64, help="With --layers: num_speculative_tokens (default 3).")] = None,
+    layer_count: Annotated[Optional[int], typer.Option("--layer-count", min=2, max=64, help="With --layers: the layer count each model is given (default 3).")] = None,
+    runner: Annotated[Optional[str], typer.Option("--runner", metavar="v1|v2", help="With --layers: one runner (default both).")] = None,
 ) -> None:
     """Findings of every release tag: introduced, fixed, kept."""
     from .history import run_history
@@ -58,10 +63,32 @@ def history_command(
 
     cfg, cache = _settings(config, no_cache, cache_dir)
     progress = Progress(quiet)
+    if layers or k is not None or layer_count is not None or runner is not None:
+        _layer_history(repo, start, end, tags, pre, format, output, progress, cfg, cache, workers, layers, k, layer_count, runner)
+        return
     hist = run_history(repo, start, end, tags, pre, cfg, cache, workers, progress, rules=registered_rules())
     emit(render(hist, format.value), output)
     t = hist.timing
     progress.line(f"{len(hist.releases)} releases in {t['seconds']:.1f}s ({t['scanned']} scanned, {t['from_cache']} from cache)")
+
+
+def _layer_history(repo: Path, start: Optional[str], end: Optional[str], tags: Optional[str], pre: bool, format: ReportFormat,
+                   output: Optional[Path], progress: "Progress", cfg: "Config", cache: Optional[Path], workers: Optional[int],
+                   layers: bool, k: Optional[int], layer_count: Optional[int], runner: Optional[str]) -> None:
+    from .errors import UsageError
+    from .history.layers import render, run_layer_history
+    from .layers_cli import RUNNERS
+
+    if not layers:
+        raise UsageError("--k, --layer-count and --runner go with --layers")
+    if runner is not None and runner not in RUNNERS:
+        raise UsageError(f"--runner takes {' or '.join(RUNNERS)}, got {runner!r}")
+    hist = run_layer_history(repo, start, end, tags, pre, cfg, cache, workers, progress, rules=registered_rules(),
+                             k=3 if k is None else k, layers=3 if layer_count is None else layer_count,
+                             runners=(runner,) if runner else RUNNERS)
+    emit(render(hist, format.value), output)
+    t = hist.timing
+    progress.line(f"{len(hist.releases)} releases in {t['seconds']:.1f}s ({t['scanned']} planned, {t['from_cache']} from cache)")
 
 
 def diff_command(

@@ -12,13 +12,19 @@ import difflib
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import typer
 
 from .analyses.dispatch import DispatchProvider, Plan, Setting
 from .analysis import Analysis
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .cache import FactsCache
+    from .config import Config
+    from .engine import RuleClass
+    from .source import SourceTree
 
 LAYERS_FORMAT_VERSION = 1
 RUNNERS = ("v1", "v2")
@@ -315,6 +321,38 @@ def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: An
     return [dispatch.plan(s, findings) for s in settings]
 
 
+def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str = "mtp",
+                    platform: str = "cuda", fields: tuple[tuple[str, Any], ...] = ()) -> list[Setting]:
+    """``--all``: every registered MTP architecture x runner, each given ``layers`` on its
+    own layer-count field."""
+    settings: list[Setting] = []
+    for name, _cls in dispatch.mtp_architectures():
+        count = dispatch.layer_count_field(name, platform)
+        extra = ((count, layers),) if count else ()
+        settings.extend(Setting(r, k, method, platform, name, extra + fields) for r in runners)
+    return settings
+
+
+def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
+              choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None) -> list[Plan]:
+    """Scan ``tree`` and plan the settings ``choose`` picks. Exploring a drafter may parse
+    more files: the plans are made once while the index still loads, then again with the
+    scan's findings (everything is memoised by then)."""
+    from .engine import run_scan
+
+    settings: list[Setting] = []
+
+    def plan_before_freeze(analysis: Analysis) -> None:
+        dispatch = analysis.get(DispatchProvider)
+        settings.extend(choose(dispatch))
+        for s in settings:
+            dispatch.plan(s)
+
+    scan = run_scan(tree, cfg, rules, facts, workers, before_freeze=plan_before_freeze)
+    assert scan.analysis is not None
+    return make_plans(scan.analysis.get(DispatchProvider), settings, scan.result.findings)
+
+
 def layers_command(
     path: Optional[Path] = typer.Argument(None, help="vLLM repository root (holding vllm/) or the vllm package directory."),
     installed: bool = typer.Option(False, "--installed", help="The vLLM installed in this Python environment (not imported)."),
@@ -339,7 +377,6 @@ def layers_command(
     from .cache import FactsCache
     from .cli import cache_root, load_settings, open_target
     from .cli_options import registered_rules
-    from .engine import run_scan
     from .progress import Progress
 
     if all_:
@@ -356,27 +393,15 @@ def layers_command(
     tree = open_target(path, installed, release, cache_dir, Progress(quiet=True))
     cfg = load_settings(getattr(tree, "root", None), config, None, None)
     runners = [runner.value] if runner is not None else list(RUNNERS)
-    settings: list[Setting] = []
 
-    def plan_before_freeze(analysis: Analysis) -> None:
-        # Exploring a drafter may parse more files: plan once while the index still loads,
-        # then again with the findings (everything is memoised by then).
-        dispatch = analysis.get(DispatchProvider)
+    def choose(dispatch: DispatchProvider) -> list[Setting]:
         if all_:
-            for name, _cls in dispatch.mtp_architectures():
-                count = dispatch.layer_count_field(name, platform.value)
-                extra = ((count, layers),) if count else ()
-                settings.extend(Setting(r, steps, method, platform.value, name, extra + fields) for r in runners)
-        else:
-            if arch is not None:
-                check_architecture(dispatch, arch)
-            settings.extend(Setting(r, steps, method, platform.value, arch, fields, target) for r in runners)
-        for s in settings:
-            dispatch.plan(s)
+            return matrix_settings(dispatch, runners, steps, layers, method, platform.value, fields)
+        if arch is not None:
+            check_architecture(dispatch, arch)
+        return [Setting(r, steps, method, platform.value, arch, fields, target) for r in runners]
 
-    scan = run_scan(tree, cfg, registered_rules(), FactsCache(cache_root(no_cache, cache_dir)), before_freeze=plan_before_freeze)
-    assert scan.analysis is not None
-    plans = make_plans(scan.analysis.get(DispatchProvider), settings, scan.result.findings)
+    plans = plan_tree(tree, cfg, registered_rules(), FactsCache(cache_root(no_cache, cache_dir)), choose)
     if all_:
         emit(render_matrix(plans, format, tree.label, steps, layers), output)
     else:

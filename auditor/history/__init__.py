@@ -5,6 +5,7 @@
 * :mod:`.compare` — introduced, fixed and persisting findings between two revisions;
 * :mod:`.scan` — scanning revisions (:class:`Scanner`), :func:`run_history`, :func:`run_diff`;
 * :mod:`.bisect` — :func:`run_bisect`.
+* :mod:`.layers` — ``history --layers``: since which release step *i* reaches MTP layer *i*.
 
 Reports are rendered by :mod:`auditor.history_report`; the typer commands live in
 :mod:`auditor.cli_history`. Every revision is read straight from git objects, never
