@@ -63,3 +63,17 @@ def test_layers_all_heat_map_renders_in_chromium(tmp_path):
     cells = re.findall(r'<td[^>]*class="(cell [a-z ]+)"', dom)
     assert cells.count("cell threaded") == 3 and cells.count("cell constant") == 3, cells
     assert "MultiModuleSpeculator" in dom and "EagleStyleSpeculator" in dom
+
+
+def test_history_layers_page_renders_in_chromium(tmp_path):
+    from test_history_layers import build_layer_repo, invoke
+
+    repo = tmp_path / "repo"
+    build_layer_repo(repo)
+    page = tmp_path / "history-layers.html"
+    res = invoke("history", repo, "--layers", "-f", "html", "-o", page, "--cache-dir", tmp_path / "cache", "-q")
+    assert res.exit_code == 0, res.output
+    dom = _render(page, "history-layers", tmp_path)
+    cells = re.findall(r'<td[^>]*class="(cell [a-z ]+)"', dom)
+    assert "cell threaded" in cells and "cell unknown" in cells, cells
+    assert "DeepMTPModel" in dom and "QwenMTP" in dom
