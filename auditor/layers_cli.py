@@ -353,6 +353,45 @@ def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], f
     return make_plans(scan.analysis.get(DispatchProvider), settings, scan.result.findings)
 
 
+class RenderedCache:
+    """``layers`` documents of unchanged trees (``<cache>/layers/``); a miss is recomputed."""
+
+    def __init__(self, root: Optional[Path]) -> None:
+        self.root = root / "layers" if root is not None else None
+
+    @staticmethod
+    def key(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], question: str) -> str:
+        from .engine import rule_files, tree_digest
+        from .result_cache import result_key
+
+        return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg, rule_files(rules),
+                          [r.code for r in rules])
+
+    def _path(self, key: str) -> Optional[Path]:
+        return self.root / key[:2] / f"{key}.txt" if self.root is not None else None
+
+    def get(self, key: str) -> Optional[str]:
+        p = self._path(key)
+        if p is None:
+            return None
+        try:
+            return p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def put(self, key: str, text: str) -> None:
+        from .atomic import write_atomic
+
+        p = self._path(key)
+        if p is None:
+            return
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(p, text)
+        except OSError:
+            pass  # a read-only or full cache is no cache
+
+
 def layers_command(
     path: Optional[Path] = typer.Argument(None, help="vLLM repository root (holding vllm/) or the vllm package directory."),
     installed: bool = typer.Option(False, "--installed", help="The vLLM installed in this Python environment (not imported)."),
@@ -401,8 +440,20 @@ def layers_command(
             check_architecture(dispatch, arch)
         return [Setting(r, steps, method, platform.value, arch, fields, target) for r in runners]
 
-    plans = plan_tree(tree, cfg, registered_rules(), FactsCache(cache_root(no_cache, cache_dir)), choose)
-    if all_:
-        emit(render_matrix(plans, format, tree.label, steps, layers), output)
-    else:
-        emit(render(plans, format, tree.label), output)
+    rules = registered_rules()
+    root = cache_root(no_cache, cache_dir)
+    # An unchanged tree asked the same question gives the same document: keep it, keyed like a
+    # scan's cached result (tree, tool, rules, configuration) plus everything asked here.
+    question = json.dumps(
+        {"all": all_, "arch": arch, "target": target, "k": steps, "layers": layers, "runners": runners, "method": method,
+         "platform": platform.value, "set": [list(f) for f in fields], "format": format.value, "label": tree.label},
+        sort_keys=True, default=str,
+    )
+    cached = RenderedCache(root)
+    key = cached.key(tree, cfg, rules, question)
+    text = cached.get(key)
+    if text is None:
+        plans = plan_tree(tree, cfg, rules, FactsCache(root), choose)
+        text = render_matrix(plans, format, tree.label, steps, layers) if all_ else render(plans, format, tree.label)
+        cached.put(key, text)
+    emit(text, output)

@@ -276,3 +276,21 @@ def test_all_html_heat_map_is_self_contained_and_coloured_by_verdict(tree, cache
     assert classes.count("cell threaded") == 3 and classes.count("cell constant") == 3
     assert all(title for c, title in p.cells if c != "cell none")
     assert "<code>MultiModuleSpeculator</code>" in page and "<code>EagleStyleSpeculator</code>" in page
+
+
+def test_an_unchanged_tree_answers_from_the_cache_and_a_change_is_seen(tree, cache_env, tmp_path):
+    args = ["layers", str(tree), "--arch", "DeepMTPModel", "--set", "num_nextn_predict_layers=3", "--k", "3",
+            "--runner", "v2", "-f", "json"]
+    first = run_cli(*args, env=cache_env)
+    assert first.returncode == 0, first.stderr
+    stored = list((Path(cache_env["MTP_AUDIT_CACHE_DIR"]) / "layers").rglob("*.txt"))
+    assert len(stored) == 1 and stored[0].read_text() == first.stdout
+    again = run_cli(*args, env=cache_env)
+    assert again.stdout == first.stdout
+    # Another question is another entry; an edited tree is planned again.
+    run_cli(*args[:-1], "text", env=cache_env)
+    assert len(list((Path(cache_env["MTP_AUDIT_CACHE_DIR"]) / "layers").rglob("*.txt"))) == 2
+    src = next(p for p in tree.rglob("*.py") if "spec_step_idx=step" in p.read_text())
+    src.write_text(src.read_text().replace("spec_step_idx=step", "spec_step_idx=0"))
+    edited = run_cli(*args, env=cache_env)
+    assert edited.returncode == 0 and edited.stdout != first.stdout
