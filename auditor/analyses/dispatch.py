@@ -19,12 +19,13 @@ import ast
 import json
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
 
 from ..facts import (
     Chain,
+    ModuleFacts,
     FunctionFact,
     LoopFact,
     PAttr,
@@ -356,7 +357,7 @@ class DispatchProvider(Provider):
                                 out.append(c.func[2])
         return list(dict.fromkeys(out))
 
-    def _plugin_subclasses(self, roots: Any, owners: list[ClassKey], in_plugin: Any) -> list[ClassKey]:
+    def _plugin_subclasses(self, roots: Sequence[Any], owners: list[ClassKey], in_plugin: Callable[[str], bool]) -> list[ClassKey]:
         names = sorted({o[1] for o in owners})
         needles = [n.encode() for n in names]
         subs: list[ClassKey] = []
@@ -381,7 +382,7 @@ class DispatchProvider(Provider):
                         subs.append(key)
         return sorted(set(subs))
 
-    def _reached_factories(self, runner_cls: ClassKey, in_plugin: Any, depth: int = 4) -> list[FuncKey]:
+    def _reached_factories(self, runner_cls: ClassKey, in_plugin: Callable[[str], bool], depth: int = 4) -> list[FuncKey]:
         """Plugin functions that build drafters in their own branches, called from the
         plugin runner's own methods within ``depth`` calls."""
         todo: list[tuple[FuncKey, int]] = []
@@ -1113,7 +1114,7 @@ def _finding_on(sels: list[LoopSelection], findings: Sequence[Finding], model: C
     return None
 
 
-def _module_constant(facts: Any, name: str) -> Value:
+def _module_constant(facts: ModuleFacts | None, name: str) -> Value:
     """A module-level name assigned once to a literal of constants (``_TYPES = {"a"}``):
     its value, read with ``ast.literal_eval`` from the assignment's text (never run)."""
     assigns = facts.module_assigns.get(name, ()) if facts is not None else ()
@@ -1126,7 +1127,7 @@ def _module_constant(facts: Any, name: str) -> Value:
     if isinstance(value, (set, frozenset)):
         return frozenset(value)
     if isinstance(value, (str, int, float, bool, tuple, list)) or value is None:
-        return value  # type: ignore[no-any-return]
+        return value
     return Unknown(name)
 
 
