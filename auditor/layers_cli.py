@@ -410,11 +410,13 @@ def layers_command(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache directory (default: $MTP_AUDIT_CACHE_DIR or ~/.cache/mtp-audit)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the per-file analysis cache."),
     config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml with a [tool.mtp-audit] table."),
+    plugin: Optional[list[Path]] = typer.Option(None, "--plugin", metavar="PLUGIN_ROOT", help="Plan with this platform plugin (its repository or sdist root, or package directory): its runner's own dispatch decides; repeatable."),
+    plugin_release: Optional[list[str]] = typer.Option(None, "--plugin-release", metavar="NAME==VERSION", help="Download a platform plugin's source distribution and plan with it; repeatable."),
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
     from .atomic import emit
     from .cache import FactsCache
-    from .cli import cache_root, load_settings, open_target
+    from .cli import cache_root, load_settings, open_target, with_plugins
     from .cli_options import registered_rules
     from .progress import Progress
 
@@ -429,8 +431,9 @@ def layers_command(
     steps: int = k
     fields = parse_set(set_ or [])
     target = read_hf_config(hf_config) if hf_config is not None else None
-    tree = open_target(path, installed, release, cache_dir, Progress(quiet=True))
-    cfg = load_settings(getattr(tree, "root", None), config, None, None)
+    vllm_tree = open_target(path, installed, release, cache_dir, Progress(quiet=True))
+    cfg = load_settings(getattr(vllm_tree, "root", None), config, None, None)
+    tree = with_plugins(vllm_tree, plugin, plugin_release, cache_dir, Progress(quiet=True))
     runners = [runner.value] if runner is not None else list(RUNNERS)
 
     def choose(dispatch: DispatchProvider) -> list[Setting]:

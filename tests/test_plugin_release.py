@@ -185,3 +185,65 @@ def test_plugin_scan_is_deterministic():
     tree = CombinedTree([Root("vllm", _vllm_tree(), False), Root(PLUGIN, locate_plugin(root, name=PLUGIN), True)])
     again = run_scan(tree, Config(), all_rules(), FactsCache(release_cache_dir()), 1)
     assert again.result.to_json() == with_ascend().result.to_json()
+
+
+# -- the plugin's own dispatch (``layers --plugin``) -------------------------------------
+#
+# Read in vllm-ascend 0.30.0rc2: ``NPUModelRunner(GPUModelRunner)``
+# (``vllm_ascend/worker/model_runner_v1.py:364``) builds its drafter in ``_set_up_drafter``
+# (732) via ``self._get_drafter()`` (755, 771), which returns
+# ``get_spec_decode_method(self.speculative_config.method, ...)``
+# (``vllm_ascend/spec_decode/__init__.py:41``). For method "mtp" that chain tests, in order:
+# line 52 ``method == "mtp" and ...use_gemma4_mtp()`` (vLLM's predicate: draft
+# ``model_type == "gemma4_mtp"``: False for DeepSeek); 54 ``method in ("eagle", "eagle3",
+# "mtp")`` (True); 56 ``use_step3p5_mtp()`` (``model_type == "step3p5_mtp"``: False); 58
+# ``method == "mtp" and is_multi_kv_cache_group_mtp(vllm_config)``
+# (``multi_kv_cache_group_proposer.py:22``: ``model_type`` in {"glm5_next_mtp"} or the
+# architectures meet {"Glm5NextMTPModel"}: False for DeepSeekMTPModel); so line 60 builds
+# ``AscendEagleProposer``. The runner's ``propose_draft_token_ids`` (1898; vLLM's override
+# point, where vLLM calls ``self.drafter.propose``) calls ``self.drafter._propose`` (2098),
+# ``AscendSpecDecodeBaseProposer._propose``, which runs ``self._runnable`` — bound to
+# ``self._run_merged_draft`` (300) — whose loop at 1675 calls ``self.model(**model_kwargs)``
+# without the step: every draft step runs MTP layer 0.
+
+
+@lru_cache(maxsize=None)
+def ascend_plans() -> tuple:
+    from auditor.analyses.dispatch import Setting
+    from auditor.layers_cli import plan_tree
+
+    root = fetch_release(PLUGIN_VERSION, release_cache_dir(), progress=False, project=PLUGIN)
+    tree = CombinedTree([Root("vllm", _vllm_tree(), False), Root(PLUGIN, locate_plugin(root, name=PLUGIN), True)])
+    deepseek = (("num_nextn_predict_layers", 3),)
+    glm = (("num_nextn_predict_layers", 3),)
+
+    def choose(_dispatch):
+        return [Setting("v1", 3, "mtp", "cuda", "DeepSeekMTPModel", deepseek),
+                Setting("v1", 3, "mtp", "cuda", "Glm5NextMTPModel", glm)]
+
+    return tuple(plan_tree(tree, Config(), all_rules(), FactsCache(release_cache_dir()), choose, 2))
+
+
+def test_layers_with_ascend_v1_takes_the_plugins_factory_and_its_own_draft_loop():
+    plan = ascend_plans()[0]
+    assert plan.proposer == ("vllm_ascend/spec_decode/eagle_proposer.py", "AscendEagleProposer")
+    assert plan.alternatives == ()
+    assert plan.proposer_site is not None and (plan.proposer_site.path, plan.proposer_site.line) == (
+        "vllm_ascend/spec_decode/__init__.py", 60)
+    rows = {d.line: d.value for d in plan.decisions if d.path == "vllm_ascend/spec_decode/__init__.py"}
+    assert rows == {42: False, 44: False, 46: False, 48: False, 50: False, 52: False, 54: True, 56: False, 58: False}
+    assert plan.loop is not None and (plan.loop.path, plan.loop.line) == (BASE, 1675)
+    assert plan.loop.function == "AscendSpecDecodeBaseProposer._run_merged_draft"
+    assert plan.model_class == ("vllm_ascend/models/deepseek_mtp.py", "AscendDeepSeekMTP")
+    assert plan.num_mtp_layers == 3
+    assert [(s.forward_layer, s.head_layer, s.verdict) for s in plan.steps] == [
+        (0, 0, "constant — eagle-style by design")] * 3
+
+
+def test_layers_with_ascend_glm5next_takes_the_multi_kv_cache_group_branch():
+    # The architecture allowlist of is_multi_kv_cache_group_mtp holds Glm5NextMTPModel.
+    plan = ascend_plans()[1]
+    assert plan.proposer == ("vllm_ascend/spec_decode/multi_kv_cache_group_proposer.py",
+                             "AscendMultiKVCacheGroupMTPProposer")
+    rows = {d.line: d.value for d in plan.decisions if d.path == "vllm_ascend/spec_decode/__init__.py"}
+    assert rows[58] is True

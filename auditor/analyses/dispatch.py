@@ -15,15 +15,17 @@ methods hold a draft loop; an override function is one that writes ``override-fi
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
 
 from ..facts import (
     Chain,
+    ModuleFacts,
     FunctionFact,
     LoopFact,
     PAttr,
@@ -191,7 +193,7 @@ class _TreeWorld(World):
                 return ClassRef((sym.path, sym.name))
             if sym.kind is SymbolKind.FUNCTION:
                 return FuncRef((sym.path, sym.name))
-        return Unknown(name)
+        return _module_constant(self.p.index.facts.get(path), name)
 
     def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
         return self.p.index.method(cls, name)
@@ -211,6 +213,10 @@ class DispatchProvider(Provider):
         self.reach = self.dep(ReachabilityProvider)
         self.roles = dict(self.config.dispatch_roles)
         self._located: dict[str, list[FuncKey]] | None = None
+        self._factories: dict[str, list[FuncKey]] | None = None
+        # Plugin runner classes that reach a factory of their own: (class, vLLM classes it
+        # subclasses, its factories).
+        self._plugin_runners: list[tuple[ClassKey, tuple[ClassKey, ...], tuple[FuncKey, ...]]] = []
         self._loop_memo: dict[tuple[ClassKey, FuncKey, int], LoopResult] = {}
         self._drafter: dict[ClassKey, bool] = {}
         self._per_step: dict[ClassKey, bool] = {}
@@ -275,12 +281,143 @@ class DispatchProvider(Provider):
 
     def factories(self) -> dict[str, list[FuncKey]]:
         """Per runner, the functions under the configured names that build drafters in
-        their own branches (a function of the same name that only calls a factory is not one)."""
+        their own branches (a function of the same name that only calls a factory is not one).
+        Where a platform plugin's runner subclasses the class that holds a runner's factory
+        and reaches a factory of its own, the plugin's factory decides for that runner
+        (:meth:`plugin_factories`)."""
+        if self._factories is not None:
+            return self._factories
         located = self._locate_all()
-        return {
+        out = {
             r: [k for n in ns for k in located.get(n, []) if self._built_classes(k)]
             for r, ns in sorted(self.config.dispatch_factories.items())
         }
+        for r, keys in self.plugin_factories(out).items():
+            out[r] = keys
+        self._factories = out
+        return out
+
+    # -- a platform plugin's own dispatch ---------------------------------------------
+    def plugin_factories(self, host: dict[str, list[FuncKey]]) -> dict[str, list[FuncKey]]:
+        """Per runner, the factories of platform plugins that replace vLLM's.
+
+        The rule (generic; no plugin is named): a runner's configured factory is a method
+        of a class (``GPUModelRunner.__init__``: the runner class). A class in a plugin
+        root whose MRO holds that class is the plugin's runner for it; the functions its
+        own (plugin-defined) methods call — through ``self.m()`` and module-level names,
+        a few calls deep — that build drafters in their own branches (the criterion vLLM's
+        factories are kept by) are the plugin's factories for that runner. Runners whose
+        factory is a plain function (V2's ``init_speculator``) keep vLLM's."""
+        roots = getattr(self.index.tree, "plugin_roots", None)
+        if not roots or getattr(self.index.tree, "root_of", None) is None:
+            return {}
+        in_plugin = self._in_plugin
+        out: dict[str, list[FuncKey]] = {}
+        for runner, keys in sorted(host.items()):
+            owners = sorted({c for k in keys if not in_plugin(k[0]) for c in [self.types.defining_class(k)] if c is not None})
+            if not owners:
+                continue
+            found: list[FuncKey] = []
+            for sub in self._plugin_subclasses(roots, owners, in_plugin):
+                reached = self._reached_factories(sub, in_plugin)
+                if reached:
+                    self._plugin_runners.append((sub, tuple(owners), tuple(reached)))
+                found += reached
+            if found:
+                out[runner] = sorted(set(found))
+        return out
+
+    def _in_plugin(self, path: str) -> bool:
+        root_of = getattr(self.index.tree, "root_of", None)
+        return bool(root_of is not None and root_of(path).plugin)
+
+    def _plugin_entries(self, drafter: ClassKey) -> list[str]:
+        """The draft entry methods of a drafter a plugin's factory builds: where vLLM's
+        runner class calls a configured entry (``self.drafter.propose(...)`` in some
+        method M), the plugin runner's own M calls the drafter through the same attribute;
+        the methods it calls there that the plugin defines for this drafter (``_propose``)
+        are the entries — the plugin's own draft loop, not vLLM's."""
+        self.factories()
+        entries = set(self.config.proposer_entries)
+        out: list[str] = []
+        for runner_cls, owners, factories in self._plugin_runners:
+            if not any(drafter in self._built_classes(f) for f in factories):
+                continue
+            for owner in owners:
+                for name, fn in sorted(self.index.methods(owner).items()):
+                    attrs = {c.func[1] for c in fn.calls if c.func and len(c.func) == 3 and c.func[0] == "self"
+                             and c.func[2] in entries}
+                    mine = self.index.method(runner_cls, name)
+                    if not attrs or mine is None or not self._in_plugin(mine[0][0]):
+                        continue
+                    for c in mine[1].calls:
+                        if c.func and len(c.func) == 3 and c.func[0] == "self" and c.func[1] in attrs:
+                            hit = self.index.method(drafter, c.func[2])
+                            if hit is not None and self._in_plugin(hit[0][0]):
+                                out.append(c.func[2])
+        return list(dict.fromkeys(out))
+
+    def _plugin_subclasses(self, roots: Sequence[Any], owners: list[ClassKey], in_plugin: Callable[[str], bool]) -> list[ClassKey]:
+        names = sorted({o[1] for o in owners})
+        needles = [n.encode() for n in names]
+        subs: list[ClassKey] = []
+        for root in roots:
+            for path in root.tree.python_files():
+                facts = self.index.facts.get(path)
+                if facts is None:
+                    if self.index.frozen:
+                        continue
+                    try:
+                        data = self.index.tree.read(path)
+                    except OSError:
+                        continue
+                    if not any(nd in data for nd in needles):
+                        continue
+                    facts = self.index.load(path)
+                    if facts is None:
+                        continue
+                for cname in sorted(facts.classes):
+                    key = (path, cname)
+                    if any(o in self.index.mro(key)[1:] for o in owners):
+                        subs.append(key)
+        return sorted(set(subs))
+
+    def _reached_factories(self, runner_cls: ClassKey, in_plugin: Callable[[str], bool], depth: int = 4) -> list[FuncKey]:
+        """Plugin functions that build drafters in their own branches, called from the
+        plugin runner's own methods within ``depth`` calls."""
+        todo: list[tuple[FuncKey, int]] = []
+        for c in self.index.mro(runner_cls):
+            if in_plugin(c[0]):
+                todo += [((c[0], f"{c[1]}.{m}"), 0) for m in sorted(self.index.methods(c))]
+        seen: set[FuncKey] = set()
+        out: list[FuncKey] = []
+        while todo:
+            fkey, d = todo.pop(0)
+            if fkey in seen:
+                continue
+            seen.add(fkey)
+            fn = self.index.function(fkey)
+            if fn is None:
+                continue
+            if in_plugin(fkey[0]) and self._built_classes(fkey):
+                out.append(fkey)
+                continue
+            if d >= depth:
+                self.limits.hit("plugin-factory-depth")
+                continue
+            for call in fn.calls:
+                ch = call.func
+                if not ch:
+                    continue
+                if len(ch) == 2 and ch[0] == "self":
+                    hit = self.index.method(runner_cls, ch[1])
+                    if hit is not None and in_plugin(hit[0][0]):
+                        todo.append(((hit[0][0], f"{hit[0][1]}.{ch[1]}"), d + 1))
+                elif len(ch) == 1:
+                    for sym in self.index.resolve(fkey[0], ch[0]):
+                        if sym.kind is SymbolKind.FUNCTION and in_plugin(sym.path):
+                            todo.append(((sym.path, sym.name), d + 1))
+        return out
 
     def overrides(self) -> list[FuncKey]:
         located = self._locate_all()
@@ -310,7 +447,8 @@ class DispatchProvider(Provider):
 
     def _entry_methods(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
         """Methods reachable through ``self.m()`` calls from the drafter's entry methods."""
-        todo = list(self.config.proposer_entries)
+        todo = self._plugin_entries(cls) or list(self.config.proposer_entries)
+        bound = self._bound_methods(cls)
         seen: set[str] = set()
         out: list[tuple[FuncKey, FunctionFact]] = []
         while todo:
@@ -326,6 +464,23 @@ class DispatchProvider(Provider):
             for call in fn.calls:
                 if call.func and len(call.func) == 2 and call.func[0] == "self":
                     todo.append(call.func[1])
+            # A bound method kept in an attribute and called through it later
+            # (``self._runnable = self._run_draft`` ... ``partial(self._runnable, ...)()``).
+            for read in fn.live:
+                if read.startswith("self."):
+                    todo += bound.get(read[5:], [])
+        return out
+
+    def _bound_methods(self, cls: ClassKey) -> dict[str, list[str]]:
+        """``self.attr = self.m`` in the class hierarchy's methods: attr -> [m]."""
+        out: dict[str, list[str]] = {}
+        for c in self.index.mro(cls):
+            for fn in self.index.methods(c).values():
+                for a in fn.attr_assigns:
+                    ch = a.value.chain
+                    if (len(a.target) == 2 and a.target[0] == "self" and ch and len(ch) == 2 and ch[0] == "self"
+                            and self.index.method(cls, ch[1]) is not None):
+                        out.setdefault(a.target[1], []).append(ch[1])
         return out
 
     def _drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
@@ -659,6 +814,9 @@ class DispatchProvider(Provider):
                 args[p.name] = world["root"]
             elif p.name == self.roles["speculative"]:
                 args[p.name] = world["speculative"]
+            elif p.name == self.roles["method"]:
+                # A factory handed the method itself (``get_x(method, vllm_config, ...)``).
+                args[p.name] = world["speculative"].fields.get(self.roles["method"], Unknown(p.name))
         relevant = self._dispatch_ifs(fkey, fn.body)
         # Only the dispatch chain and local names are run: the factory's other statements
         # (a runner's __init__ builds much else) cannot change which drafter it builds.
@@ -954,6 +1112,23 @@ def _finding_on(sels: list[LoopSelection], findings: Sequence[Finding], model: C
         h = sels[0].hops[-1]
         return f"{h.path}:{h.line}", f"the step does not reach {sels[0].container} in {h.function} ({h.path}:{h.line})"
     return None
+
+
+def _module_constant(facts: ModuleFacts | None, name: str) -> Value:
+    """A module-level name assigned once to a literal of constants (``_TYPES = {"a"}``):
+    its value, read with ``ast.literal_eval`` from the assignment's text (never run)."""
+    assigns = facts.module_assigns.get(name, ()) if facts is not None else ()
+    if len(assigns) != 1 or not assigns[0].constant:
+        return Unknown(name)
+    try:
+        value = ast.literal_eval(assigns[0].text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return Unknown(name)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(value)
+    if isinstance(value, (str, int, float, bool, tuple, list)) or value is None:
+        return value
+    return Unknown(name)
 
 
 def _to_obj(label: str, data: dict[str, Any]) -> Obj:

@@ -571,6 +571,11 @@ class Evaluator:
             except ValueError:
                 return Unknown(e.text)
             return Unknown(e.text)
+        if name in ("set", "frozenset") and len(args) <= 1 and not e.keywords:
+            v = self.eval(args[0], p, key, depth) if args else ()
+            if isinstance(v, (list, tuple, frozenset)) and not any(isinstance(x, (Unknown, Obj, list, dict)) for x in v):
+                return frozenset(v)
+            return v if isinstance(v, Unknown) else Unknown(e.text)
         if name in ("isinstance", "callable", "any", "all", "type", "issubclass"):
             for a in args:
                 self.eval(a, p, key, depth)
