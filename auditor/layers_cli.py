@@ -18,6 +18,7 @@ import typer
 
 from .analyses.dispatch import DispatchProvider, Plan, Setting
 from .analysis import Analysis
+from .forced_plan import ForcedPlan, forced_plan
 from .errors import UsageError
 
 LAYERS_FORMAT_VERSION = 1
@@ -84,9 +85,9 @@ def check_architecture(dispatch: DispatchProvider, arch: str) -> None:
 # -- rendering -----------------------------------------------------------------------
 
 
-def plan_json(plan: Plan, tree_label: str) -> dict[str, Any]:
+def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None) -> dict[str, Any]:
     s = plan.setting
-    return {
+    doc = {
         "version": LAYERS_FORMAT_VERSION,
         "root": tree_label,
         "runner": s.runner,
@@ -113,6 +114,12 @@ def plan_json(plan: Plan, tree_label: str) -> dict[str, Any]:
         "alternatives": [{"class": c[1], "path": c[0]} for c in plan.alternatives],
         "notes": list(plan.notes),
     }
+    # The forced view (auditor/forced_plan.py): what runs when the loop hands the model step i.
+    doc["forced"] = None if forced is None else {
+        "why": forced.why,
+        "steps": [{"step": f.step, "forward_layer": f.forward_layer, "head_layer": f.head_layer} for f in forced.steps],
+    }
+    return doc
 
 
 def _value(v: bool | None) -> str:
@@ -271,11 +278,12 @@ def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) 
     return "\n".join(out) + "\n"
 
 
-def render(plans: list[Plan], fmt: LayersFormat, tree_label: str) -> str:
+def render(plans: list[Plan], fmt: LayersFormat, tree_label: str, forced: list[ForcedPlan | None] | None = None) -> str:
     if fmt is LayersFormat.html:
         return render_html(plans, tree_label, plans[0].setting.k if plans else 0, None)
     if fmt is LayersFormat.json:
-        docs = [plan_json(p, tree_label) for p in plans]
+        fs = forced or [None] * len(plans)
+        docs = [plan_json(p, tree_label, f) for p, f in zip(plans, fs)]
         doc: dict[str, Any] = docs[0] if len(docs) == 1 else {"version": LAYERS_FORMAT_VERSION, "plans": docs}
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if fmt is LayersFormat.markdown:
@@ -290,13 +298,14 @@ def _short(plan: Plan) -> tuple[str, str, str, str]:
     return (plan.proposer[1] if plan.proposer else "none"), fw, hd, "; ".join(verdicts)
 
 
-def render_matrix(plans: list[Plan], fmt: LayersFormat, tree_label: str, k: int, layers: int) -> str:
+def render_matrix(plans: list[Plan], fmt: LayersFormat, tree_label: str, k: int, layers: int,
+                  forced: list[ForcedPlan | None] | None = None) -> str:
     """Every registered MTP architecture x runner, one row each."""
     if fmt is LayersFormat.html:
         return render_html(plans, tree_label, k, layers)
     if fmt is LayersFormat.json:
         doc = {"version": LAYERS_FORMAT_VERSION, "root": tree_label, "k": k, "layers": layers,
-               "plans": [plan_json(p, tree_label) for p in plans]}
+               "plans": [plan_json(p, tree_label, f) for p, f in zip(plans, forced or [None] * len(plans))]}
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     out = [f"{tree_label}: every registered MTP architecture, K={k}, {layers} layers (set on each model's layer-count field)", ""]
     out.append("| architecture | model class | runner | drafter | forward layer per step | head layer per step | verdict |")
@@ -376,8 +385,10 @@ def layers_command(
 
     scan = run_scan(tree, cfg, registered_rules(), FactsCache(cache_root(no_cache, cache_dir)), before_freeze=plan_before_freeze)
     assert scan.analysis is not None
-    plans = make_plans(scan.analysis.get(DispatchProvider), settings, scan.result.findings)
+    dispatch = scan.analysis.get(DispatchProvider)
+    plans = make_plans(dispatch, settings, scan.result.findings)
+    forced = [forced_plan(dispatch, p, scan.result.findings) for p in plans]
     if all_:
-        emit(render_matrix(plans, format, tree.label, steps, layers), output)
+        emit(render_matrix(plans, format, tree.label, steps, layers, forced), output)
     else:
-        emit(render(plans, format, tree.label), output)
+        emit(render(plans, format, tree.label, forced), output)
