@@ -64,12 +64,19 @@ def load_plans(path: Path) -> list[dict[str, Any]]:
         raise PlanError(f"cannot read {path}: {e.strerror or e}")
     except ValueError as e:
         raise PlanError(f"{path} is not JSON: {e}")
+    try:
+        return load_plans_doc(doc)
+    except PlanError as e:
+        raise PlanError(f"{path} {e}")
+
+
+def load_plans_doc(doc: Any) -> list[dict[str, Any]]:
     plans = doc.get("plans") if isinstance(doc, dict) and "plans" in doc else [doc]
     if not isinstance(plans, list) or not plans or not all(
             isinstance(p, dict) and isinstance(p.get("runner"), str) and isinstance(p.get("steps"), list)
             for p in plans):
-        raise PlanError(f"{path} is not the JSON of `mtp-audit layers` (a plan with `runner` and `steps`, "
-                        f"or {{\"plans\": [...]}})")
+        raise PlanError("is not the JSON of `mtp-audit layers` (a plan with `runner` and `steps`, "
+                        "or {\"plans\": [...]})")
     return plans
 
 
