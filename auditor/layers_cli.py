@@ -18,6 +18,7 @@ import typer
 
 from .analyses.dispatch import DispatchProvider, Plan, Setting
 from .analysis import Analysis
+from .forced_plan import ForcedPlan, forced_plan
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -90,9 +91,9 @@ def check_architecture(dispatch: DispatchProvider, arch: str) -> None:
 # -- rendering -----------------------------------------------------------------------
 
 
-def plan_json(plan: Plan, tree_label: str) -> dict[str, Any]:
+def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None) -> dict[str, Any]:
     s = plan.setting
-    return {
+    doc = {
         "version": LAYERS_FORMAT_VERSION,
         "root": tree_label,
         "runner": s.runner,
@@ -119,6 +120,12 @@ def plan_json(plan: Plan, tree_label: str) -> dict[str, Any]:
         "alternatives": [{"class": c[1], "path": c[0]} for c in plan.alternatives],
         "notes": list(plan.notes),
     }
+    # The forced view (auditor/forced_plan.py): what runs when the loop hands the model step i.
+    doc["forced"] = None if forced is None else {
+        "why": forced.why,
+        "steps": [{"step": f.step, "forward_layer": f.forward_layer, "head_layer": f.head_layer} for f in forced.steps],
+    }
+    return doc
 
 
 def _value(v: bool | None) -> str:
@@ -277,11 +284,12 @@ def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) 
     return "\n".join(out) + "\n"
 
 
-def render(plans: list[Plan], fmt: LayersFormat, tree_label: str) -> str:
+def render(plans: list[Plan], fmt: LayersFormat, tree_label: str, forced: list[ForcedPlan | None] | None = None) -> str:
     if fmt is LayersFormat.html:
         return render_html(plans, tree_label, plans[0].setting.k if plans else 0, None)
     if fmt is LayersFormat.json:
-        docs = [plan_json(p, tree_label) for p in plans]
+        fs = forced or [None] * len(plans)
+        docs = [plan_json(p, tree_label, f) for p, f in zip(plans, fs)]
         doc: dict[str, Any] = docs[0] if len(docs) == 1 else {"version": LAYERS_FORMAT_VERSION, "plans": docs}
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if fmt is LayersFormat.markdown:
@@ -296,13 +304,14 @@ def _short(plan: Plan) -> tuple[str, str, str, str]:
     return (plan.proposer[1] if plan.proposer else "none"), fw, hd, "; ".join(verdicts)
 
 
-def render_matrix(plans: list[Plan], fmt: LayersFormat, tree_label: str, k: int, layers: int) -> str:
+def render_matrix(plans: list[Plan], fmt: LayersFormat, tree_label: str, k: int, layers: int,
+                  forced: list[ForcedPlan | None] | None = None) -> str:
     """Every registered MTP architecture x runner, one row each."""
     if fmt is LayersFormat.html:
         return render_html(plans, tree_label, k, layers)
     if fmt is LayersFormat.json:
         doc = {"version": LAYERS_FORMAT_VERSION, "root": tree_label, "k": k, "layers": layers,
-               "plans": [plan_json(p, tree_label) for p in plans]}
+               "plans": [plan_json(p, tree_label, f) for p, f in zip(plans, forced or [None] * len(plans))]}
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     out = [f"{tree_label}: every registered MTP architecture, K={k}, {layers} layers (set on each model's layer-count field)", ""]
     out.append("| architecture | model class | runner | drafter | forward layer per step | head layer per step | verdict |")
@@ -338,6 +347,14 @@ def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], f
     """Scan ``tree`` and plan the settings ``choose`` picks. Exploring a drafter may parse
     more files: the plans are made once while the index still loads, then again with the
     scan's findings (everything is memoised by then)."""
+    return plan_tree_forced(tree, cfg, rules, facts, choose, workers, forced=False)[0]
+
+
+def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
+                     choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None,
+                     forced: bool = True) -> tuple[list[Plan], list[ForcedPlan | None]]:
+    """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
+    the model step i; see :mod:`auditor.forced_plan`)."""
     from .engine import run_scan
 
     settings: list[Setting] = []
@@ -350,7 +367,10 @@ def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], f
 
     scan = run_scan(tree, cfg, rules, facts, workers, before_freeze=plan_before_freeze)
     assert scan.analysis is not None
-    return make_plans(scan.analysis.get(DispatchProvider), settings, scan.result.findings)
+    dispatch = scan.analysis.get(DispatchProvider)
+    plans = make_plans(dispatch, settings, scan.result.findings)
+    views: list[ForcedPlan | None] = [forced_plan(dispatch, p, scan.result.findings) if forced else None for p in plans]
+    return plans, views
 
 
 class RenderedCache:
@@ -456,7 +476,8 @@ def layers_command(
     key = cached.key(tree, cfg, rules, question)
     text = cached.get(key)
     if text is None:
-        plans = plan_tree(tree, cfg, rules, FactsCache(root), choose)
-        text = render_matrix(plans, format, tree.label, steps, layers) if all_ else render(plans, format, tree.label)
+        plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose)
+        text = (render_matrix(plans, format, tree.label, steps, layers, forced) if all_
+                else render(plans, format, tree.label, forced))
         cached.put(key, text)
     emit(text, output)

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import typer
 
-from . import archs, envs, verdicts
+from . import archs, envs, plan_compare, verdicts
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -272,23 +272,40 @@ def check(
                                                  "(runs both modes)"),
     patch: Optional[Path] = typer.Option(None, "--patch", help="Unified diff applied to a temporary "
                                          "overlay of the affected vLLM files"),
+    plan: Optional[Path] = typer.Option(None, "--plan", help="The JSON of `mtp-audit layers`: say per step "
+                                        "whether the static plan agrees with the run (exit 1 when not)"),
     vllm_version: Optional[str] = VllmVersionOpt,
     fmt: str = typer.Option("text", "--format", help="text or json"),
     max_tokens: int = typer.Option(6, "--max-tokens", help="Tokens to generate per prompt"),
     timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
     keep_run_dir: bool = KeepOpt,
 ) -> None:
-    """Run vLLM offline (eager) with MTP speculative decoding and record the layer per draft step."""
+    """Run vLLM offline (eager) with MTP speculative decoding and record the layer per draft step.
+
+    With --plan: exit 1 when the static plan disagrees with a run (drafter, model class, or a
+    step's forward or head layer), 0 when every run agrees."""
     try:
+        plans = _read_plan(plan) if plan is not None else None
         with RunDir(keep_run_dir) as rundir:
             doc = _check(arch, model, k, mtp_layers, force_step_idx, findings, patch, fmt, max_tokens,
-                         timeout, _runners(runner), vllm_version, rundir)
+                         timeout, _runners(runner), vllm_version, rundir, plans)
     except RuntimeCheckError as e:
         raise _fail(str(e))
     if fmt == "json":
         typer.echo(json.dumps(doc, indent=2))
     else:
         typer.echo(render_text(doc), nl=False)
+        if doc.get("plan_comparison") is not None:
+            typer.echo(plan_compare.render_text(doc["plan_comparison"]), nl=False)
+    if doc.get("plan_disagrees"):
+        raise typer.Exit(1)
+
+
+def _read_plan(path: Path) -> list[dict[str, Any]]:
+    try:
+        return plan_compare.load_plans(path)
+    except plan_compare.PlanError as e:
+        raise RuntimeCheckError(str(e))
 
 
 def _read_findings(findings: Path) -> dict[str, Any]:
@@ -339,7 +356,8 @@ def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | No
 
 def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, force: bool,
            findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
-           runners: list[str], vllm_version: str | None, rundir: RunDir) -> dict[str, Any]:
+           runners: list[str], vllm_version: str | None, rundir: RunDir,
+           plans: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
     if (arch is None) == (model is None):
@@ -366,6 +384,11 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
         assert model is not None  # exactly one of arch / model, checked above
         n = _model_layers(model)
     _check_k(k, n)
+    if plans is not None:
+        try:
+            plan_compare.check_fits(plans, k, n, runners)
+        except plan_compare.PlanError as e:
+            raise RuntimeCheckError(str(e))
     py = _resolve_python(vllm_version)
     if a is not None:
         model = rundir.new(f"model-{a.key}")
@@ -388,8 +411,13 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     if not runs:
         why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
         raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
-    return {"version": JSON_VERSION, "runs": runs, "failed_runs": failed,
-            "verdicts": verdicts.judge(findings_doc, runs) if findings_doc is not None else None}
+    doc: dict[str, Any] = {"version": JSON_VERSION, "runs": runs, "failed_runs": failed,
+                           "verdicts": verdicts.judge(findings_doc, runs) if findings_doc is not None else None}
+    if plans is not None:
+        comparisons = plan_compare.compare(plans, runs)
+        doc["plan_comparison"] = plan_compare.to_json(comparisons)
+        doc["plan_disagrees"] = plan_compare.disagrees(comparisons)
+    return doc
 
 
 # --------------------------------------------------------------------------- matrix

@@ -1,0 +1,187 @@
+"""`runtime check --plan plan.json`: does the static plan (`mtp-audit layers --format json`)
+agree with what the engine ran?
+
+Per run (one per runner and mode) the plan of the same runner is compared: the drafter class,
+the draft model class, and per draft step the forward layer and the head layer. A shipped run
+is compared with the plan's `steps`, a forced run (`--force-step-idx`) with the plan's `forced`
+view (what the static side selects when the loop hands the model step i). Every draft call of
+the run must show the predicted layer at that step. A predicted head of `null` (one shared
+head) agrees with a run where no per-layer head ran.
+
+Pure Python, no torch: it reads the run's JSON and the plan's JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+
+class PlanError(Exception):
+    """Bad plan file or a plan that does not describe this run: one line, exit 2."""
+
+
+class Agreement(str, Enum):
+    AGREE = "agree"
+    DISAGREE = "disagree"
+    NO_PLAN = "no plan"  # the plan has no view for this runner/mode (e.g. no `forced` key)
+
+
+@dataclass(frozen=True)
+class StepComparison:
+    step: int
+    planned_forward: int | None
+    observed_forward: list[list[int]]  # per draft call: the layers that ran at this step
+    planned_head: int | None
+    observed_head: list[list[int]]  # per draft call: the per-layer heads that ran (distinct)
+    forward: Agreement
+    head: Agreement
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    runner: str
+    mode: str
+    agreement: Agreement
+    planned_drafter: str | None
+    observed_drafter: str
+    drafter: Agreement
+    planned_model_class: str | None
+    observed_model_class: str
+    model_class: Agreement
+    steps: list[StepComparison] = field(default_factory=list)
+    why: str = ""
+
+
+def load_plans(path: Path) -> list[dict[str, Any]]:
+    """The plans in a `layers --format json` document (one plan, or {"plans": [...]})."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise PlanError(f"cannot read {path}: {e.strerror or e}")
+    except ValueError as e:
+        raise PlanError(f"{path} is not JSON: {e}")
+    try:
+        return load_plans_doc(doc)
+    except PlanError as e:
+        raise PlanError(f"{path} {e}")
+
+
+def load_plans_doc(doc: Any) -> list[dict[str, Any]]:
+    plans = doc.get("plans") if isinstance(doc, dict) and "plans" in doc else [doc]
+    if not isinstance(plans, list) or not plans or not all(
+            isinstance(p, dict) and isinstance(p.get("runner"), str) and isinstance(p.get("steps"), list)
+            for p in plans):
+        raise PlanError("is not the JSON of `mtp-audit layers` (a plan with `runner` and `steps`, "
+                        "or {\"plans\": [...]})")
+    return plans
+
+
+def _short(name: str | None) -> str | None:
+    return None if name is None else name.rsplit(".", 1)[-1]
+
+
+def check_fits(plans: list[dict[str, Any]], k: int, num_mtp_layers: int | None, runners: list[str]) -> None:
+    """A plan for another K, layer count or runner cannot be compared: say so before running."""
+    if not any(p["runner"] in runners for p in plans):
+        have = ", ".join(sorted({p["runner"] for p in plans}))
+        raise PlanError(f"the plan is for runner {have}, the run uses {', '.join(runners)}")
+    for p in plans:
+        if p.get("k") not in (None, k):
+            raise PlanError(f"the plan is for K={p['k']} ({p['runner']}), the run for K={k}")
+        n = p.get("num_mtp_layers")
+        if num_mtp_layers is not None and isinstance(n, int) and n != num_mtp_layers:
+            raise PlanError(f"the plan is for {n} MTP layers ({p['runner']}), the run has {num_mtp_layers}")
+
+
+def _same(a: object, b: object) -> Agreement:
+    return Agreement.AGREE if a == b else Agreement.DISAGREE
+
+
+def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparison:
+    runner, mode = run["runner"], run["mode"]
+    observed_drafter = _short(run["proposer"]) or "?"
+    observed_model = _short(run["wrapper_class"]) or "?"
+    plan = next((p for p in plans if p["runner"] == runner), None)
+    if plan is None:
+        return RunComparison(runner, mode, Agreement.NO_PLAN, None, observed_drafter, Agreement.NO_PLAN, None,
+                             observed_model, Agreement.NO_PLAN, why=f"the plan file has no {runner} plan")
+    planned_drafter = (plan.get("proposer") or {}).get("class")
+    planned_model = (plan.get("model_class") or {}).get("class")
+    drafter = _same(planned_drafter, observed_drafter)
+    model = _same(planned_model, observed_model)
+    view = plan["steps"] if mode == "shipped" else (plan.get("forced") or {}).get("steps")
+    if view is None:
+        return RunComparison(runner, mode, Agreement.NO_PLAN, planned_drafter, observed_drafter, drafter,
+                             planned_model, observed_model, model,
+                             why="the plan has no `forced` view (made by an older `mtp-audit layers`)")
+    calls = sorted({r["propose"] for r in run["steps"]})
+    steps = []
+    for planned in view:
+        i = planned["step"]
+        rows = {r["propose"]: r for r in run["steps"] if r["step"] == i}
+        fwd = [rows[c]["layers"] if c in rows else [] for c in calls]
+        heads = [sorted(set(rows[c].get("head_layers") or [])) if c in rows else [] for c in calls]
+        pf, ph = planned["forward_layer"], planned["head_layer"]
+        want_f = [] if pf is None else [pf]
+        want_h = [] if ph is None else [ph]
+        steps.append(StepComparison(
+            i, pf, fwd, ph, heads,
+            Agreement.AGREE if fwd and all(f == want_f for f in fwd) else Agreement.DISAGREE,
+            Agreement.AGREE if heads and all(h == want_h for h in heads) else Agreement.DISAGREE))
+    ok = (drafter is Agreement.AGREE and model is Agreement.AGREE and bool(steps)
+          and all(s.forward is Agreement.AGREE and s.head is Agreement.AGREE for s in steps))
+    return RunComparison(runner, mode, Agreement.AGREE if ok else Agreement.DISAGREE, planned_drafter,
+                         observed_drafter, drafter, planned_model, observed_model, model, steps)
+
+
+def compare(plans: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[RunComparison]:
+    return [compare_run(plans, r) for r in runs]
+
+
+def disagrees(comparisons: list[RunComparison]) -> bool:
+    return any(c.agreement is Agreement.DISAGREE for c in comparisons)
+
+
+def to_json(comparisons: list[RunComparison]) -> list[dict[str, Any]]:
+    def enc(v: Any) -> Any:
+        if isinstance(v, Enum):
+            return v.value
+        if isinstance(v, dict):
+            return {k: enc(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        return v
+
+    return [enc(asdict(c)) for c in comparisons]
+
+
+def _cell(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def _seen(xs: list[list[int]]) -> str:
+    # Distinct observations over the draft calls, e.g. "0" or "0|1" (calls differed).
+    distinct = list(dict.fromkeys(",".join(map(str, x)) or "-" for x in xs))
+    return "|".join(distinct) or "?"
+
+
+def render_text(comparisons: list[dict[str, Any]]) -> str:
+    """The `plan_comparison` JSON (see to_json) as text, one line per step."""
+    lines = ["Plan vs engine:"]
+    for c in comparisons:
+        lines.append(f"   {c['runner']} {c['mode']}: {c['agreement'].upper()}" + (f" ({c['why']})" if c["why"] else ""))
+        if c["agreement"] == Agreement.NO_PLAN.value and not c["steps"]:
+            continue
+        lines.append(f"      drafter      planned {c['planned_drafter'] or '?'}, ran {c['observed_drafter']}: "
+                     f"{c['drafter']}")
+        lines.append(f"      model class  planned {c['planned_model_class'] or '?'}, ran "
+                     f"{c['observed_model_class']}: {c['model_class']}")
+        for st in c["steps"]:
+            lines.append(f"      step {st['step']}  forward planned {_cell(st['planned_forward'])} ran "
+                         f"{_seen(st['observed_forward'])}: {st['forward']};  head planned "
+                         f"{_cell(st['planned_head'])} ran {_seen(st['observed_head'])}: {st['head']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,130 @@
+"""`runtime check --plan`: the comparison of a static plan with recorded runs (pure Python,
+no engine), and the plan errors the CLI reports before any engine starts. The comparison
+against real engine runs is tests/runtime/test_plan_agreement.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime_check import plan_compare
+from runtime_check.plan_compare import Agreement
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(mode: str, layers: list[int], heads: list[list[int]] | None = None, runner: str = "v2",
+        proposer: str = "MultiModuleMTPSpeculator", wrapper: str = "Glm4MoeMTP", calls: int = 2) -> dict:
+    """A recorded run: ``calls`` draft calls, each with the same layers per step."""
+    steps = [{"propose": c, "step": i, "layers": [layer], "head_layers": (heads or [[]] * len(layers))[i]}
+             for c in range(calls) for i, layer in enumerate(layers)]
+    return {"runner": runner, "mode": mode, "k": len(layers), "num_mtp_layers": 3, "steps": steps,
+            "proposer": f"vllm.x.{proposer}", "wrapper_class": f"vllm.models.glm.{wrapper}"}
+
+
+def plan(runner: str = "v2", fwd: list[int | None] = [0, 1, 2], head: list[int | None] = [0, 1, 2],
+         forced: tuple[list[int | None], list[int | None]] | None = None,
+         proposer: str = "MultiModuleMTPSpeculator", model: str = "Glm4MoeMTP") -> dict:
+    doc = {"runner": runner, "k": len(fwd), "num_mtp_layers": 3, "proposer": {"class": proposer, "path": "p.py"},
+           "model_class": {"class": model, "path": "m.py"},
+           "steps": [{"step": i, "forward_layer": f, "head_layer": h} for i, (f, h) in enumerate(zip(fwd, head))]}
+    if forced is not None:
+        doc["forced"] = {"why": "", "steps": [{"step": i, "forward_layer": f, "head_layer": h}
+                                              for i, (f, h) in enumerate(zip(*forced))]}
+    return doc
+
+
+def test_agree_per_step_with_shared_head_and_repeated_head():
+    c = plan_compare.compare_run([plan()], run("shipped", [0, 1, 2], heads=[[0, 0], [1, 1], [2]]))
+    assert c.agreement is Agreement.AGREE
+    assert [(s.forward, s.head) for s in c.steps] == [(Agreement.AGREE, Agreement.AGREE)] * 3
+    # A null head (one shared head) agrees with a run where no per-layer head ran.
+    c = plan_compare.compare_run([plan(fwd=[0, 0, 0], head=[None] * 3, model="Q")],
+                                 run("shipped", [0, 0, 0], wrapper="Q"))
+    assert c.agreement is Agreement.AGREE
+
+
+def test_disagreement_names_the_step_and_what():
+    c = plan_compare.compare_run([plan(fwd=[0, 0, 0], head=[None] * 3)], run("shipped", [0, 1, 2], heads=[[0], [1], [2]]))
+    assert c.agreement is Agreement.DISAGREE
+    assert [s.forward for s in c.steps] == [Agreement.AGREE, Agreement.DISAGREE, Agreement.DISAGREE]
+    assert [s.head for s in c.steps] == [Agreement.DISAGREE] * 3
+    text = plan_compare.render_text(plan_compare.to_json([c]))
+    assert "v2 shipped: DISAGREE" in text and "step 1  forward planned 0 ran 1: disagree" in text
+
+
+def test_one_draft_call_that_differs_is_a_disagreement():
+    r = run("shipped", [0, 1, 2], heads=[[0], [1], [2]])
+    r["steps"][-1]["layers"] = [0]  # the second call's step 2 ran layer 0
+    c = plan_compare.compare_run([plan()], r)
+    assert c.steps[2].forward is Agreement.DISAGREE and c.steps[2].observed_forward == [[2], [0]]
+
+
+def test_drafter_and_model_class_are_compared():
+    c = plan_compare.compare_run([plan(proposer="MTPSpeculator")], run("shipped", [0, 1, 2], heads=[[0], [1], [2]]))
+    assert c.drafter is Agreement.DISAGREE and c.model_class is Agreement.AGREE
+    assert c.agreement is Agreement.DISAGREE
+
+
+def test_forced_run_uses_the_forced_view():
+    p = plan(fwd=[0, 0, 0], head=[0, 0, 0], runner="v1", proposer="EagleProposer",
+             forced=([0, 1, 2], [0, 1, 2]))
+    r = run("forced", [0, 1, 2], heads=[[0], [1], [2]], runner="v1", proposer="EagleProposer")
+    assert plan_compare.compare_run([p], r).agreement is Agreement.AGREE
+    shipped = run("shipped", [0, 0, 0], heads=[[0], [0], [0]], runner="v1", proposer="EagleProposer")
+    assert plan_compare.compare_run([p], shipped).agreement is Agreement.AGREE
+    # A plan without the forced view (an older `layers`) cannot judge a forced run.
+    c = plan_compare.compare_run([plan(runner="v1", proposer="EagleProposer")], r)
+    assert c.agreement is Agreement.NO_PLAN and "forced" in c.why
+
+
+def test_runs_are_matched_to_the_plan_of_their_runner():
+    plans = [plan(runner="v1", fwd=[0, 0, 0], head=[0, 0, 0], proposer="EagleProposer"), plan()]
+    cs = plan_compare.compare(plans, [run("shipped", [0, 0, 0], heads=[[0]] * 3, runner="v1", proposer="EagleProposer"),
+                                      run("shipped", [0, 1, 2], heads=[[0], [1], [2]])])
+    assert [c.agreement for c in cs] == [Agreement.AGREE, Agreement.AGREE]
+    assert not plan_compare.disagrees(cs)
+    only_v2 = plan_compare.compare([plan()], [run("shipped", [0, 0, 0], runner="v1")])
+    assert only_v2[0].agreement is Agreement.NO_PLAN and not plan_compare.disagrees(only_v2)
+
+
+def test_check_fits():
+    plan_compare.check_fits([plan()], 3, 3, ["v2"])
+    with pytest.raises(plan_compare.PlanError, match="K=3.*K=2"):
+        plan_compare.check_fits([plan()], 2, 3, ["v2"])
+    with pytest.raises(plan_compare.PlanError, match="3 MTP layers.*has 4"):
+        plan_compare.check_fits([plan()], 3, 4, ["v2"])
+    with pytest.raises(plan_compare.PlanError, match="runner v2.*uses v1"):
+        plan_compare.check_fits([plan()], 3, 3, ["v1"])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    # No runtime environment needed: plan errors are reported before any engine starts.
+    env = dict(os.environ, MTP_AUDIT_RUNTIME_PYTHON="/nonexistent/python")
+    return subprocess.run([sys.executable, "-m", "runtime_check.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("content,k,fragment", [
+    ("not json", "3", "is not JSON"),
+    (json.dumps({"findings": []}), "3", "is not the JSON of `mtp-audit layers`"),
+    (json.dumps({"plans": [plan()]}), "2", "the plan is for K=3 (v2), the run for K=2"),
+    (json.dumps(plan(runner="v1")), "3", "the plan is for runner v1, the run uses v2"),
+])
+def test_plan_errors_are_one_line_exit_2(tmp_path, content, k, fragment):
+    p = tmp_path / "plan.json"
+    p.write_text(content)
+    r = _cli("check", "--arch", "glm4_moe", "--k", k, "--runner", "v2", "--plan", str(p))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("mtp-audit: error: ") and fragment in lines[0], lines[0]
+
+
+def test_missing_plan_file_is_one_line_exit_2(tmp_path):
+    r = _cli("check", "--arch", "glm4_moe", "--k", "3", "--plan", str(tmp_path / "nope.json"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot read" in r.stderr
