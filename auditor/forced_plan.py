@@ -60,7 +60,7 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
     if model is None or proposer is None:
         return None
     # The loop the shipped plan reported (memoised by the dispatch provider).
-    results = [r for r in dispatch._drafter_loops(proposer) if any(e.model_class == model for e in r.entries)]
+    results = [r for r in dispatch.drafter_loops(proposer) if any(e.model_class == model for e in r.entries)]
     if not results:
         return None
     sels = [s for s in results[0].selections if s.model_class == model]

@@ -235,7 +235,7 @@ class DispatchProvider(Provider):
             self.threads_per_step(gate.proposer)
         self.families()
         for rt in self.routes():  # the drafters MTP can run: their loops feed the reachability table
-            self._drafter_loops(rt.drafter)
+            self.drafter_loops(rt.drafter)
 
     def _locate_all(self) -> dict[str, list[FuncKey]]:
         if self._located is not None:
@@ -483,7 +483,7 @@ class DispatchProvider(Provider):
                         out.setdefault(a.target[1], []).append(ch[1])
         return out
 
-    def _drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
+    def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
         """The draft loops an instance of ``cls`` runs, explored with ``self`` of that class."""
         methods = self._entry_methods(cls)
         if not any(self.loops.loops_in(fn) for _, fn in methods):
@@ -509,7 +509,7 @@ class DispatchProvider(Provider):
         """A loop of the drafter hands a threaded parameter that varies per step to a draft model."""
         found = self._per_step.get(cls)
         if found is None:
-            found = any(e.kind is StepKind.VARYING for r in self._drafter_loops(cls) for e in r.entries)
+            found = any(e.kind is StepKind.VARYING for r in self.drafter_loops(cls) for e in r.entries)
             self._per_step[cls] = found
         return found
 
@@ -517,7 +517,7 @@ class DispatchProvider(Provider):
         """A loop of the drafter reaches a layer selection of ``model`` through ``forward``
         (the model picks a layer by the step, so the per-step drafter matters to it)."""
         return any(s.model_class == model and s.method in _FORWARD_METHODS
-                   for r in self._drafter_loops(drafter) for s in r.selections)
+                   for r in self.drafter_loops(drafter) for s in r.selections)
 
     def _resolve_class(self, path: str, func: PExpr) -> ClassKey | None:
         ch = _chain(func)
@@ -986,7 +986,7 @@ class DispatchProvider(Provider):
         for rt in self.routes():
             if self.index.frozen and not any(k[0] == rt.drafter for k in self._loop_memo):
                 continue
-            for res in self._drafter_loops(rt.drafter):
+            for res in self.drafter_loops(rt.drafter):
                 if self.types.defining_class(res.func) != rt.drafter and res.entries:
                     out.append((rt, res))
         return out
@@ -1039,7 +1039,7 @@ class DispatchProvider(Provider):
 
         if model is None:
             return None, all_steps(Verdict.UNKNOWN, "no registered draft model class for this architecture")
-        results = [r for r in self._drafter_loops(proposer) if any(e.model_class == model for e in r.entries)]
+        results = [r for r in self.drafter_loops(proposer) if any(e.model_class == model for e in r.entries)]
         if not results:
             return None, all_steps(Verdict.UNKNOWN, f"no draft loop of {proposer[1]} reaches {model[1]}")
         r = results[0]
