@@ -207,6 +207,7 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(
             f"== {run.get('arch') or run['architecture']} ({run['architecture']}), K={run['k']}, "
             f"{run['num_mtp_layers']} MTP layers, runner={run['runner']}, mode={run['mode']}"
+            + (f", engine={run['engine_mode']}" if run.get("engine_mode", "eager") != "eager" else "")
             + (f", patch={run['patch']['diff']}" if run.get("patch") else ""))
         lines.append(f"   vLLM {run['vllm_version']} on {run['device']}, runner {run['runner']}, "
                      f"drafter {run['proposer'].rsplit('.', 1)[-1]}, draft model "
