@@ -377,7 +377,9 @@ class RenderedCache:
     """``layers`` documents of unchanged trees (``<cache>/layers/``); a miss is recomputed."""
 
     def __init__(self, root: Optional[Path]) -> None:
-        self.root = root / "layers" if root is not None else None
+        from .result_cache import KeyedFiles
+
+        self.files = KeyedFiles(root, "layers", ".txt")
 
     @staticmethod
     def key(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], question: str) -> str:
@@ -387,29 +389,11 @@ class RenderedCache:
         return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg, rule_files(rules),
                           [r.code for r in rules])
 
-    def _path(self, key: str) -> Optional[Path]:
-        return self.root / key[:2] / f"{key}.txt" if self.root is not None else None
-
     def get(self, key: str) -> Optional[str]:
-        p = self._path(key)
-        if p is None:
-            return None
-        try:
-            return p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
+        return self.files.read(key)
 
     def put(self, key: str, text: str) -> None:
-        from .atomic import write_atomic
-
-        p = self._path(key)
-        if p is None:
-            return
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(p, text)
-        except OSError:
-            pass  # a read-only or full cache is no cache
+        self.files.write(key, text)
 
 
 def layers_command(

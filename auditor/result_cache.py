@@ -13,7 +13,7 @@ import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from . import __version__
 from .atomic import write_atomic
@@ -59,31 +59,68 @@ def result_key(tree_id: str, config: Config, rule_files: Sequence[Path] = (), ru
     return hashlib.sha256(raw).hexdigest()
 
 
-class ResultCache:
-    def __init__(self, root: Path | None) -> None:
-        self.root = root / "results" if root is not None else None
+class KeyedFiles:
+    """Files named by a hex key under ``<cache>/<folder>/<key[:2]>/<key><suffix>``: the one
+    storage every result-like cache uses. A missing, unreadable or unwritable entry is a miss
+    or a no-op (a read-only or full cache is no cache, not an error); writes are atomic."""
 
-    def _path(self, key: str) -> Path | None:
-        return self.root / key[:2] / f"{key}.json" if self.root is not None else None
+    def __init__(self, root: Path | None, folder: str, suffix: str = ".json") -> None:
+        self.root = root / folder if root is not None else None
+        self.suffix = suffix
 
-    def get(self, key: str) -> ScanResult | None:
-        p = self._path(key)
+    def path(self, key: str) -> Path | None:
+        return self.root / key[:2] / f"{key}{self.suffix}" if self.root is not None else None
+
+    def read(self, key: str) -> str | None:
+        p = self.path(key)
         if p is None:
             return None
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-            if doc.get("key") != key:
-                return None
-            return ScanResult.from_json(doc["result"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
             return None
 
-    def put(self, key: str, result: ScanResult) -> None:
-        p = self._path(key)
+    def write(self, key: str, text: str) -> None:
+        p = self.path(key)
         if p is None:
             return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(p, json.dumps({"key": key, "result": result.to_json()}, separators=(",", ":")))
+            write_atomic(p, text)
         except OSError:
-            pass  # a read-only or full cache is no cache, not an error
+            pass
+
+    def read_json(self, key: str, field: str) -> Any:
+        """``doc[field]`` of an entry written by :meth:`write_json` for this ``key``; None for a
+        miss or a corrupt or foreign entry."""
+        text = self.read(key)
+        if text is None:
+            return None
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(doc, dict) or doc.get("key") != key:
+            return None
+        return doc.get(field)
+
+    def write_json(self, key: str, field: str, value: Any) -> None:
+        self.write(key, json.dumps({"key": key, field: value}, separators=(",", ":")))
+
+
+class ResultCache:
+    def __init__(self, root: Path | None) -> None:
+        self.files = KeyedFiles(root, "results")
+        self.root = self.files.root
+
+    def get(self, key: str) -> ScanResult | None:
+        doc = self.files.read_json(key, "result")
+        if doc is None:
+            return None
+        try:
+            return ScanResult.from_json(doc)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def put(self, key: str, result: ScanResult) -> None:
+        self.files.write_json(key, "result", result.to_json())

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from ..atomic import write_atomic
 from ..config import Config
 from ..gittree import PACKAGE, GitTree, NoVllmInTree, resolve_commit
 from ..progress import Progress
-from ..result_cache import result_key
+from ..result_cache import KeyedFiles, result_key
 from .scan import Scanner, select_tags
 
 if TYPE_CHECKING:
@@ -169,32 +168,20 @@ class PlanCache:
     """Per-release plans keyed by the ``vllm/`` tree id (as :class:`ResultCache` keys scans)."""
 
     def __init__(self, root: Optional[Path]) -> None:
-        self.root = root / "layer-plans" if root is not None else None
-
-    def _path(self, key: str) -> Optional[Path]:
-        return self.root / key[:2] / f"{key}.json" if self.root is not None else None
+        self.files = KeyedFiles(root, "layer-plans")
+        self.root = self.files.root
 
     def get(self, key: str) -> Optional[tuple[PlanCell, ...]]:
-        p = self._path(key)
-        if p is None:
+        cells = self.files.read_json(key, "cells")
+        if cells is None:
             return None
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-            if doc.get("key") != key:
-                return None
-            return tuple(PlanCell.from_json(c) for c in doc["cells"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return tuple(PlanCell.from_json(c) for c in cells)
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None  # a corrupt or foreign entry is a miss
 
     def put(self, key: str, cells: Sequence[PlanCell]) -> None:
-        p = self._path(key)
-        if p is None:
-            return
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(p, json.dumps({"key": key, "cells": [c.to_json() for c in cells]}, separators=(",", ":")))
-        except OSError:
-            pass  # a read-only or full cache is no cache, not an error
+        self.files.write_json(key, "cells", [c.to_json() for c in cells])
 
 
 def plan_key(tree_id: str, config: Config, rules: Sequence["RuleClass"], k: int, layers: int,
