@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .analyses.dispatch import _FORWARD_METHODS, DispatchProvider, Plan
+from .analyses.dispatch import DispatchProvider, Plan
 from .analyses.loops import LoopSelection
 from .model import Finding
 
@@ -60,12 +60,10 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
     if model is None or proposer is None:
         return None
     # The loop the shipped plan reported (memoised by the dispatch provider).
-    results = [r for r in dispatch.drafter_loops(proposer) if any(e.model_class == model for e in r.entries)]
-    if not results:
+    path = dispatch.model_path(proposer, model)
+    if path is None:
         return None
-    sels = [s for s in results[0].selections if s.model_class == model]
-    fwd = [s for s in sels if s.method in _FORWARD_METHODS]
-    heads = [s for s in sels if s.method in dispatch.config.head_methods]
+    fwd, heads = list(path.forward), list(path.heads)
     n = plan.num_mtp_layers
     mro = list(dispatch.index.mro(model))
     fwd_lost = _model_hops_lose(fwd, mro, findings)

@@ -53,7 +53,7 @@ def module_name(relpath: str) -> tuple[str, bool]:
     return ".".join(parts), is_pkg
 
 
-def _decode(data: bytes) -> str:
+def decode_source(data: bytes) -> str:
     # PEP 263: honour a coding cookie; fall back to utf-8 (and report otherwise).
     import io
     import tokenize
@@ -67,7 +67,7 @@ def _decode(data: bytes) -> str:
 def _extract_worker(args: tuple[str, bytes, str, bool]) -> tuple[str, ModuleFacts | None, tuple[str, str] | None]:
     path, data, module, is_pkg = args
     try:
-        text = _decode(data)
+        text = decode_source(data)
     except (UnicodeDecodeError, LookupError, SyntaxError, ValueError) as exc:
         return path, None, ("decode-error", f"cannot decode: {exc}")
     try:

@@ -207,7 +207,7 @@ def render_markdown(plans: list[Plan], tree_label: str) -> str:
     return "\n".join(out)
 
 
-_CSS = """
+HEATMAP_CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --soft:#f6f8fa; }
 body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
        margin: 0 auto; padding: 24px; max-width: 1320px; }
@@ -246,7 +246,7 @@ def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) 
     count = f", {layers} layers" if layers is not None else ""
     out = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>mtp-audit layers: {e(tree_label)}</title>", f"<style>{_CSS}</style>", "</head><body>",
+        f"<title>mtp-audit layers: {e(tree_label)}</title>", f"<style>{HEATMAP_CSS}</style>", "</head><body>",
         f"<h1>Which MTP layer runs at each draft step — {e(tree_label)}</h1>",
         f'<p class="muted">K={k}{e(count)} · each cell: forward layer, head layer below ("-": one shared head) · '
         "hover a cell for why</p>",

@@ -158,7 +158,7 @@ def unparsable_changes(tree: SourceTree, result: ScanResult, changed: list[str])
 
     The scan parses only the files the analysis reaches, so a changed file it skipped is
     parsed here (``ast.parse``: the code is read, never run)."""
-    from .index import _decode
+    from .index import decode_source
 
     present = set(tree.python_files())
     problems = {p.path: p for p in result.problems}
@@ -174,7 +174,7 @@ def unparsable_changes(tree: SourceTree, result: ScanResult, changed: list[str])
             reason = problem.message
         else:
             try:
-                ast.parse(_decode(tree.read(path)), filename=path)
+                ast.parse(decode_source(tree.read(path)), filename=path)
                 continue
             except SyntaxError as exc:
                 line, reason = exc.lineno or 0, f"line {exc.lineno}: {exc.msg}" if exc.lineno else exc.msg

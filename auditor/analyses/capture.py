@@ -42,14 +42,13 @@ from ..model import Hop
 from .base import Analyses, Provider
 from .calls import CallProvider, Target
 from .flow import taint
-from .loops import LoopEntry, LoopProvider, LoopResult, LoopSelection, StepKind
+from .loops import FORWARD_METHODS, LoopEntry, LoopProvider, LoopResult, LoopSelection, StepKind
 from .types import TypeProvider
 
 _MAX_CAPTURE_DEPTH = 4
 _MAX_INSTALLER_DEPTH = 2
 # Conditions that test for presence, not for a configuration: left out of guard texts.
 _STRUCTURAL = re.compile(r"\bis (?:not )?None\b|^(?:hasattr|isinstance|callable)\(|^not (?:hasattr|isinstance)\(")
-_ENTRY_METHODS = ("forward", "__call__")
 
 
 class KeyKind(str, Enum):
@@ -660,11 +659,11 @@ class CaptureProvider(Provider):
         fn = self.index.function((hop.path, hop.function))
         if fn is None:
             return []
-        entry_call = self._call_at(hop, None if entry.method in _ENTRY_METHODS else entry.method)
+        entry_call = self._call_at(hop, None if entry.method in FORWARD_METHODS else entry.method)
         if entry_call is None:
             return []
         out: list[tuple[tuple[str, ...], Hop]] = []
-        if entry.method in _ENTRY_METHODS and entry_call.func and entry_call.func[-1] != entry.method:
+        if entry.method in FORWARD_METHODS and entry_call.func and entry_call.func[-1] != entry.method:
             slot = self._self_path(fn, entry_call.func)
             if slot:
                 out.append((base + slot, hop))
@@ -753,7 +752,7 @@ class CaptureProvider(Provider):
         out: list[FrozenStep] = []
         seen: set[tuple[ClassKey, ClassKey]] = set()
         for s in result.selections:
-            if s.kind is not StepKind.VARYING or s.method not in _ENTRY_METHODS:
+            if s.kind is not StepKind.VARYING or s.method not in FORWARD_METHODS:
                 continue
             if not any(e.param == param and e.model_class == s.model_class and e.kind is StepKind.VARYING
                        for e in result.entries):

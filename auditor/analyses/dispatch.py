@@ -51,7 +51,7 @@ from ..facts import (
 from ..index import ClassKey, FuncKey, SymbolKind
 from ..model import ClassReachability, Finding, Hop, LoopReach
 from .base import Analyses, Provider
-from .loops import LoopProvider, LoopResult, LoopSelection, StepKind
+from .loops import FORWARD_METHODS, LoopProvider, LoopResult, LoopSelection, StepKind
 from .partial_eval import (
     ClassRef,
     Decision,
@@ -69,7 +69,15 @@ from .reachability import ReachabilityProvider
 from .registry import RegistryProvider
 from .types import TypeProvider
 
-_FORWARD_METHODS = ("forward", "__call__")
+
+
+@dataclass(frozen=True)
+class ModelPath:
+    """A draft loop that reaches a model class, and the layer selections it reaches there."""
+
+    loop: LoopResult
+    forward: tuple[LoopSelection, ...]  # selected in forward / __call__
+    heads: tuple[LoopSelection, ...]  # selected in a head method (compute_logits, get_top_tokens)
 
 
 class Verdict(str, Enum):
@@ -483,6 +491,19 @@ class DispatchProvider(Provider):
                         out.setdefault(a.target[1], []).append(ch[1])
         return out
 
+    def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
+        """The first draft loop of ``proposer`` that reaches ``model`` (the one a plan reports),
+        with the selections it reaches in the model's forward and in its heads."""
+        for r in self.drafter_loops(proposer):
+            if any(e.model_class == model for e in r.entries):
+                sels = [s for s in r.selections if s.model_class == model]
+                return ModelPath(
+                    r,
+                    tuple(s for s in sels if s.method in FORWARD_METHODS),
+                    tuple(s for s in sels if s.method in self.config.head_methods),
+                )
+        return None
+
     def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
         """The draft loops an instance of ``cls`` runs, explored with ``self`` of that class."""
         methods = self._entry_methods(cls)
@@ -516,7 +537,7 @@ class DispatchProvider(Provider):
     def selects_per_step(self, drafter: ClassKey, model: ClassKey) -> bool:
         """A loop of the drafter reaches a layer selection of ``model`` through ``forward``
         (the model picks a layer by the step, so the per-step drafter matters to it)."""
-        return any(s.model_class == model and s.method in _FORWARD_METHODS
+        return any(s.model_class == model and s.method in FORWARD_METHODS
                    for r in self.drafter_loops(drafter) for s in r.selections)
 
     def _resolve_class(self, path: str, func: PExpr) -> ClassKey | None:
@@ -1039,18 +1060,15 @@ class DispatchProvider(Provider):
 
         if model is None:
             return None, all_steps(Verdict.UNKNOWN, "no registered draft model class for this architecture")
-        results = [r for r in self.drafter_loops(proposer) if any(e.model_class == model for e in r.entries)]
-        if not results:
+        path = self.model_path(proposer, model)
+        if path is None:
             return None, all_steps(Verdict.UNKNOWN, f"no draft loop of {proposer[1]} reaches {model[1]}")
-        r = results[0]
+        r, fwd, heads = path.loop, list(path.forward), list(path.heads)
         param = self.params[0]
-        sels = [s for s in r.selections if s.model_class == model]
-        fwd = [s for s in sels if s.method in _FORWARD_METHODS]
-        heads = [s for s in sels if s.method in self.config.head_methods]
         entries = [e for e in r.entries if e.model_class == model and e.param == param]
         fkind = _kind(fwd)
         hkind = _kind(heads)
-        entry_varies = any(e.kind is StepKind.VARYING for e in entries if e.method in _FORWARD_METHODS)
+        entry_varies = any(e.kind is StepKind.VARYING for e in entries if e.method in FORWARD_METHODS)
         loop_label = f"{r.func[1]} ({r.func[0]}:{r.loop.line})"
 
         def layer(kind: StepKind | None, i: int) -> int | None:

@@ -21,6 +21,9 @@ from .flow import FlowProvider, selecting_subscripts, sources_for, taint
 from .types import TypeProvider
 
 _MAX_CALL_DEPTH = 10
+# Entry methods through which a draft model's forward pass runs (nn.Module semantics); a
+# selection reached through one of them is the forward layer, elsewhere a head's.
+FORWARD_METHODS = ("forward", "__call__")
 
 
 class StepKind(str, Enum):

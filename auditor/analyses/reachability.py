@@ -6,14 +6,13 @@ from __future__ import annotations
 from ..index import ClassKey
 from ..model import ClassRef, ClassReachability, LoopReach
 from .base import Analyses, Provider
-from .loops import LoopProvider, LoopResult, StepKind
+from .loops import FORWARD_METHODS, LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider
 from .types import TypeProvider
 
 # A config field whose name carries one of these sizes the MTP layers (when a container
 # reads several fields, these are the ones that count).
 _COUNT_HINT = ("mtp", "nextn", "predict", "spec", "draft")
-_ENTRY_METHODS = ("forward", "__call__")
 COUNT_HINTS = _COUNT_HINT  # issue 11: MTP006 asks whether a field names an MTP layer count
 
 
@@ -42,7 +41,7 @@ class ReachabilityProvider(Provider):
         if not entries:
             return None
         sels = [s for s in lr.selections if s.model_class == cls]
-        fwd = [s for s in sels if s.method in _ENTRY_METHODS] or sels
+        fwd = [s for s in sels if s.method in FORWARD_METHODS] or sels
         varying = [s for s in fwd if s.kind is StepKind.VARYING]
         loop_label = label or f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}"
         if varying:

@@ -353,14 +353,14 @@ def to_html(hist: LayerHistory) -> str:
     """One self-contained page in the style of ``layers --all --format html``: a row per
     architecture x runner, a cell per release, green when forward and head layers follow
     the step, yellow when only the forward layer does."""
-    from ..layers_cli import _CSS
+    from ..layers_cli import HEATMAP_CSS
 
     def e(text: object) -> str:
         return html.escape(str(text), quote=True)
 
     refs = [r.ref for r in hist.scanned()]
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>mtp-audit history --layers: {e(hist.repository)}</title>", f"<style>{_CSS}</style>", "</head><body>",
+           f"<title>mtp-audit history --layers: {e(hist.repository)}</title>", f"<style>{HEATMAP_CSS}</style>", "</head><body>",
            f"<h1>{e(_title(hist))}</h1>",
            f'<p class="muted">{e(hist.repository)} · each cell: forward layers per step, head layers below · hover for the drafter</p>',
            '<p class="legend"><span class="threaded">forward and head follow the step</span>'
