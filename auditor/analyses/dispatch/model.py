@@ -1,0 +1,132 @@
+"""The dispatch analysis's results: settings, plans, routes, gates and families."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ...index import ClassKey, FuncKey
+from ...model import Hop
+from ..loops import LoopResult, LoopSelection
+from ..partial_eval import Decision
+
+
+@dataclass(frozen=True)
+class ModelPath:
+    """A draft loop that reaches a model class, and the layer selections it reaches there."""
+
+    loop: LoopResult
+    forward: tuple[LoopSelection, ...]  # selected in forward / __call__
+    heads: tuple[LoopSelection, ...]  # selected in a head method (compute_logits, get_top_tokens)
+
+
+class Verdict(str, Enum):
+    THREADED = "threaded"
+    CONSTANT = "constant — eagle-style by design"
+    LOST = "lost"  # rendered "lost at <finding id>"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The concrete configuration a plan is made for."""
+
+    runner: str
+    k: int
+    method: str = "mtp"
+    platform: str = "cuda"
+    architecture: str | None = None  # a registered draft architecture (--arch)
+    fields: tuple[tuple[str, Any], ...] = ()  # draft hf-config fields (--set)
+    target_config: str | None = None  # the target's config.json text (--hf-config)
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    path: str
+    line: int
+    function: str
+    condition: str
+    value: bool | None
+    fields: tuple[str, ...]
+    depends_on: str = ""
+    taken: bool | None = None
+
+    @classmethod
+    def of(cls, d: Decision) -> "DecisionRow":
+        return cls(d.path, d.line, d.function, d.condition, d.value, d.fields, d.depends_on, d.taken)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    step: int
+    forward_layer: int | None
+    head_layer: int | None
+    verdict: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    setting: Setting
+    architecture: str | None
+    proposer: ClassKey | None
+    proposer_site: Hop | None
+    loop: Hop | None
+    model_class: ClassKey | None
+    num_mtp_layers: int | None
+    layer_field: str | None
+    steps: tuple[StepPlan, ...]
+    decisions: tuple[DecisionRow, ...]
+    alternatives: tuple[ClassKey, ...] = ()  # other drafters an unknown branch could build
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Route:
+    """A drafter a runner's factory can build for an MTP method, whatever the draft
+    config and K; ``conditions`` are the guards it depends on (value unknown), with the
+    side the route takes."""
+
+    runner: str
+    drafter: ClassKey
+    site: Hop
+    conditions: tuple[DecisionRow, ...]
+
+    def describe(self) -> str:
+        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How a function of a drafter class is paired with MTP draft models by dispatch."""
+
+    paired: bool  # some MTP route builds a drafter whose class hierarchy holds it
+    condition: str  # "" when reached unconditionally (or not a drafter's code); else when it is reached
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A factory branch that builds ``proposer`` when ``predicate`` holds, and the
+    draft hf-config field the predicate reads with a default."""
+
+    factory: FuncKey
+    line: int
+    condition: str
+    predicate: FuncKey
+    field: str
+    default: str
+    read_line: int
+    proposer: ClassKey
+
+
+@dataclass(frozen=True)
+class Family:
+    """One branch of a config-override function that picks draft architectures."""
+
+    override: FuncKey
+    line: int
+    condition: str
+    architectures: tuple[str, ...]
+    sets: frozenset[str]  # hf-config fields the branch writes
+    literal_writes: tuple[tuple[str, Any], ...] = ()  # fields it sets to literals, and fields its guard compares to one

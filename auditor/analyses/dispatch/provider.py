@@ -1,0 +1,115 @@
+"""The dispatch provider: one object per scan that holds the dispatch analysis's parts and
+answers for them (rules, ``layers`` and the history views ask it)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ...index import ClassKey, FuncKey
+from ...model import ClassReachability, Finding, Hop
+from ..base import Analyses, Provider
+from ..loops import LoopProvider, LoopResult
+from ..partial_eval import Decision
+from ..reachability import ReachabilityProvider
+from ..registry import RegistryProvider
+from ..types import TypeProvider
+from .drafters import DrafterLoops
+from .factory_runs import FactoryRuns
+from .gates import GateFacts, OverrideFamilies
+from .locate import FactoryLocation
+from .lookup import RegistryLookup
+from .model import Family, Gate, ModelPath, Pairing, Plan, Route, Setting
+from .planner import Planner
+from .plugins import PluginDispatch
+from .precision import ScanPrecision
+
+
+class DispatchProvider(Provider):
+    dependencies = (TypeProvider, RegistryProvider, LoopProvider, ReachabilityProvider)
+
+    def __init__(self, analyses: Analyses) -> None:
+        super().__init__(analyses)
+        self.types = self.dep(TypeProvider)
+        self.registry = self.dep(RegistryProvider)
+        self.loops = self.dep(LoopProvider)
+        self.reach = self.dep(ReachabilityProvider)
+        self.roles = dict(self.config.dispatch_roles)
+        self.location = FactoryLocation(self)
+        self.plugin_dispatch = PluginDispatch(self)
+        self.drafting = DrafterLoops(self)
+        self.gate_facts = GateFacts(self)
+        self.family_facts = OverrideFamilies(self)
+        self.registry_lookup = RegistryLookup(self)
+        self.factory_runs = FactoryRuns(self)
+        self.planner = Planner(self)
+        self.precision = ScanPrecision(self)
+
+    # -- loading (before the index is frozen) --------------------------------------
+    def prepare(self) -> None:
+        """Load the dispatch code and explore the drafters the gates build (the engine
+        calls this in its loading phase, after the draft loops were explored). Plans for
+        other drafters must be asked before the index is frozen too (``run_scan``'s
+        ``before_freeze``): exploring a drafter's loops may parse more files."""
+        for gate in self.count_gates():
+            self.threads_per_step(gate.proposer)
+        self.families()
+        for rt in self.routes():  # the drafters MTP can run: their loops feed the reachability table
+            self.drafter_loops(rt.drafter)
+
+    # -- what the rules, `layers` and the history views ask ----------------------------
+    def factories(self) -> dict[str, list[FuncKey]]:
+        return self.location.factories()
+
+    def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
+        return self.drafting.drafter_loops(cls)
+
+    def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
+        return self.drafting.model_path(proposer, model)
+
+    def threads_per_step(self, cls: ClassKey) -> bool:
+        return self.drafting.threads_per_step(cls)
+
+    def selects_per_step(self, drafter: ClassKey, model: ClassKey) -> bool:
+        return self.drafting.selects_per_step(drafter, model)
+
+    def gates(self) -> list[Gate]:
+        return self.gate_facts.gates()
+
+    def count_gates(self) -> list[Gate]:
+        return self.gate_facts.count_gates()
+
+    def families(self) -> list[Family]:
+        return self.family_facts.families()
+
+    def family_fields(self, arch: str) -> dict[str, Any]:
+        return self.family_facts.family_fields(arch)
+
+    def architectures(self) -> list[str]:
+        return self.registry_lookup.architectures()
+
+    def mtp_architectures(self) -> list[tuple[str, ClassKey]]:
+        return self.registry_lookup.mtp_architectures()
+
+    def layer_count_field(self, arch: str, platform: str) -> str | None:
+        return self.registry_lookup.layer_count_field(arch, platform)
+
+    def classes_for(self, arch: str) -> list[ClassKey]:
+        return self.registry_lookup.classes_for(arch)
+
+    def model_class_for(self, arch: str, platform: str) -> ClassKey | None:
+        return self.registry_lookup.model_class_for(arch, platform)
+
+    def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
+        return self.factory_runs.dispatch(setting)
+
+    def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
+        return self.planner.plan(setting, findings)
+
+    def routes(self) -> list[Route]:
+        return self.precision.routes()
+
+    def pairing(self, fkey: FuncKey) -> Pairing:
+        return self.precision.pairing(fkey)
+
+    def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
+        return self.precision.refine_reachability(rows)
