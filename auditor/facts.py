@@ -24,7 +24,7 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 11  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 12  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 _TEXT_LIMIT = 100
@@ -491,7 +491,9 @@ def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     * predicates — at most 8 statements, ending in a ``return`` of a comparison,
       boolean operation or call (``return min(n, k) > 1``);
     * factories — an ``if`` chain where two or more branches build an object
-      (``return Cls(...)`` / ``self.x = Cls(...)``, a capitalised name);
+      (``return Cls(...)`` / ``self.x = Cls(...)``, a capitalised name), or one branch
+      builds one and the function otherwise raises (``if c: return Cls(...)`` then
+      ``raise NotImplementedError(...)``: a factory with one supported case);
     * config-override code — a branch that calls ``<x>.update({...})`` with a literal dict.
     """
     body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
@@ -512,7 +514,8 @@ def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
                     return True
             if builds >= 2:
                 return True
-    return False
+    # One building branch, and the function raises when it is not taken.
+    return builds == 1 and any(isinstance(s, ast.Raise) for s in body)
 
 
 def _builds_object(stmt: ast.stmt) -> bool:

@@ -294,3 +294,29 @@ def test_an_unchanged_tree_answers_from_the_cache_and_a_change_is_seen(tree, cac
     src.write_text(src.read_text().replace("spec_step_idx=step", "spec_step_idx=0"))
     edited = run_cli(*args, env=cache_env)
     assert edited.returncode == 0 and edited.stdout != first.stdout
+
+
+# vLLM 0.18.0 / 0.22.1: the V2 factory has one supported case and raises otherwise.
+_ONE_CASE_FACTORY = '''
+def init_speculator(vllm_config):
+    speculative_config = vllm_config.speculative_config
+    assert speculative_config is not None
+    if speculative_config.method == "mtp":
+        from vllm.spec_decode.speculators import EagleStyleSpeculator
+
+        return EagleStyleSpeculator(vllm_config)
+    raise NotImplementedError(f"{speculative_config.method} is not supported yet.")
+'''
+
+
+def test_a_factory_with_one_supported_case_that_raises_otherwise_is_a_factory(tmp_path):
+    files = _tree()
+    files["vllm/spec_decode/__init__.py"] = _ONE_CASE_FACTORY
+    root = write_tree(tmp_path / "t", files)
+    plan = _plan(root, Setting("v2", 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),)))
+    assert not any("no dispatch factory" in n for n in plan.notes), plan.notes
+    assert plan.proposer == ("vllm/spec_decode/speculators.py", "EagleStyleSpeculator")
+    assert [(s.forward_layer, s.verdict) for s in plan.steps] == [(0, "constant — eagle-style by design")] * 2
+    # Another method takes the raising path: no drafter.
+    other = _plan(root, Setting("v2", 2, method="ngram", architecture="DeepMTPModel"))
+    assert other.proposer is None
