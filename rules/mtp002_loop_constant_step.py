@@ -60,7 +60,9 @@ class LoopPassesConstantStep(Rule):
                 if not groups or any(g.kind is StepKind.VARYING for g in groups):
                     continue
                 methods = sorted({g.entry.method for g in groups})
-                classes = sorted({c for g in groups for c in g.classes})
+                classes = sorted({c for g in groups for c in g.classes if analysis.dispatch.pairing(result.func, c).paired})
+                if not classes:
+                    continue  # no route runs this loop against these model classes
                 first = groups[0].entry
                 sel = next(
                     (s for s in result.selections if s.model_class == first.model_class and s.method == first.method),

@@ -169,6 +169,31 @@ class OverrideFamilies(DispatchPart):
                 out.update(dict(fam.literal_writes))
         return out
 
+    def arch_literals(self, arch: str) -> list[tuple[tuple[str, Any], ...]]:
+        """Per override branch that picks ``arch``, the fields fixed as literals on the way
+        there: what the enclosing branches and this one write, and what their guards compare
+        with a literal (``model_type == "x"``). Empty when no branch picks it."""
+        out: list[tuple[tuple[str, Any], ...]] = []
+
+        def visit(stmts: tuple[Stmt, ...], inherited: dict[str, Any]) -> None:
+            for s in stmts:
+                if not isinstance(s, SIf):
+                    continue
+                here = dict(inherited)
+                here.update(self._guard_literals(s.test))
+                here.update(self._literal_writes(s.body))
+                archs, _ = self._family_writes(s.body)
+                if arch in archs:
+                    out.append(tuple(sorted(here.items())))
+                visit(s.body, here)
+                visit(s.orelse, inherited)
+
+        for okey in self.provider.location.overrides():
+            fn = self.index.function(okey)
+            if fn is not None:
+                visit(fn.body, {})
+        return list(dict.fromkeys(out))
+
     def writes_override_field(self, body: tuple[Stmt, ...]) -> bool:
         fields = set(self.config.override_field)
         for s in walk(body):

@@ -98,6 +98,22 @@ class Route:
 
 
 @dataclass(frozen=True)
+class ModelRoute:
+    """A drafter a runner's factory builds for one MTP draft architecture (and so for its
+    registered model classes); ``conditions``: the guards left unknown, with the side taken."""
+
+    runner: str
+    architecture: str
+    models: tuple[ClassKey, ...]
+    drafter: ClassKey
+    site: Hop
+    conditions: tuple[DecisionRow, ...]
+
+    def describe(self) -> str:
+        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+
+
+@dataclass(frozen=True)
 class Pairing:
     """How a function of a drafter class is paired with MTP draft models by dispatch."""
 

@@ -100,13 +100,19 @@ class ScanPrecision(DispatchPart):
             loops: list[LoopReach] = []
             for reach in row.loops:
                 lr = by_label.get(reach.loop)
-                pairing = self.pairing(lr.func) if lr is not None else Pairing(True, "")
+                pairing = self.provider.route_map.pairing(lr.func, cls) if lr is not None else Pairing(True, "")
                 if not pairing.paired:
                     continue
                 if pairing.condition:
                     reach = replace(reach, detail=f"{reach.detail}; reached only when {pairing.condition}")
                 loops.append(reach)
-            for (fkey, _lid), group in sorted(extra.items()):
+            for (fkey, _lid), all_routes in sorted(extra.items()):
+                # Only the routes whose drafter dispatch builds for this model's architecture.
+                paired = set(self.provider.route_map.drafters_for(cls)) if self.provider.route_map.model_routes() else None
+                group = [(rt, res) for rt, res in all_routes
+                         if paired is None or rt.drafter in paired or cls not in self._route_models()]
+                if not group:
+                    continue
                 drafters = sorted({rt.drafter[1] for rt, _ in group})
                 label = f"{fkey[0]}:{group[0][1].loop.line} {fkey[1]} (as {', '.join(drafters)})"
                 added = self.reach.loop_reach(group[0][1], cls, label)
@@ -120,6 +126,9 @@ class ScanPrecision(DispatchPart):
                 loops.append(reach)
             out.append(replace(row, loops=loops))
         return out
+
+    def _route_models(self) -> set[ClassKey]:
+        return {m for mr in self.provider.route_map.model_routes() for m in mr.models}
 
     def dispatched_loops(self) -> list[tuple[Route, LoopResult]]:
         """Draft loops of MTP drafters run with ``self`` of the drafter where the loop's own

@@ -18,10 +18,11 @@ from .factory_runs import FactoryRuns
 from .gates import GateFacts, OverrideFamilies
 from .locate import FactoryLocation
 from .lookup import RegistryLookup
-from .model import Family, Gate, ModelPath, Pairing, Plan, Route, Setting
+from .model import Family, Gate, ModelPath, ModelRoute, Pairing, Plan, Route, Setting
 from .planner import Planner
 from .plugins import PluginDispatch
 from .precision import ScanPrecision
+from .routes import RouteMap
 
 
 class DispatchProvider(Provider):
@@ -43,6 +44,7 @@ class DispatchProvider(Provider):
         self.factory_runs = FactoryRuns(self)
         self.planner = Planner(self)
         self.precision = ScanPrecision(self)
+        self.route_map = RouteMap(self)
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:
@@ -55,6 +57,8 @@ class DispatchProvider(Provider):
         self.families()
         for rt in self.routes():  # the drafters MTP can run: their loops feed the reachability table
             self.drafter_loops(rt.drafter)
+        for mr in self.model_routes():
+            self.drafter_loops(mr.drafter)
 
     # -- what the rules, `layers` and the history views ask ----------------------------
     def factories(self) -> dict[str, list[FuncKey]]:
@@ -108,8 +112,13 @@ class DispatchProvider(Provider):
     def routes(self) -> list[Route]:
         return self.precision.routes()
 
-    def pairing(self, fkey: FuncKey) -> Pairing:
-        return self.precision.pairing(fkey)
+    def model_routes(self) -> list[ModelRoute]:
+        return self.route_map.model_routes()
+
+    def pairing(self, fkey: FuncKey, model: ClassKey | None = None) -> Pairing:
+        """Whether drafter code ``fkey`` runs for MTP (against draft model ``model``, when
+        given: on a route that builds its drafter for that model's architecture), and when."""
+        return self.precision.pairing(fkey) if model is None else self.route_map.pairing(fkey, model)
 
     def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
         return self.precision.refine_reachability(rows)
