@@ -254,7 +254,7 @@ class ModuleFacts(Struct, frozen=True):
 
 
 # --- issue 11 (dispatch): statement trees of branching functions -------------------
-# The partial evaluator (auditor/analyses/partial_eval.py) runs factories, predicates
+# The partial evaluator (auditor/analyses/partial_eval/) runs factories, predicates
 # and config-override code over a concrete configuration. It needs the branch guards,
 # returns and config writes of a function in order, with their expressions as small
 # trees; anything it cannot evaluate is kept as its text only (``POpaque``).

@@ -1,4 +1,4 @@
-"""The three-valued partial evaluator (auditor/analyses/partial_eval.py) on small
+"""The three-valued partial evaluator (auditor/analyses/partial_eval/) on small
 functions written here: what it knows, what it leaves unknown, and the branches it records."""
 
 from __future__ import annotations

@@ -21,10 +21,9 @@ becomes unknown on one path (no fork). Each path records the branches it took
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Callable
 
-from ..facts import (
+from ...facts import (
     FunctionFact,
     PAttr,
     PBinOp,
@@ -38,7 +37,6 @@ from ..facts import (
     PName,
     PNamed,
     PNot,
-    POpaque,
     PSeq,
     PSubscript,
     SAssign,
@@ -49,104 +47,27 @@ from ..facts import (
     SReturn,
     Stmt,
 )
+from .builtins import NOT_BUILTIN, call_builtin
+from .values import (
+    ClassRef,
+    Decision,
+    FuncRef,
+    Instance,
+    Obj,
+    Path,
+    Unknown,
+    Value,
+    _Absent,
+    _compare_values,
+    _literal_text,
+    _same,
+    _text,
+    describe,
+    truth,
+)
 
 MAX_PATHS = 32
 MAX_CALL_DEPTH = 4
-
-
-@dataclass(frozen=True)
-class Unknown:
-    """A value the evaluator cannot know; ``reason`` says what it depends on."""
-
-    reason: str
-
-    def __repr__(self) -> str:
-        return f"Unknown({self.reason!r})"
-
-
-@dataclass(eq=False)
-class Obj:
-    """A configuration object (an hf config, the speculative config, a runner's ``self``).
-
-    ``closed``: the fields are all there is (an attribute not in ``fields`` is absent,
-    so ``getattr(o, "f", d)`` is ``d``); an open object answers unknown for fields it
-    lacks. ``roles`` maps attribute names to shared objects (``self.speculative_config``
-    and ``vllm_config.speculative_config`` are the same object). ``cls`` is the object's
-    class in the scanned tree, so method calls on it can be evaluated.
-    """
-
-    label: str
-    fields: dict[str, "Value"] = field(default_factory=dict)
-    closed: bool = False
-    cls: tuple[str, str] | None = None
-    roles: dict[str, "Obj"] = field(default_factory=dict)
-
-    def get(self, name: str) -> "Value | _Absent":
-        if name in self.fields:
-            return self.fields[name]
-        if name in self.roles:
-            return self.roles[name]
-        return ABSENT if self.closed else Unknown(f"{self.label}.{name}")
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT = _Absent()
-
-
-@dataclass(frozen=True)
-class Instance:
-    """An object constructed from a class of the scanned tree: ``Cls(...)``."""
-
-    cls: tuple[str, str]
-    line: int
-
-
-@dataclass(frozen=True)
-class FuncRef:
-    key: tuple[str, str]  # (path, qualname) of a function or method of the tree
-    self_obj: "Obj | None" = None
-
-
-@dataclass(frozen=True)
-class ClassRef:
-    cls: tuple[str, str]
-
-
-Value = Union[
-    None, bool, int, float, str, "tuple[Any, ...]", "list[Any]", "frozenset[Any]", "dict[Any, Any]",
-    Obj, Instance, FuncRef, ClassRef, Unknown,
-]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One branch taken: where, the condition, its value (None: unknown) and what it read."""
-
-    path: str
-    line: int
-    function: str
-    condition: str
-    value: bool | None
-    fields: tuple[str, ...]
-    depends_on: str = ""  # for an unknown value: what it depends on
-    taken: bool | None = None  # the side this path took (for an unknown value: the fork's side)
-
-
-@dataclass
-class Path:
-    """One way through the code: its decisions, what it returned/raised, what it built."""
-
-    env: dict[str, Value]
-    decisions: list[Decision] = field(default_factory=list)
-    returned: Value = None
-    done: bool = False
-    raised: str | None = None
-    built: list[tuple[PExpr, Value, int]] = field(default_factory=list)  # (target, value, line) of assignments
-    reads: list[str] = field(default_factory=list)  # config fields read while evaluating the current guard
 
 
 class World:
@@ -160,25 +81,6 @@ class World:
 
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         return None
-
-
-def truth(v: Value) -> bool | None:
-    """Python truthiness, three-valued."""
-    if isinstance(v, Unknown):
-        return None
-    if isinstance(v, (Obj, Instance, FuncRef, ClassRef)):
-        return True
-    return bool(v)
-
-
-def describe(v: Value) -> str:
-    if isinstance(v, Unknown):
-        return f"unknown ({v.reason})"
-    if isinstance(v, Obj):
-        return v.label
-    if isinstance(v, Instance):
-        return f"{v.cls[1]}(...)"
-    return repr(v)
 
 
 class Evaluator:
@@ -424,8 +326,8 @@ class Evaluator:
         f = e.func
         text = e.text or _text(e)
         if isinstance(f, PName) and f.id not in p.env:
-            builtin = self._builtin(f.id, e, p, key, depth)
-            if builtin is not _NOT_BUILTIN:
+            builtin = call_builtin(self, f.id, e, p, key, depth)
+            if builtin is not NOT_BUILTIN:
                 return builtin  # type: ignore[return-value]
         if isinstance(f, PAttr):
             owner = self.eval(f.value, p, key, depth)
@@ -510,123 +412,6 @@ class Evaluator:
         deps = [d.depends_on for q in paths for d in q.decisions if d.value is None and d.depends_on]
         return Unknown(deps[0] if deps else text)
 
-    def _builtin(self, name: str, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value | object:
-        args = e.args
-        if name == "getattr" and len(args) in (2, 3):
-            owner = self.eval(args[0], p, key, depth)
-            attr = self.eval(args[1], p, key, depth)
-            if not isinstance(attr, str):
-                return Unknown(e.text)
-            default: Value | _Absent = self.eval(args[2], p, key, depth) if len(args) == 3 else ABSENT
-            if isinstance(owner, Obj):
-                v = owner.get(attr)
-                if not isinstance(v, Obj):
-                    shown = f" (default {describe(default)})" if not isinstance(default, _Absent) else ""
-                    p.reads.append(f"{owner.label}.{attr}{shown}")
-                if isinstance(v, _Absent):
-                    return Unknown(f"{owner.label}.{attr} (not set)") if isinstance(default, _Absent) else default
-                return v
-            if owner is None and not isinstance(default, _Absent):
-                return default
-            return Unknown(e.text)
-        if name == "hasattr" and len(args) == 2:
-            owner = self.eval(args[0], p, key, depth)
-            attr = self.eval(args[1], p, key, depth)
-            if isinstance(owner, Obj) and isinstance(attr, str):
-                p.reads.append(f"{owner.label}.{attr} (present?)")
-                v = owner.get(attr)
-                if isinstance(v, _Absent):
-                    return False
-                return Unknown(e.text) if isinstance(v, Unknown) and not owner.closed else True
-            if owner is None and isinstance(attr, str):
-                return False
-            return Unknown(e.text)
-        if name in ("min", "max") and args and not e.keywords:
-            vals = [self.eval(a, p, key, depth) for a in args]
-            if len(vals) == 1 and isinstance(vals[0], (list, tuple, frozenset)):
-                vals = list(vals[0])
-            for v in vals:
-                if isinstance(v, Unknown):
-                    return v
-            if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) or v is True or v is False for v in vals):
-                return min(vals) if name == "min" else max(vals)  # type: ignore[type-var]
-            return Unknown(e.text)
-        if name == "len" and len(args) == 1:
-            v = self.eval(args[0], p, key, depth)
-            if isinstance(v, (list, tuple, frozenset, dict, str)):
-                return len(v)
-            return v if isinstance(v, Unknown) else Unknown(e.text)
-        if name in ("int", "str", "bool") and len(args) == 1:
-            v = self.eval(args[0], p, key, depth)
-            if isinstance(v, Unknown):
-                return v
-            try:
-                if name == "int" and isinstance(v, (int, float, str)):
-                    return int(v)
-                if name == "str" and isinstance(v, (int, float, str, bool)) or v is None and name == "str":
-                    return str(v)
-                if name == "bool":
-                    t = truth(v)
-                    return Unknown(e.text) if t is None else t
-            except ValueError:
-                return Unknown(e.text)
-            return Unknown(e.text)
-        if name in ("set", "frozenset") and len(args) <= 1 and not e.keywords:
-            v = self.eval(args[0], p, key, depth) if args else ()
-            if isinstance(v, (list, tuple, frozenset)) and not any(isinstance(x, (Unknown, Obj, list, dict)) for x in v):
-                return frozenset(v)
-            return v if isinstance(v, Unknown) else Unknown(e.text)
-        if name in ("isinstance", "callable", "any", "all", "type", "issubclass"):
-            for a in args:
-                self.eval(a, p, key, depth)
-            return Unknown(e.text)
-        return _NOT_BUILTIN
-
-
-_NOT_BUILTIN = object()
-
-
-def _same(a: Value, b: Value) -> bool:
-    if isinstance(a, Unknown) or isinstance(b, Unknown):
-        return False
-    return a is b if isinstance(a, Obj) else bool(type(a) is type(b) and a == b)
-
-
-def _compare_values(op: str, a: Value, b: Value) -> bool | None:
-    if op in ("is", "is not"):
-        if isinstance(a, Unknown) or isinstance(b, Unknown):
-            return None
-        if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
-            same = a is b if not isinstance(a, Obj) else a is b
-            return same if op == "is" else not same
-        return None
-    if op in ("in", "not in"):
-        if isinstance(a, Unknown) or isinstance(b, Unknown) or isinstance(a, (Obj, list, dict)):
-            return None
-        if isinstance(b, (tuple, list, frozenset)):
-            if any(isinstance(x, Unknown) for x in b):
-                return None
-            found = a in b
-        elif isinstance(b, dict):
-            found = a in b
-        elif isinstance(b, str) and isinstance(a, str):
-            found = a in b
-        else:
-            return None
-        return found if op == "in" else not found
-    if isinstance(a, Unknown) or isinstance(b, Unknown) or isinstance(a, Obj) or isinstance(b, Obj):
-        return None
-    try:
-        if op == "==":
-            return bool(a == b)
-        if op == "!=":
-            return bool(a != b)
-        if a is None or b is None:
-            return None
-        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]  # type: ignore[operator]
-    except TypeError:
-        return None
-
 
 def _has_exit(stmts: tuple[Stmt, ...]) -> bool:
     for s in stmts:
@@ -670,50 +455,3 @@ def _fork(p: Path) -> Path:
     return Path(env, list(p.decisions), p.returned, p.done, p.raised, list(p.built), list(p.reads))
 
 
-def _literal_text(text: str) -> Value:
-    t = text.strip()
-    simple: dict[str, Value] = {"None": None, "True": True, "False": False}
-    if t in simple:
-        return simple[t]
-    try:
-        return int(t)
-    except ValueError:
-        pass
-    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"" and t[0] not in t[1:-1] and "\\" not in t:
-        return t[1:-1]
-    return Unknown(f"default {t}")
-
-
-def _text(e: PExpr | None) -> str:
-    if e is None:
-        return "?"
-    if isinstance(e, PConst):
-        return repr(e.value)
-    if isinstance(e, PName):
-        return e.id
-    if isinstance(e, PAttr):
-        return f"{_text(e.value)}.{e.attr}"
-    if isinstance(e, PCall):
-        return e.text or f"{_text(e.func)}(...)"
-    if isinstance(e, POpaque):
-        return e.text
-    if isinstance(e, PCompare):
-        parts = [_text(e.left)]
-        for op, c in zip(e.ops, e.comparators):
-            parts += [op, _text(c)]
-        return " ".join(parts)
-    if isinstance(e, PBool):
-        return f" {e.op} ".join(_text(v) for v in e.values)
-    if isinstance(e, PNot):
-        return f"not {_text(e.operand)}"
-    if isinstance(e, PSubscript):
-        return f"{_text(e.value)}[{_text(e.index)}]"
-    if isinstance(e, PSeq):
-        inner = ", ".join(_text(x) for x in e.elts)
-        return {"list": f"[{inner}]", "set": f"{{{inner}}}"}.get(e.kind, f"({inner})")
-    if isinstance(e, PBinOp):
-        return f"{_text(e.left)} {e.op} {_text(e.right)}"
-    return type(e).__name__
-
-
-expr_text = _text
