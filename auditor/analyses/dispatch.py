@@ -15,7 +15,7 @@ methods hold a draft loop; an override function is one that writes ``override-fi
 
 from __future__ import annotations
 
-import ast
+import copy
 import json
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -54,6 +54,7 @@ from .base import Analyses, Provider
 from .loops import FORWARD_METHODS, LoopProvider, LoopResult, LoopSelection, StepKind
 from .partial_eval import (
     ClassRef,
+    module_constant,
     Decision,
     Evaluator,
     FuncRef,
@@ -201,7 +202,7 @@ class _TreeWorld(World):
                 return ClassRef((sym.path, sym.name))
             if sym.kind is SymbolKind.FUNCTION:
                 return FuncRef((sym.path, sym.name))
-        return _module_constant(self.p.index.facts.get(path), name)
+        return module_constant(self.p.index, path, name)
 
     def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
         return self.p.index.method(cls, name)
@@ -784,15 +785,14 @@ class DispatchProvider(Provider):
                 continue
             params = [p.name for p in fn.params if p.name not in ("self", "cls")]
             arg = hf_label if hf_label in params else (params[0] if params else hf_label)
-            paths = ev.run(okey, fn, {arg: hf})
-            if len(paths) > 1:
-                notes.append(f"{okey[1]} has {len(paths)} possible outcomes; the first is used")
-            p = paths[0]
+            # Every path, joined: a field the paths write differently is unknown.
+            p = ev.run_joined(okey, fn, {arg: hf})
             decisions += [d for d in p.decisions if d.value is not False]
             if isinstance(p.returned, Obj):
                 hf = p.returned
             if p.raised:
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
+        notes += ev.notes
         return hf, decisions, notes
 
     def _world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
@@ -825,6 +825,9 @@ class DispatchProvider(Provider):
         if fn is None:
             return []
         ev = Evaluator(_TreeWorld(self), self.limits.hit)
+        # A run may write the objects it is handed (a constructor it cannot run makes what
+        # it receives unknown): each factory runs on its own copy of the configuration.
+        world = copy.deepcopy(world)
         args: dict[str, Value] = {}
         for p in fn.params:
             if p.name == "self":
@@ -1130,23 +1133,6 @@ def _finding_on(sels: list[LoopSelection], findings: Sequence[Finding], model: C
         h = sels[0].hops[-1]
         return f"{h.path}:{h.line}", f"the step does not reach {sels[0].container} in {h.function} ({h.path}:{h.line})"
     return None
-
-
-def _module_constant(facts: ModuleFacts | None, name: str) -> Value:
-    """A module-level name assigned once to a literal of constants (``_TYPES = {"a"}``):
-    its value, read with ``ast.literal_eval`` from the assignment's text (never run)."""
-    assigns = facts.module_assigns.get(name, ()) if facts is not None else ()
-    if len(assigns) != 1 or not assigns[0].constant:
-        return Unknown(name)
-    try:
-        value = ast.literal_eval(assigns[0].text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return Unknown(name)
-    if isinstance(value, (set, frozenset)):
-        return frozenset(value)
-    if isinstance(value, (str, int, float, bool, tuple, list)) or value is None:
-        return value
-    return Unknown(name)
 
 
 def _to_obj(label: str, data: dict[str, Any]) -> Obj:

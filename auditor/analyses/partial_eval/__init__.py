@@ -2,6 +2,7 @@
 value types (:mod:`.values`), the builtins it models (:mod:`.builtins`) and the
 evaluator of statements and expressions (:mod:`.evaluator`)."""
 
+from .constants import module_constant
 from .evaluator import MAX_CALL_DEPTH, MAX_PATHS, Evaluator, World
 from .values import (
     ABSENT,
@@ -20,5 +21,5 @@ from .values import (
 
 __all__ = [
     "ABSENT", "ClassRef", "Decision", "Evaluator", "FuncRef", "Instance", "MAX_CALL_DEPTH", "MAX_PATHS", "Obj",
-    "Path", "Unknown", "Value", "World", "describe", "expr_text", "truth",
+    "Path", "Unknown", "Value", "World", "describe", "expr_text", "module_constant", "truth",
 ]

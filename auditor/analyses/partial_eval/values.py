@@ -7,6 +7,7 @@ comparison, display); no evaluation.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -31,9 +32,14 @@ class Unknown:
     """A value the evaluator cannot know; ``reason`` says what it depends on."""
 
     reason: str
+    maybe_absent: bool = False  # a field set on some paths only: ``hasattr`` is unknown too
+    known_truth: bool | None = None  # its truthiness, when that is known (``x and False``)
 
     def __repr__(self) -> str:
         return f"Unknown({self.reason!r})"
+
+
+_UIDS = itertools.count(1)
 
 
 @dataclass(eq=False)
@@ -52,6 +58,9 @@ class Obj:
     closed: bool = False
     cls: tuple[str, str] | None = None
     roles: dict[str, "Obj"] = field(default_factory=dict)
+    # The same object on every path: a fork copies it with its uid, so the copies on two
+    # paths can be told to be one object when the paths are joined.
+    uid: int = field(default_factory=lambda: next(_UIDS))
 
     def get(self, name: str) -> "Value | _Absent":
         if name in self.fields:
@@ -119,12 +128,18 @@ class Path:
     raised: str | None = None
     built: list[tuple[PExpr, Value, int]] = field(default_factory=list)  # (target, value, line) of assignments
     reads: list[str] = field(default_factory=list)  # config fields read while evaluating the current guard
+    # What the evaluator cut short on this path (paths merged beyond the cap, calls beyond
+    # the depth limit, callees it could not run); whatever they decide is unknown.
+    cuts: list[str] = field(default_factory=list)
+    # The callers' frames (their environments): a fork copies them with the path, so a
+    # callee's writes on one path never reach the caller's objects on another.
+    roots: list[Any] = field(default_factory=list)
 
 
 def truth(v: Value) -> bool | None:
     """Python truthiness, three-valued."""
     if isinstance(v, Unknown):
-        return None
+        return v.known_truth
     if isinstance(v, (Obj, Instance, FuncRef, ClassRef)):
         return True
     return bool(v)
