@@ -3,6 +3,7 @@ target's run through the override functions) and the drafters a runner's factory
 
 from __future__ import annotations
 
+import copy
 import json
 
 import msgspec
@@ -43,15 +44,14 @@ class FactoryRuns(DispatchPart):
                 continue
             params = [p.name for p in fn.params if p.name not in ("self", "cls")]
             arg = hf_label if hf_label in params else (params[0] if params else hf_label)
-            paths = ev.run(okey, fn, {arg: hf})
-            if len(paths) > 1:
-                notes.append(f"{okey[1]} has {len(paths)} possible outcomes; the first is used")
-            p = paths[0]
+            # Every path, joined: a field the paths write differently is unknown.
+            p = ev.run_joined(okey, fn, {arg: hf})
             decisions += [d for d in p.decisions if d.value is not False]
             if isinstance(p.returned, Obj):
                 hf = p.returned
             if p.raised:
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
+        notes += ev.notes
         return hf, decisions, notes
 
     def _world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
@@ -84,6 +84,9 @@ class FactoryRuns(DispatchPart):
         if fn is None:
             return []
         ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        # A run may write the objects it is handed (a constructor it cannot run makes what
+        # it receives unknown): each factory runs on its own copy of the configuration.
+        world = copy.deepcopy(world)
         args: dict[str, Value] = {}
         for p in fn.params:
             if p.name == "self":

@@ -3,12 +3,11 @@ partial evaluator's view of the tree."""
 
 from __future__ import annotations
 
-import ast
 from typing import Any, Iterable
 
-from ...facts import Chain, ModuleFacts, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
+from ...facts import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
 from ...index import Index, SymbolKind
-from ..partial_eval import ClassRef, FuncRef, Obj, Unknown, Value, World
+from ..partial_eval import ClassRef, FuncRef, Obj, Value, World, module_constant
 
 
 class TreeWorld(World):
@@ -21,7 +20,7 @@ class TreeWorld(World):
                 return ClassRef((sym.path, sym.name))
             if sym.kind is SymbolKind.FUNCTION:
                 return FuncRef((sym.path, sym.name))
-        return module_constant(self.index.facts.get(path), name)
+        return module_constant(self.index, path, name)
 
     def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
         return self.index.method(cls, name)
@@ -29,23 +28,6 @@ class TreeWorld(World):
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         return self.index.function(key)
 
-
-
-def module_constant(facts: ModuleFacts | None, name: str) -> Value:
-    """A module-level name assigned once to a literal of constants (``_TYPES = {"a"}``):
-    its value, read with ``ast.literal_eval`` from the assignment's text (never run)."""
-    assigns = facts.module_assigns.get(name, ()) if facts is not None else ()
-    if len(assigns) != 1 or not assigns[0].constant:
-        return Unknown(name)
-    try:
-        value = ast.literal_eval(assigns[0].text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return Unknown(name)
-    if isinstance(value, (set, frozenset)):
-        return frozenset(value)
-    if isinstance(value, (str, int, float, bool, tuple, list)) or value is None:
-        return value
-    return Unknown(name)
 
 
 def to_obj(label: str, data: dict[str, Any]) -> Obj:
