@@ -24,7 +24,7 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 13  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 14  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 _TEXT_LIMIT = 100
@@ -165,6 +165,24 @@ class DecoratorFact(Struct, frozen=True):
 # ---------------------------------------------------------------------------------
 
 
+class CheckFact(Struct, frozen=True):
+    """``assert test, msg`` (issue 18: an assert on a route that fails for a step or a config)."""
+
+    line: int
+    test: "PExpr"
+    message: str = ""
+
+
+class GuardedRaise(Struct, frozen=True):
+    """``raise X(...)`` and the tests of the ``if`` arms around it, outermost first
+    (issue 18: validation that rejects a configuration)."""
+
+    line: int
+    exc: str  # the raised expression, as written (shortened)
+    guards: tuple["PExpr", ...] = ()
+    negated: tuple[bool, ...] = ()  # per guard: the ``else`` arm (the test is false there)
+
+
 class FunctionFact(Struct, frozen=True):
     name: str
     qualname: str
@@ -189,6 +207,9 @@ class FunctionFact(Struct, frozen=True):
     withs: tuple[WithFact, ...] = ()
     branches: tuple[BranchFact, ...] = ()
     body: tuple["Stmt", ...] = ()  # statement tree, only for branching functions and predicates
+    checks: tuple[CheckFact, ...] = ()  # issue 18: asserts with line, test and message
+    raises: tuple[GuardedRaise, ...] = ()  # issue 18: raises inside ``if`` arms, with their guards
+    local_defs: dict[str, "PExpr"] = {}  # issue 18: locals assigned exactly once (outside loops), their value
     # Containers the function stores into or deletes from (``x.y[k] = v`` -> ``("x", "y")``):
     # with ``attr_assigns`` and ``calls``, what a call of it may change in its arguments.
     stores: tuple[Chain, ...] = ()
@@ -732,10 +753,17 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.withs: list[WithFact] = []
         self.branches: list[BranchFact] = []
         self._branch_stack: list[int] = []
+        # -- issue 18 (outcomes) --
+        self.checks: list[CheckFact] = []
+        self.raises: list[GuardedRaise] = []
+        self._guards: list[tuple[PExpr, bool]] = []
+        self._defs: dict[str, list[PExpr]] = {}
 
     # -- helpers -------------------------------------------------------
     def _bind(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
         if isinstance(target, ast.Name):
+            defs = self._defs.setdefault(target.id, [])
+            defs.append(pexpr(value, self.src) if value is not None and not self._loop_stack else POpaque(""))
             values = self.assigns.setdefault(target.id, [])
             if value is not None:
                 for alt in _alternatives(value):
@@ -872,9 +900,11 @@ class _FunctionExtractor(ast.NodeVisitor):
                 branch = BranchFact(len(self.branches), stmt.lineno, self._tests(stmt.test), True)
                 self.branches.append(branch)
                 self._branch_stack.append(branch.id)
+                self._guards.append((pexpr(stmt.test, self.src), True))
                 pushed += 1
         for _ in range(pushed):
             self._branch_stack.pop()
+            self._guards.pop()
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
@@ -885,8 +915,10 @@ class _FunctionExtractor(ast.NodeVisitor):
             branch = BranchFact(len(self.branches), node.lineno, tests, negated)
             self.branches.append(branch)
             self._branch_stack.append(branch.id)
+            self._guards.append((pexpr(node.test, self.src), negated))
             self.visit_block(body)
             self._branch_stack.pop()
+            self._guards.pop()
 
     visit_AsyncWith = visit_With
 
@@ -907,10 +939,25 @@ class _FunctionExtractor(ast.NodeVisitor):
         if not any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)) for n in ast.walk(node.value)):
             self.dead.update(_names(node.value))
             return
+        if isinstance(node.value, ast.Subscript):
+            # `self.layers[str(i)]` as a statement: the element is looked up and thrown away,
+            # so it selects nothing (the calls inside it still run).
+            self.visit(node.value.value)
+            self.visit(node.value.slice)
+            return
         self.visit(node.value)
 
     def visit_Assert(self, node: ast.Assert) -> None:
         self.asserts.append(_expr(node.test, self.src))
+        msg = node.msg.value if isinstance(node.msg, ast.Constant) and isinstance(node.msg.value, str) else (
+            self.src.segment(node.msg) if node.msg is not None else "")
+        self.checks.append(CheckFact(node.lineno, pexpr(node.test, self.src), msg))
+        self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        if self._guards and node.exc is not None:
+            self.raises.append(GuardedRaise(node.lineno, self.src.segment(node.exc),
+                                            tuple(g for g, _ in self._guards), tuple(n for _, n in self._guards)))
         self.generic_visit(node)
 
     # -- expressions ---------------------------------------------------
@@ -991,6 +1038,9 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         branches=tuple(ex.branches),
         body=stmt_tree(node.body, src) if _keeps_body(node) else (),
         stores=tuple(dict.fromkeys(ex.stores)),
+        checks=tuple(ex.checks),
+        raises=tuple(ex.raises),
+        local_defs={k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
     )
 
 

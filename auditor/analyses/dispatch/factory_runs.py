@@ -54,7 +54,7 @@ class FactoryRuns(DispatchPart):
         notes += ev.notes
         return hf, decisions, notes
 
-    def _world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
+    def world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
         r = self.roles
         draft = Obj(r["draft"], {r["hf"]: hf})
         field_name = self.config.override_field[0]
@@ -62,6 +62,7 @@ class FactoryRuns(DispatchPart):
             draft.fields[field_name] = hf.fields[field_name]
         spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft},
                    cls=self.provider.location.spec_config_class())
+        spec.fields.update(dict(setting.options))
         root = Obj(r["root"], roles={r["speculative"]: spec})
         return {"speculative": spec, "root": root}
 
@@ -70,7 +71,7 @@ class FactoryRuns(DispatchPart):
         branches that lead to it (more than one only when a guard is unknown)."""
         hf, _, notes = self.draft_config(setting)
         assert hf is not None
-        world = self._world(setting, hf)
+        world = self.world(setting, hf)
         factories = self.provider.location.factories().get(setting.runner, [])
         if not factories:
             return [], notes + [f"no dispatch factory for runner {setting.runner} found in this tree"]

@@ -10,6 +10,7 @@ from ...index import ClassKey, FuncKey
 from ...model import Hop
 from ..loops import LoopResult, LoopSelection
 from ..partial_eval import Decision
+from .outcomes import Rejection, StepRaise
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Setting:
     architecture: str | None = None  # a registered draft architecture (--arch)
     fields: tuple[tuple[str, Any], ...] = ()  # draft hf-config fields (--set)
     target_config: str | None = None  # the target's config.json text (--hf-config)
+    # Issue 18: further speculative-config options (``--speculative-config``: draft_sample_method,
+    # use_local_argmax_reduction, parallel_drafting, ...), set on the speculative config as given.
+    options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,15 @@ class Plan:
     decisions: tuple[DecisionRow, ...]
     alternatives: tuple[ClassKey, ...] = ()  # other drafters an unknown branch could build
     notes: tuple[str, ...] = ()
+    # Issue 18: "plan", "rejected" (a validation raises before any step) or "raises" (an
+    # assert on the route fails at a draft step).
+    outcome: str = "plan"
+    rejections: tuple[Rejection, ...] = ()
+    step_raise: StepRaise | None = None
+
+    @property
+    def raises_at_step(self) -> int | None:
+        return self.step_raise.step if self.step_raise is not None else None
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ per draft step the forward and head layer with a verdict."""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from typing import Sequence
 
 from ...index import ClassKey
@@ -10,6 +12,7 @@ from ...model import Finding, Hop
 from ..loops import FORWARD_METHODS, LoopSelection, StepKind
 from ..partial_eval import Obj
 from .model import Verdict, Setting, DecisionRow, StepPlan, Plan
+from .outcomes import StepRaise
 from .part import DispatchPart
 
 
@@ -27,7 +30,8 @@ class Planner(DispatchPart):
         if arch is None:
             notes.append("the draft architecture is unknown for this config")
         if not options:
-            return Plan(setting, arch, None, None, None, model, None, None, (), tuple(decisions), (), tuple(notes))
+            return self._outcome(Plan(setting, arch, None, None, None, model, None, None, (), tuple(decisions), (),
+                                      tuple(notes)), hf)
         proposer, site, chain = options[0]
         decisions += [DecisionRow.of(d) for d in chain]
         alternatives = tuple(dict.fromkeys(c for c, _, _ in options[1:] if c != proposer))
@@ -40,8 +44,60 @@ class Planner(DispatchPart):
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
             why = f"the drafter depends on {', '.join(deps) or 'an unknown branch'}: {proposer[1]} or {', '.join(c[1] for c in alternatives)}"
             steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value, why) for s in steps)
-        return Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
+        plan = Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
                     tuple(notes))
+        return self._outcome(plan, hf)
+
+    def _outcome(self, plan: Plan, hf: Obj) -> Plan:
+        """The plan, or the configuration's rejection, or the step an assert on the route
+        fails at (:mod:`.outcomes`)."""
+        setting, model = plan.setting, plan.model_class
+        world = copy.deepcopy(self.provider.factory_runs.world(setting, hf))
+        spec = world["speculative"]
+        draft = spec.fields.get(self.roles["draft"])
+        # A draft model is named whenever a draft config exists (the target's, for MTP).
+        spec.fields.setdefault(self.roles.get("draft_name", "model"), "<draft model>")
+        roles = {self.roles["speculative"]: spec}
+        if isinstance(draft, Obj):
+            roles[self.roles.get("model", "model_config")] = draft  # the draft model is built with the draft's config
+        build_root = Obj(self.roles["root"], roles=roles)
+        draft_hf = draft.fields.get(self.roles["hf"]) if isinstance(draft, Obj) else None
+        rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
+                                                                  model)
+        notes = list(plan.notes)
+        if undecided:
+            notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
+        if rejections:
+            r = rejections[0]
+            why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}"
+            steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
+            return replace(plan, steps=steps, outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
+        raise_at = self._step_raise(plan)
+        if raise_at is not None:
+            why = f"raises at step {raise_at.step}: {raise_at.path}:{raise_at.line} {raise_at.function}: {raise_at.message}"
+            steps = tuple(s if s.step < raise_at.step else StepPlan(s.step, None, None, f"raises at step {raise_at.step}", why)
+                          for s in plan.steps)
+            return replace(plan, steps=steps, outcome="raises", step_raise=raise_at, notes=tuple(notes))
+        return replace(plan, notes=tuple(notes))
+
+    def _step_raise(self, plan: Plan) -> StepRaise | None:
+        model, proposer = plan.model_class, plan.proposer
+        if model is None or proposer is None or not plan.steps:
+            return None
+        path = self.provider.drafting.model_path(proposer, model)
+        if path is None:
+            return None
+        owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
+        k = plan.setting.k
+        found: list[StepRaise] = []
+        for sel in (*path.forward, *path.heads):
+            values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
+            funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
+                                       if self.types.defining_class((h.path, h.function)) in owners))
+            hit = self.provider.outcomes.step_raise(funcs, k, values)
+            if hit is not None:
+                found.append(hit)
+        return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
 
     def _layer_count(self, model: ClassKey, hf: Obj) -> tuple[int | None, str | None]:
         # The field on the draft config, else on a config nested in it (a multimodal

@@ -23,6 +23,7 @@ from .planner import Planner
 from .plugins import PluginDispatch
 from .precision import ScanPrecision
 from .routes import RouteMap
+from .outcomes import Outcomes
 
 
 class DispatchProvider(Provider):
@@ -45,6 +46,7 @@ class DispatchProvider(Provider):
         self.planner = Planner(self)
         self.precision = ScanPrecision(self)
         self.route_map = RouteMap(self)
+        self.outcomes = Outcomes(self)
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:
