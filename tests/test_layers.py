@@ -110,10 +110,13 @@ def test_k_smaller_than_the_layer_count_closes_the_gate(tree):
 
 
 def test_other_field_never_opens_the_gate(tree):
-    plan = _plan(tree, Setting("v2", 3, architecture="QwenMTP", fields=(("mtp_num_hidden_layers", 3),)))
+    scan, (plan,) = planned_scan(tree, [Setting("v2", 3, architecture="QwenMTP", fields=(("mtp_num_hidden_layers", 3),))])
     assert plan.proposer is not None and plan.proposer[1] == "EagleStyleSpeculator"
     assert [s.forward_layer for s in plan.steps] == [0, 0, 0]
-    assert {s.verdict for s in plan.steps} == {"constant — eagle-style by design"}
+    # The constant is explained by the gate that never opens for QwenMTP: its MTP006 finding.
+    mtp006 = [f for f in scan.result.findings if f.rule == "MTP006" and any(c.name == "QwenMTP" for c in f.affected_classes)]
+    assert mtp006
+    assert {s.verdict for s in plan.steps} == {f"constant — gate never opens (MTP006 {mtp006[0].fingerprint})"}
     gate = next(d for d in plan.decisions if "use_multi_module_mtp" in d.condition)
     assert gate.value is False
 
@@ -233,7 +236,7 @@ def test_all_is_the_matrix_of_every_registered_mtp_architecture_and_runner(tree,
     r = run_cli("layers", str(tree), "--all", "--k", "2", "--runner", "v2", env=cache_env)
     assert r.returncode == 0, r.stderr
     assert "| `DeepMTPModel` | `DeepMTP` | V2 | `MultiModuleSpeculator` | 0,1 | -,- | threaded |" in r.stdout
-    assert "| `QwenMTP` | `QwenMTP` | V2 | `EagleStyleSpeculator` | 0,0 | -,- | constant — eagle-style by design |" in r.stdout
+    assert "| `QwenMTP` | `QwenMTP` | V2 | `EagleStyleSpeculator` | 0,0 | -,- | constant — gate never opens (MTP006 " in r.stdout
     r = run_cli("layers", str(tree), "--all", "--arch", "QwenMTP", env=cache_env)
     assert r.returncode == 2 and "leave out --arch" in r.stderr
 

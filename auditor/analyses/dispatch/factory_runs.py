@@ -31,7 +31,8 @@ class FactoryRuns(DispatchPart):
                 fields.update(self.provider.family_facts.family_fields(setting.architecture))
                 fields[field_name] = [setting.architecture]
             fields.update(dict(setting.fields))
-            return Obj(hf_label, fields, closed=True), [], notes
+            given = Obj(hf_label, fields, closed=True)
+            return self._derived(given, notes), [], notes
         data = json.loads(setting.target_config)
         hf = to_obj(hf_label, data)
         for k, v in setting.fields:
@@ -53,6 +54,28 @@ class FactoryRuns(DispatchPart):
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
         notes += ev.notes
         return hf, decisions, notes
+
+    def _derived(self, given: Obj, notes: list[str]) -> Obj:
+        """A given draft config with the fields vLLM's override code derives from it added
+        (vLLM runs the override over every draft config: ``n_predict`` from the layer count);
+        what was given, the architecture included, is kept as given. Fields the override's
+        paths would set differently are left out (unknown, not guessed)."""
+        ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        out = given
+        for okey in self.provider.location.overrides():
+            fn = self.index.function(okey)
+            if fn is None:
+                continue
+            params = [p.name for p in fn.params if p.name not in ("self", "cls")]
+            arg = self.roles["hf"] if self.roles["hf"] in params else (params[0] if params else self.roles["hf"])
+            p = ev.run_joined(okey, fn, {arg: copy.deepcopy(out)})
+            if p.raised or not isinstance(p.returned, Obj):
+                continue
+            added = {k: v for k, v in p.returned.fields.items()
+                     if k not in out.fields and not isinstance(v, (Unknown, Obj))}
+            if added:
+                out = Obj(out.label, {**out.fields, **added}, closed=True)
+        return out
 
     def world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
         r = self.roles

@@ -15,6 +15,9 @@ from .model import Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
 from .part import DispatchPart
 
+# The rule whose findings are gates that never open for a model (MTP006).
+GATE_RULE = "MTP006"
+
 
 class Planner(DispatchPart):
     def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
@@ -44,9 +47,31 @@ class Planner(DispatchPart):
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
             why = f"the drafter depends on {', '.join(deps) or 'an unknown branch'}: {proposer[1]} or {', '.join(c[1] for c in alternatives)}"
             steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value, why) for s in steps)
+        steps = self._gate_verdict(steps, proposer, model, decisions, findings)
         plan = Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
                     tuple(notes))
         return self._outcome(plan, hf)
+
+    @staticmethod
+    def _gate_verdict(steps: tuple[StepPlan, ...], proposer: ClassKey, model: ClassKey | None,
+                      decisions: list[DecisionRow], findings: Sequence[Finding]) -> tuple[StepPlan, ...]:
+        """A constant step explained by a gate that never opens for this model (an MTP006
+        finding: the gate reads a field the model's override never sets, and the per-step
+        drafter it guards was not built here) names that finding instead of "by design"."""
+        if model is None or not steps or any(s.verdict != Verdict.CONSTANT.value for s in steps):
+            return steps
+        closed = {d.condition for d in decisions if d.value is False}
+        for f in sorted(findings, key=lambda f: f.fingerprint):
+            if f.rule != GATE_RULE or f.callee == proposer[1]:
+                continue
+            if not any((c.path, c.name) == model for c in f.affected_classes):
+                continue
+            predicate = f.function.rpartition(".")[2]
+            if any(f"{predicate}(" in c for c in closed):
+                verdict = f"constant — gate never opens ({f.rule} {f.fingerprint})"
+                why = f"{f.rule} at {f.path}:{f.line} {f.function}: {f.message}"
+                return tuple(StepPlan(s.step, s.forward_layer, s.head_layer, verdict, f"{s.why}; {why}") for s in steps)
+        return steps
 
     def _outcome(self, plan: Plan, hf: Obj) -> Plan:
         """The plan, or the configuration's rejection, or the step an assert on the route
