@@ -94,6 +94,18 @@ class Plan:
     def raises_at_step(self) -> int | None:
         return self.step_raise.step if self.step_raise is not None else None
 
+    def outcome_json(self) -> dict[str, Any]:
+        """The outcome keys of the layers JSON contract (docs/layers.md)."""
+        r = self.step_raise
+        return {
+            "outcome": self.outcome,
+            "rejections": [{"path": x.path, "line": x.line, "function": x.function, "message": x.message, "when": x.when}
+                           for x in self.rejections],
+            "raises_at_step": self.raises_at_step,
+            "raise": None if r is None else {"step": r.step, "path": r.path, "line": r.line, "function": r.function,
+                                             "message": r.message},
+        }
+
 
 @dataclass(frozen=True)
 class Route:
