@@ -19,12 +19,12 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
-from auditor.model import Finding, Severity
+from auditor.model.findings import Finding, Severity
 
 if TYPE_CHECKING:
-    from auditor.analysis import Analysis
-    from auditor.autofix import Autofix
-    from auditor.suppress import SuppressionProblem
+    from auditor.analyses.analysis import Analysis
+    from auditor.fix.autofix import Autofix
+    from auditor.engine.suppress import SuppressionProblem
 
 Files = dict[str, str]
 

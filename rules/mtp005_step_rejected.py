@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from auditor.analysis import Analysis
-from auditor.index import ClassKey
-from auditor.model import ClassRef, Finding, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.index.index import ClassKey
+from auditor.model.findings import ClassRef, Finding, Severity
 
-from ._examples import draft_tree, wrapper
-from .base import Invalid, Rule, Valid
+from rules._examples import draft_tree, wrapper
+from rules.base import Invalid, Rule, Valid
 
 _NO_STEP_HEAD = wrapper(
     "return self.model(input_ids, positions, hidden_states, spec_step_idx)",

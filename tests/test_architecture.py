@@ -11,8 +11,8 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("auditor", "rules", "runtime_check")
 # The analysis engine: everything a scan runs, apart from the command line and reports.
-ENGINE = ("auditor.engine", "auditor.analysis", "auditor.analyses", "auditor.index", "auditor.facts",
-          "auditor.cache", "auditor.result_cache", "auditor.source", "auditor.model", "auditor.config")
+ENGINE = ("auditor.engine", "auditor.analyses", "auditor.index", "auditor.facts", "auditor.source", "auditor.model",
+          "auditor.common")
 
 
 def _module_name(path: Path) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from .analyses import (
+from . import (
     Analyses,
     CallProvider,
     CaptureProvider,
@@ -27,9 +27,9 @@ from .analyses import (
     ScopeProvider,
     TypeProvider,
 )
-from .config import Config
-from .index import FuncKey, Index
-from .model import ClassReachability, Hop
+from ..common.config import Config
+from ..index.index import FuncKey, Index
+from ..model.findings import ClassReachability, Hop
 
 P = TypeVar("P", bound=Provider)
 
@@ -98,7 +98,7 @@ class Analysis:
         examine (both may parse more files). The engine freezes the index after this.
         A platform plugin's monkeypatches are installed first, before any method is
         resolved."""
-        from .analyses import PluginProvider
+        from . import PluginProvider
 
         plugins = self.get(PluginProvider)
         plugins.install()

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
 
-from ..facts import (
+from ..facts.extract import (
     Chain,
     ModuleFacts,
     FunctionFact,
@@ -48,8 +48,8 @@ from ..facts import (
     Stmt,
     chain_of,
 )
-from ..index import ClassKey, FuncKey, SymbolKind
-from ..model import ClassReachability, Finding, Hop, LoopReach
+from ..index.index import ClassKey, FuncKey, SymbolKind
+from ..model.findings import ClassReachability, Finding, Hop, LoopReach
 from .base import Analyses, Provider
 from .loops import FORWARD_METHODS, LoopProvider, LoopResult, LoopSelection, StepKind
 from .partial_eval import (

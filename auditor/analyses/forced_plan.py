@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .analyses.dispatch import DispatchProvider, Plan
-from .analyses.loops import LoopSelection
-from .model import Finding
+from .dispatch import DispatchProvider, Plan
+from .loops import LoopSelection
+from ..model.findings import Finding
 
 # The rules whose findings mean "a function on the path drops the step it received".
 STEP_LOSING_RULES = ("MTP001", "MTP003")

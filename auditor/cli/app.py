@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional, Sequence, 
 
 import typer
 
-from . import __version__
-from .atomic import emit
-from .cli_options import (
+from .. import __version__
+from ..common.atomic import emit
+from .options import (
     PluginOpt,
     PluginReleaseOpt,
     registered_rules,
@@ -42,16 +42,16 @@ from .cli_options import (
     SelectOpt,
     WorkersOpt,
 )
-from .errors import AuditError, ConfigError, UsageError
-from .progress import Progress
+from ..common.errors import AuditError, ConfigError, UsageError
+from ..common.progress import Progress
 
 if TYPE_CHECKING:
     from rules.base import Rule
 
-    from .config import Config
-    from .engine import Scan
-    from .model import Finding, ScanResult
-    from .source import DirectoryTree, SourceTree
+    from ..common.config import Config
+    from ..engine.scan import Scan
+    from ..model.findings import Finding, ScanResult
+    from ..source.trees import DirectoryTree, SourceTree
 
 try:  # typer >= 0.24 carries its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -171,13 +171,13 @@ def _split(values: Optional[list[str]]) -> list[str]:
 
 
 def open_target(path: Optional[Path], installed: bool, release: Optional[str], cache_dir: Optional[Path], progress: Progress) -> "DirectoryTree":
-    from .source import DirectoryTree, locate_installed, locate_root
+    from ..source.trees import DirectoryTree, locate_installed, locate_root
 
     chosen = sum([path is not None, installed, release is not None])
     if chosen != 1:
         raise UsageError("give exactly one target: PATH, --installed or --release X.Y.Z")
     if release is not None:
-        from .fetch import fetch_release
+        from ..source.fetch import fetch_release
 
         root = fetch_release(release, cache_dir=cache_dir, progress=progress.interactive, log=progress.phase)
         return DirectoryTree(root, label=root.name)
@@ -190,7 +190,7 @@ def open_target(path: Optional[Path], installed: bool, release: Optional[str], c
 def load_settings(root: Optional[Path], config_path: Optional[Path], select: Optional[list[str]], ignore: Optional[list[str]]) -> "Config":
     """The configuration (``--config``, else ``root``'s pyproject.toml) with ``--select``/``--ignore``
     applied; every rule code in it is checked."""
-    from .config import load_config
+    from ..common.config import load_config
 
     if config_path is not None and not config_path.is_file():
         raise UsageError(f"configuration file not found: {config_path}")
@@ -226,8 +226,8 @@ def with_plugins(
         return tree
     import re
 
-    from .fetch import fetch_release, project_key
-    from .source import CombinedTree, Root, locate_plugin
+    from ..source.fetch import fetch_release, project_key
+    from ..source.trees import CombinedTree, Root, locate_plugin
 
     roots = [Root("vllm", tree, False)]
     for p in plugins or []:
@@ -260,11 +260,11 @@ def plugin_lint(path: Path, vllm: Optional[Path], vllm_release: Optional[str], c
         return None
     if vllm is not None and vllm_release is not None:
         raise UsageError("give one of --vllm PATH and --vllm-release X.Y.Z")
-    from .lint import repo_for
-    from .source import CombinedTree, DirectoryTree, Root, locate_plugin, locate_root
+    from ..services.lint import repo_for
+    from ..source.trees import CombinedTree, DirectoryTree, Root, locate_plugin, locate_root
 
     if vllm_release is not None:
-        from .fetch import fetch_release
+        from ..source.fetch import fetch_release
 
         host_tree = DirectoryTree(fetch_release(vllm_release, cache_dir=cache_dir, progress=progress.interactive, log=progress.phase),
                                   label=f"vllm-{vllm_release.lstrip('v')}")
@@ -286,7 +286,7 @@ def plugin_lint(path: Path, vllm: Optional[Path], vllm_release: Optional[str], c
 
 
 def cache_root(no_cache: bool, cache_dir: Optional[Path]) -> Optional[Path]:
-    from .paths import default_cache_dir
+    from ..common.paths import default_cache_dir
 
     return None if no_cache else (cache_dir or default_cache_dir())
 
@@ -308,9 +308,9 @@ def scan_target(
 ) -> "tuple[Scan, Config]":
     """Open the target (with any platform plugins), load the settings and scan;
     ``reuse_result``: an unchanged tree may return the cached result (no analysis object)."""
-    from .cache import FactsCache
-    from .engine import run_scan
-    from .result_cache import ResultCache
+    from ..facts.cache import FactsCache
+    from ..engine.scan import run_scan
+    from ..engine.result_cache import ResultCache
 
     progress = progress or Progress(quiet=True)
     vllm_tree = open_target(path, installed, release, cache_dir, progress)
@@ -332,7 +332,7 @@ def _apply_baseline(result: "ScanResult", baseline: Optional[Path], everything: 
     rule ran."""
     if baseline is None:
         return
-    from .suppress import apply_baseline, read_baseline
+    from ..engine.suppress import apply_baseline, read_baseline
 
     entries = read_baseline(baseline)
     remaining, _ = apply_baseline(result.findings, entries)
@@ -382,7 +382,7 @@ def scan(
     Scans a vLLM tree (PATH, --installed or --release) and reports every place a draft
     step index is dropped between the speculative draft loop and the MTP layer selection.
     Exit 1 when there are findings, 2 on bad input."""
-    from .output import render
+    from ..output import render
 
     scan_, cfg = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, Progress(quiet),
                              reuse_result=True, plugins=plugin, plugin_releases=plugin_release)
@@ -535,10 +535,10 @@ def lint(
     Both sides are analysed as whole trees. Exit 1 when the change introduces a finding
     at or above --fail-on, or when a changed file no longer parses (reported like a
     finding, rule MTP901)."""
-    from .cache import FactsCache
-    from .lint import fails, run_lint
-    from .model import Severity
-    from .output import render
+    from ..facts.cache import FactsCache
+    from ..services.lint import fails, run_lint
+    from ..model.findings import Severity
+    from ..output import render
 
     if base is None:
         raise UsageError("lint needs --base REF: the ref to compare with (e.g. --base origin/main)")
@@ -571,7 +571,7 @@ def baseline_create(
     config: ConfigOpt = None,
 ) -> None:
     """Write the current findings' ids to a baseline file."""
-    from .suppress import write_baseline
+    from ..engine.suppress import write_baseline
 
     scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, reuse_result=True)
     n = write_baseline(scan_.result.findings, output)
@@ -594,7 +594,7 @@ def fix(
 
     A libcst codemod: formatting and comments are kept, a call written one argument
     per line stays so."""
-    from .fix import apply_fixes, fixable_codes
+    from ..fix.codemod import apply_fixes, fixable_codes
 
     rules = registered_rules()
     fixable = set(fixable_codes(rules))
@@ -638,14 +638,14 @@ app.add_typer(releases_app, name="releases")
 
 
 def _mount() -> None:
-    from .cli_history import bisect_command, diff_command, history_command
-    from .releases_import import import_command
+    from .history import bisect_command, diff_command, history_command
+    from .releases import import_command
 
     command("import", releases_app)(import_command)
     command("history")(history_command)
     command("diff")(diff_command)
     command("bisect")(bisect_command)
-    from .layers_cli import layers_command
+    from .layers import layers_command
 
     command("layers")(layers_command)
     try:

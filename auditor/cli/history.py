@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .atomic import emit
-from .cli_options import (
+from ..common.atomic import emit
+from .options import (
     registered_rules,
     BisectFormat,
     CacheDirOpt,
@@ -23,14 +23,14 @@ from .cli_options import (
 )
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .progress import Progress
+    from ..common.config import Config
+    from ..common.progress import Progress
 
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Report format: text, markdown, html or json.")]
 
 
 def _settings(config: Optional[Path], no_cache: bool, cache_dir: Optional[Path]) -> "tuple[Config, Optional[Path]]":
-    from .cli import cache_root, load_settings
+    from .app import cache_root, load_settings
 
     return load_settings(None, config, [], []), cache_root(no_cache, cache_dir)
 
@@ -57,9 +57,9 @@ def history_command(
     runner: Annotated[Optional[str], typer.Option("--runner", metavar="v1|v2", help="With --layers: one runner (default both).")] = None,
 ) -> None:
     """Findings of every release tag: introduced, fixed, kept."""
-    from .history import run_history
-    from .history_report import render
-    from .progress import Progress
+    from ..services.history import run_history
+    from ..output.history import render
+    from ..common.progress import Progress
 
     cfg, cache = _settings(config, no_cache, cache_dir)
     progress = Progress(quiet)
@@ -75,9 +75,9 @@ def history_command(
 def _layer_history(repo: Path, start: Optional[str], end: Optional[str], tags: Optional[str], pre: bool, format: ReportFormat,
                    output: Optional[Path], progress: "Progress", cfg: "Config", cache: Optional[Path], workers: Optional[int],
                    layers: bool, k: Optional[int], layer_count: Optional[int], runner: Optional[str]) -> None:
-    from .errors import UsageError
-    from .history.layers import render, run_layer_history
-    from .layers_cli import RUNNERS
+    from ..common.errors import UsageError
+    from ..services.history.layers import render, run_layer_history
+    from .layers import RUNNERS
 
     if not layers:
         raise UsageError("--k, --layer-count and --runner go with --layers")
@@ -108,9 +108,9 @@ def diff_command(
 
     Lists the findings B introduced and fixed compared with A, and counts those that
     stay. A and B may be tags, versions (0.22.1 for v0.22.1), branches or commits."""
-    from .history import run_diff
-    from .history_report import render
-    from .progress import Progress
+    from ..services.history import run_diff
+    from ..output.history import render
+    from ..common.progress import Progress
 
     cfg, cache = _settings(config, no_cache, cache_dir)
     hist = run_diff(repo, base, head, cfg, cache, workers, Progress(quiet), rules=registered_rules())
@@ -135,9 +135,9 @@ def bisect_command(
     """Find the commit that introduced or fixed a finding.
 
     A binary search between --good and --bad, reading commits from git objects."""
-    from .history import run_bisect
-    from .history_report import render_bisect
-    from .progress import Progress
+    from ..services.history import run_bisect
+    from ..output.history import render_bisect
+    from ..common.progress import Progress
 
     cfg, cache = _settings(config, no_cache, cache_dir)
     res = run_bisect(repo, fingerprint, good, bad, cfg, cache, workers, Progress(quiet), rules=registered_rules())

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import typer
 
-from .analyses.dispatch import DispatchProvider, Plan, Setting
-from .analysis import Analysis
-from .forced_plan import ForcedPlan, forced_plan
-from .errors import UsageError
+from ..analyses.dispatch import DispatchProvider, Plan, Setting
+from ..analyses.analysis import Analysis
+from ..analyses.forced_plan import ForcedPlan, forced_plan
+from ..common.errors import UsageError
 
 if TYPE_CHECKING:
-    from .cache import FactsCache
-    from .config import Config
-    from .engine import RuleClass
-    from .source import SourceTree
+    from ..facts.cache import FactsCache
+    from ..common.config import Config
+    from ..engine.scan import RuleClass
+    from ..source.trees import SourceTree
 
 LAYERS_FORMAT_VERSION = 1
 RUNNERS = ("v1", "v2")
@@ -355,7 +355,7 @@ def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleCla
                      forced: bool = True) -> tuple[list[Plan], list[ForcedPlan | None]]:
     """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
     the model step i; see :mod:`auditor.forced_plan`)."""
-    from .engine import run_scan
+    from ..engine.scan import run_scan
 
     settings: list[Setting] = []
 
@@ -377,17 +377,18 @@ class RenderedCache:
     """``layers`` documents of unchanged trees (``<cache>/layers/``); a miss is recomputed."""
 
     def __init__(self, root: Optional[Path]) -> None:
-        from .result_cache import KeyedFiles
+        from ..engine.result_cache import KeyedFiles
 
         self.files = KeyedFiles(root, "layers", ".txt")
 
     @staticmethod
     def key(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], question: str) -> str:
-        from .engine import rule_files, tree_digest
-        from .result_cache import result_key
+        from ..engine.scan import rule_files, tree_digest
+        from ..engine.result_cache import result_key
 
-        return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg, rule_files(rules),
-                          [r.code for r in rules])
+        # The document is planned and rendered here: this module's source is part of the key.
+        return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg,
+                          [*rule_files(rules), Path(__file__)], [r.code for r in rules])
 
     def get(self, key: str) -> Optional[str]:
         return self.files.read(key)
@@ -418,11 +419,11 @@ def layers_command(
     plugin_release: Optional[list[str]] = typer.Option(None, "--plugin-release", metavar="NAME==VERSION", help="Download a platform plugin's source distribution and plan with it; repeatable."),
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
-    from .atomic import emit
-    from .cache import FactsCache
-    from .cli import cache_root, load_settings, open_target, with_plugins
-    from .cli_options import registered_rules
-    from .progress import Progress
+    from ..common.atomic import emit
+    from ..facts.cache import FactsCache
+    from .app import cache_root, load_settings, open_target, with_plugins
+    from .options import registered_rules
+    from ..common.progress import Progress
 
     if all_:
         if arch is not None or hf_config is not None:

@@ -15,11 +15,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import __version__
-from .atomic import write_atomic
-from .config import Config
-from .facts import FACTS_VERSION
-from .model import ScanResult
+from .. import __version__
+from ..common.atomic import write_atomic
+from ..common.config import Config
+from ..facts.extract import FACTS_VERSION
+from ..model.findings import ScanResult
+
+
+# Packages and modules of ``auditor/`` that cannot change a scan's result.
+# (A cache of rendered documents adds its renderer's file to its own key.)
+REPORT_ONLY_PACKAGES = ("cli", "output", "fix")
+REPORT_ONLY_MODULES = ("common/progress.py", "source/fetch.py", "source/releases.py", "services/lint.py",
+                       "services/history/__init__.py", "services/history/bisect.py", "services/history/compare.py",
+                       "services/history/scan.py")
 
 
 @lru_cache(maxsize=1)
@@ -31,11 +39,10 @@ def tool_digest() -> str:
     rules' own files are added by :func:`result_key`.
     """
     h = hashlib.sha256(f"mtp-audit:{__version__}:{FACTS_VERSION}\0".encode())
-    here = Path(__file__).resolve().parent
-    skip = {"history_report.py", "cli.py", "cli_options.py", "cli_history.py", "progress.py",
-            "releases_import.py", "fetch.py", "lint.py", "fix.py", "autofix.py"}
+    here = Path(__file__).resolve().parent.parent
     for p in sorted(here.rglob("*.py")):
-        if p.name in skip or p.parent.name in ("output", "history"):
+        rel = p.relative_to(here).as_posix()
+        if rel.split("/", 1)[0] in REPORT_ONLY_PACKAGES or rel in REPORT_ONLY_MODULES:
             continue
         _add_file(h, p, here)
     return h.hexdigest()[:20]

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, TypeVar, runtime_checkable
 
-from .analysis import Analysis
-from .cache import FactsCache
-from .config import Config
-from .index import Index, default_workers
-from .model import Finding, ScanResult, Severity
+from ..analyses.analysis import Analysis
+from ..facts.cache import FactsCache
+from ..common.config import Config
+from ..index.index import Index, default_workers
+from ..model.findings import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
-from .source import SourceTree
+from ..source.trees import SourceTree
 from .suppress import SuppressionProblem, apply_suppressions, parse_suppressions
 
 if TYPE_CHECKING:
@@ -166,8 +166,8 @@ def run_scan(
 
 def _name_roots(tree: SourceTree, result: ScanResult) -> None:
     """Issue 13: a scan with platform plugins names the root of every finding's path."""
-    from .model import ScanRoot
-    from .source import CombinedTree
+    from ..model.findings import ScanRoot
+    from ..source.trees import CombinedTree
 
     if not isinstance(tree, CombinedTree):
         return

@@ -17,9 +17,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Collection, Iterable, Optional
 
-from .atomic import write_atomic
-from .errors import UsageError
-from .model import Finding
+from ..common.atomic import write_atomic
+from ..common.errors import UsageError
+from ..model.findings import Finding
 
 MARKER = b"mtp-audit:"
 _COMMENT = re.compile(r"#\s*mtp-audit:\s*ignore\[([^\]]*)\]\s*(.*)$")

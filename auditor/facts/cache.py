@@ -22,9 +22,9 @@ from pathlib import Path
 
 import msgspec
 
-from . import __version__
-from .atomic import write_atomic
-from .facts import FACTS_VERSION, ModuleFacts
+from .. import __version__
+from ..common.atomic import write_atomic
+from .extract import FACTS_VERSION, ModuleFacts
 
 
 @lru_cache(maxsize=1)

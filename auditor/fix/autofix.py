@@ -9,10 +9,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Sequence
 
-from .model import Finding
+from ..model.findings import Finding
 
 if TYPE_CHECKING:
-    from .analysis import Analysis
+    from ..analyses.analysis import Analysis
 
 
 class Autofix(ABC):
@@ -51,7 +51,7 @@ class ThreadStepFix(Autofix):
         return "the call site could not be located"
 
     def rewrite(self, source: str, findings: Sequence[Finding], line_limit: int = 88) -> str:
-        from .fix import thread_step
+        from .codemod import thread_step
 
         by_param: dict[str, dict[str, list[tuple[int, int]]]] = {}
         for f in findings:

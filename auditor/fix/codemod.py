@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from .atomic import write_atomic
+from ..common.atomic import write_atomic
 from .autofix import Autofix
-from .engine import Scan
-from .model import Finding
+from ..engine.scan import Scan
+from ..model.findings import Finding
 
 if TYPE_CHECKING:
-    from .engine import RuleClass
+    from ..engine.scan import RuleClass
 
 
 

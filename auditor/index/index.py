@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Iterable, Iterator
 
-from .cache import FactsCache, content_key
-from .config import Config
-from .facts import Chain, ClassFact, FunctionFact, ModuleFacts, extract
-from .model import Problem
-from .source import FileTooLarge, SourceTree
-from .suppress import MARKER
+from ..facts.cache import FactsCache, content_key
+from ..common.config import Config
+from ..facts.extract import Chain, ClassFact, FunctionFact, ModuleFacts, extract
+from ..model.findings import Problem
+from ..source.trees import FileTooLarge, SourceTree
+from ..engine.suppress import MARKER
 
 # A class or function is identified by (path, qualname): the same class name in
 # several files (platform copies) stays distinct.

@@ -228,7 +228,7 @@ class ScanResult:
         return self
 
     def to_json(self) -> dict[str, Any]:
-        from . import __version__
+        from .. import __version__
 
         return {
             "version": JSON_SCHEMA_VERSION,

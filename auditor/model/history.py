@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..model import Finding, ScanResult
+from .findings import Finding, ScanResult
 
 
 @dataclass

@@ -20,9 +20,9 @@ import json
 import re
 from typing import Any, Optional
 
-from . import __version__
-from .history import BisectResult, Delta, History, Release, by_rule
-from .model import Finding
+from .. import __version__
+from ..services.history import BisectResult, Delta, History, Release, by_rule
+from ..model.findings import Finding
 
 HISTORY_FORMAT_VERSION = 1
 FORMATS = ("text", "markdown", "html", "json")

@@ -20,15 +20,15 @@ from typing import Callable, Optional, Sequence
 
 import git
 
-from .cache import FactsCache
-from .config import Config
-from .engine import RuleClass, run_scan
-from .errors import GitError, UsageError
-from .gittree import GitTree, NoVllmInTree
-from .model import Finding, ScanResult, Severity
-from .progress import Progress
-from .result_cache import ResultCache
-from .source import DirectoryTree, SourceTree
+from ..facts.cache import FactsCache
+from ..common.config import Config
+from ..engine.scan import RuleClass, run_scan
+from ..common.errors import GitError, UsageError
+from ..source.gittree import GitTree, NoVllmInTree
+from ..model.findings import Finding, ScanResult, Severity
+from ..common.progress import Progress
+from ..engine.result_cache import ResultCache
+from ..source.trees import DirectoryTree, SourceTree
 
 
 @dataclass
@@ -158,7 +158,7 @@ def unparsable_changes(tree: SourceTree, result: ScanResult, changed: list[str])
 
     The scan parses only the files the analysis reaches, so a changed file it skipped is
     parsed here (``ast.parse``: the code is read, never run)."""
-    from .index import decode_source
+    from ..index.index import decode_source
 
     present = set(tree.python_files())
     problems = {p.path: p for p in result.problems}

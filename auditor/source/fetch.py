@@ -43,8 +43,8 @@ from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import FetchError
-from .paths import default_cache_dir
+from ..common.errors import FetchError
+from ..common.paths import default_cache_dir
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple"

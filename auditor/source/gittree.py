@@ -17,8 +17,8 @@ import git
 from gitdb.exc import BadName, BadObject
 from packaging.version import InvalidVersion, Version
 
-from .errors import GitError
-from .source import MAX_FILE_BYTES, FileTooLarge
+from ..common.errors import GitError
+from .trees import MAX_FILE_BYTES, FileTooLarge
 
 PACKAGE = "vllm"
 

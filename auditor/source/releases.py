@@ -26,17 +26,15 @@ import stat
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Callable, Optional
 
 import git
-import typer
 from git.index.fun import write_tree_from_cache
 from git.index.typ import BaseIndexEntry, IndexEntry
 from gitdb.base import IStream
 from packaging.version import InvalidVersion, Version
 
-from .cli_options import CacheDirOpt, QuietOpt
-from .errors import GitError
+from ..common.errors import GitError
 from .fetch import parse_version, fetch_release, release_metadata
 from .gittree import open_repo
 
@@ -266,25 +264,3 @@ def import_releases(
 ) -> list[str]:
     """Import releases into the repository at ``into``; return the tags created (skips excluded)."""
     return run_import(versions, into, cache_dir, progress).created
-
-
-def import_command(
-    versions: Annotated[
-        list[str], typer.Argument(metavar="VERSION...", show_default=False, help="Release versions to import, e.g. 0.9.2 0.10.0")
-    ],
-    into: Annotated[
-        Path, typer.Option("--into", metavar="DIR", show_default=False, help="Repository directory to create or append to (a bare git repo).")
-    ],
-    cache_dir: CacheDirOpt = None,
-    quiet: QuietOpt = False,
-) -> None:
-    """Build (or extend) a git repository with one tagged commit per vLLM release sdist."""
-    from .progress import Progress
-
-    progress = Progress(quiet)
-    result = run_import(versions, into, cache_dir, progress=progress.interactive, log=progress.phase)
-    for tag in result.skipped:
-        typer.echo(f"skipped {tag} (tag exists)")
-    for tag in result.created:
-        typer.echo(f"created {tag} {result.commits[tag][:12]}")
-    typer.echo(f"{into}: {len(result.created)} created, {len(result.skipped)} skipped")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .errors import UsageError
+from ..common.errors import UsageError
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # generated files beyond this are listed, not parsed
 

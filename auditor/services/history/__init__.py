@@ -21,10 +21,10 @@ the same rule, file and function with another callee. Paired findings persist
 document is described in ``auditor/HISTORY_FORMAT.md``.
 """
 
-from ..result_cache import ResultCache
+from ...engine.result_cache import ResultCache
 from .bisect import run_bisect
 from .compare import by_rule, compare, identity
-from .model import BisectResult, Delta, History, Release
+from ...model.history import BisectResult, Delta, History, Release
 from .scan import DEFAULT_PRE_PATTERN, DEFAULT_TAG_PATTERN, Scanner, resolve_ref, run_diff, run_history, scan_refs, select_tags
 
 __all__ = [

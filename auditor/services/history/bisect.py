@@ -6,16 +6,16 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..config import Config
-from ..errors import GitError, UsageError
-from ..gittree import PACKAGE, commits_between
-from ..model import Finding
-from ..progress import Progress
+from ...common.config import Config
+from ...common.errors import GitError, UsageError
+from ...source.gittree import PACKAGE, commits_between
+from ...model.findings import Finding
+from ...common.progress import Progress
 
 if TYPE_CHECKING:
-    from ..engine import RuleClass
+    from ...engine.scan import RuleClass
 from .compare import find, identity
-from .model import BisectResult
+from ...model.history import BisectResult
 from .scan import Scanner, resolve_ref
 
 

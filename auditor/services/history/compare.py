@@ -6,8 +6,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Optional
 
-from ..model import Finding
-from .model import Delta
+from ...model.findings import Finding
+from ...model.history import Delta
 
 
 def identity(f: Finding) -> tuple[str, str, str]:

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from ..config import Config
-from ..gittree import PACKAGE, GitTree, NoVllmInTree, resolve_commit
-from ..progress import Progress
-from ..result_cache import KeyedFiles, result_key
+from ...common.config import Config
+from ...source.gittree import PACKAGE, GitTree, NoVllmInTree, resolve_commit
+from ...common.progress import Progress
+from ...engine.result_cache import KeyedFiles, result_key
 from .scan import Scanner, select_tags
 
 if TYPE_CHECKING:
-    from ..analyses.dispatch import Plan
-    from ..engine import RuleClass
+    from ...analyses.dispatch import Plan
+    from ...engine.scan import RuleClass
 
 LAYER_HISTORY_FORMAT_VERSION = 1
 #: bump when what a cached entry holds changes (part of the cache key)
@@ -186,7 +186,7 @@ class PlanCache:
 
 def plan_key(tree_id: str, config: Config, rules: Sequence["RuleClass"], k: int, layers: int,
              runners: Sequence[str], platform: str, method: str) -> str:
-    from ..engine import rule_files
+    from ...engine.scan import rule_files
 
     enabled = [r.code for r in rules if config.rule_enabled(r.code)]
     scan = result_key(tree_id, config, rule_files(rules), enabled)
@@ -215,7 +215,7 @@ def run_layer_history(
     platform: str = "cuda",
     method: str = "mtp",
 ) -> LayerHistory:
-    from ..layers_cli import matrix_settings, plan_tree
+    from ...cli.layers import matrix_settings, plan_tree
 
     started = time.perf_counter()
     scanner = Scanner(repo, config, cache_dir, workers, rules=rules)
@@ -353,7 +353,7 @@ def to_html(hist: LayerHistory) -> str:
     """One self-contained page in the style of ``layers --all --format html``: a row per
     architecture x runner, a cell per release, green when forward and head layers follow
     the step, yellow when only the forward layer does."""
-    from ..layers_cli import HEATMAP_CSS
+    from ...cli.layers import HEATMAP_CSS
 
     def e(text: object) -> str:
         return html.escape(str(text), quote=True)

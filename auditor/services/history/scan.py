@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import git
 from packaging.version import Version
 
-from ..cache import FactsCache
-from ..config import Config
-from ..errors import GitError, UsageError
-from ..gittree import PACKAGE, GitTree, NoVllmInTree, tag_version, is_shallow, list_release_tags, open_repo, resolve_commit
-from ..progress import Progress
+from ...facts.cache import FactsCache
+from ...common.config import Config
+from ...common.errors import GitError, UsageError
+from ...source.gittree import PACKAGE, GitTree, NoVllmInTree, tag_version, is_shallow, list_release_tags, open_repo, resolve_commit
+from ...common.progress import Progress
 
 if TYPE_CHECKING:
-    from ..engine import RuleClass
-from ..result_cache import ResultCache
+    from ...engine.scan import RuleClass
+from ...engine.result_cache import ResultCache
 from .compare import compare
-from .model import Delta, History, Release
+from ...model.history import Delta, History, Release
 
 #: default --tags pattern: final releases, including 4-part and .postN versions (v0.10.1.1)
 DEFAULT_TAG_PATTERN = r"^v\d+\.\d+\.\d+(\.\d+|\.post\d+)?$"
@@ -61,7 +61,7 @@ class Scanner:
 
     def release(self, ref: str) -> Release:
         """Scan ``ref``; a tree without ``vllm/`` gives a skipped Release, not an error."""
-        from ..engine import run_scan
+        from ...engine.scan import run_scan
 
         commit = resolve_commit(self.repo, ref)
         rel = Release(
