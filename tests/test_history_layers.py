@@ -15,7 +15,8 @@ import pytest
 from test_history import assert_one_line_error, commit, invoke
 
 from auditor.common.errors import UsageError
-from auditor.services.history.layers import PlanCache, render, run_layer_history
+from auditor.output.layer_history import render
+from auditor.services.history.layers import PlanCache, run_layer_history
 from rules import all_rules
 from rules.mtp006_gate_reads_other_field import _tree
 

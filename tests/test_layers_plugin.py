@@ -14,7 +14,7 @@ from scan_helpers import write_tree
 from auditor.analyses.dispatch import Plan, Setting
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
-from auditor.cli.layers import plan_tree
+from auditor.services.layers import plan_tree
 from auditor.source.trees import CombinedTree, DirectoryTree, Root, locate_plugin
 from rules import all_rules
 from rules.mtp006_gate_reads_other_field import _tree

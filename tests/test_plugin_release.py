@@ -210,7 +210,7 @@ def test_plugin_scan_is_deterministic():
 @lru_cache(maxsize=None)
 def ascend_plans() -> tuple:
     from auditor.analyses.dispatch import Setting
-    from auditor.cli.layers import plan_tree
+    from auditor.services.layers import plan_tree
 
     root = fetch_release(PLUGIN_VERSION, release_cache_dir(), progress=False, project=PLUGIN)
     tree = CombinedTree([Root("vllm", _vllm_tree(), False), Root(PLUGIN, locate_plugin(root, name=PLUGIN), True)])

@@ -1,19 +1,23 @@
-"""The ``history``, ``diff`` and ``bisect`` commands (mounted by :mod:`auditor.cli`)."""
+"""``mtp-audit history``, ``diff`` and ``bisect``: findings across the releases and commits
+of a git repository (:mod:`auditor.services.history`), rendered by
+:mod:`auditor.output.history` and :mod:`auditor.output.layer_history`."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from ..common.atomic import emit
+from ..common.progress import Progress
 from .options import (
-    registered_rules,
     BisectFormat,
     CacheDirOpt,
     ConfigOpt,
     ExitZeroOpt,
+    HistoryKOpt,
+    HistoryLayerCountOpt,
+    HistoryRunnerOpt,
     NoCacheOpt,
     OutputOpt,
     QuietOpt,
@@ -22,17 +26,7 @@ from .options import (
     WorkersOpt,
 )
 
-if TYPE_CHECKING:
-    from ..common.config import Config
-    from ..common.progress import Progress
-
 ReportFormatOpt = Annotated[ReportFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Report format: text, markdown, html or json.")]
-
-
-def _settings(config: Optional[Path], no_cache: bool, cache_dir: Optional[Path]) -> "tuple[Config, Optional[Path]]":
-    from .app import cache_root, load_settings
-
-    return load_settings(None, config, [], []), cache_root(no_cache, cache_dir)
 
 
 def history_command(
@@ -52,43 +46,30 @@ def history_command(
     config: ConfigOpt = None,
     workers: WorkersOpt = None,
     layers: Annotated[bool, typer.Option("--layers", help="Since when step i reaches MTP layer i, per architecture and runner (instead of findings).")] = False,
-    k: Annotated[Optional[int], typer.Option("--k", min=2, max=64, help="With --layers: num_speculative_tokens (default 3).")] = None,
-    layer_count: Annotated[Optional[int], typer.Option("--layer-count", min=2, max=64, help="With --layers: the layer count each model is given (default 3).")] = None,
-    runner: Annotated[Optional[str], typer.Option("--runner", metavar="v1|v2", help="With --layers: one runner (default both).")] = None,
+    k: HistoryKOpt = None,
+    layer_count: HistoryLayerCountOpt = None,
+    runner: HistoryRunnerOpt = None,
 ) -> None:
     """Findings of every release tag: introduced, fixed, kept."""
-    from ..services.history import run_history
-    from ..output.history import render
-    from ..common.progress import Progress
+    from ..services.history import history_settings, run_history, run_layer_history_asked
 
-    cfg, cache = _settings(config, no_cache, cache_dir)
+    cfg, cache = history_settings(config, no_cache, cache_dir)
     progress = Progress(quiet)
     if layers or k is not None or layer_count is not None or runner is not None:
-        _layer_history(repo, start, end, tags, pre, format, output, progress, cfg, cache, workers, layers, k, layer_count, runner)
+        from ..output.layer_history import render as render_layers
+
+        layer_hist = run_layer_history_asked(repo, start, end, tags, pre, cfg, cache, workers, progress, layers, k, layer_count, runner)
+        emit(render_layers(layer_hist, format.value), output)
+        t = layer_hist.timing
+        progress.line(f"{len(layer_hist.releases)} releases in {t['seconds']:.1f}s ({t['scanned']} planned, {t['from_cache']} from cache)")
         return
+    from ..output.history import render
+    from ..services.settings import registered_rules
+
     hist = run_history(repo, start, end, tags, pre, cfg, cache, workers, progress, rules=registered_rules())
     emit(render(hist, format.value), output)
     t = hist.timing
     progress.line(f"{len(hist.releases)} releases in {t['seconds']:.1f}s ({t['scanned']} scanned, {t['from_cache']} from cache)")
-
-
-def _layer_history(repo: Path, start: Optional[str], end: Optional[str], tags: Optional[str], pre: bool, format: ReportFormat,
-                   output: Optional[Path], progress: "Progress", cfg: "Config", cache: Optional[Path], workers: Optional[int],
-                   layers: bool, k: Optional[int], layer_count: Optional[int], runner: Optional[str]) -> None:
-    from ..common.errors import UsageError
-    from ..services.history.layers import render, run_layer_history
-    from .layers import RUNNERS
-
-    if not layers:
-        raise UsageError("--k, --layer-count and --runner go with --layers")
-    if runner is not None and runner not in RUNNERS:
-        raise UsageError(f"--runner takes {' or '.join(RUNNERS)}, got {runner!r}")
-    hist = run_layer_history(repo, start, end, tags, pre, cfg, cache, workers, progress, rules=registered_rules(),
-                             k=3 if k is None else k, layers=3 if layer_count is None else layer_count,
-                             runners=(runner,) if runner else RUNNERS)
-    emit(render(hist, format.value), output)
-    t = hist.timing
-    progress.line(f"{len(hist.releases)} releases in {t['seconds']:.1f}s ({t['scanned']} planned, {t['from_cache']} from cache)")
 
 
 def diff_command(
@@ -108,11 +89,11 @@ def diff_command(
 
     Lists the findings B introduced and fixed compared with A, and counts those that
     stay. A and B may be tags, versions (0.22.1 for v0.22.1), branches or commits."""
-    from ..services.history import run_diff
     from ..output.history import render
-    from ..common.progress import Progress
+    from ..services.history import history_settings, run_diff
+    from ..services.settings import registered_rules
 
-    cfg, cache = _settings(config, no_cache, cache_dir)
+    cfg, cache = history_settings(config, no_cache, cache_dir)
     hist = run_diff(repo, base, head, cfg, cache, workers, Progress(quiet), rules=registered_rules())
     emit(render(hist, format.value), output)
     delta = hist.deltas[-1]
@@ -135,10 +116,10 @@ def bisect_command(
     """Find the commit that introduced or fixed a finding.
 
     A binary search between --good and --bad, reading commits from git objects."""
-    from ..services.history import run_bisect
     from ..output.history import render_bisect
-    from ..common.progress import Progress
+    from ..services.history import history_settings, run_bisect
+    from ..services.settings import registered_rules
 
-    cfg, cache = _settings(config, no_cache, cache_dir)
+    cfg, cache = history_settings(config, no_cache, cache_dir)
     res = run_bisect(repo, fingerprint, good, bad, cfg, cache, workers, Progress(quiet), rules=registered_rules())
     emit(render_bisect(res, format.value), output)

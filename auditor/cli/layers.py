@@ -1,468 +1,59 @@
 """``mtp-audit layers``: which MTP layer runs at each draft step, for one model and one
-configuration, per runner — with the dispatch decisions that lead there.
-
-The command is mounted from :mod:`auditor.cli`; the analysis is
-:class:`auditor.analyses.dispatch.DispatchProvider`. The JSON form is documented and
-versioned in ``docs/layers.md``.
-"""
+configuration, per runner — with the dispatch decisions that lead there. The work is
+:func:`auditor.services.layers.layers_document`; the JSON form is documented and
+versioned in ``docs/layers.md``."""
 
 from __future__ import annotations
 
-import difflib
-import json
-from enum import Enum
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
-
-import typer
-
-from ..analyses.dispatch import DispatchProvider, Plan, Setting
-from ..analyses.analysis import Analysis
-from ..analyses.forced_plan import ForcedPlan, forced_plan
-from ..common.errors import UsageError
-
-if TYPE_CHECKING:
-    from ..facts.cache import FactsCache
-    from ..common.config import Config
-    from ..engine.scan import RuleClass
-    from ..source.trees import SourceTree
-
-LAYERS_FORMAT_VERSION = 1
-RUNNERS = ("v1", "v2")
-
-
-class LayersFormat(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
-
-
-class Runner(str, Enum):
-    v1 = "v1"
-    v2 = "v2"
-
-
-class Platform(str, Enum):
-    cuda = "cuda"
-    rocm = "rocm"
-    xpu = "xpu"
-    cpu = "cpu"
-
-
-def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
-    """``FIELD=VALUE``: the value is read as JSON (3, true, null, [..]) or else as a string."""
-    out: list[tuple[str, Any]] = []
-    for item in values:
-        name, sep, raw = item.partition("=")
-        name = name.strip()
-        if not sep or not name.isidentifier():
-            raise UsageError(f"--set takes FIELD=VALUE (a Python identifier, '='), got {item!r}")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        out.append((name, value))
-    return tuple(out)
-
-
-def read_hf_config(path: Path) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text)
-    except OSError as exc:
-        raise UsageError(f"cannot read --hf-config {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"--hf-config {path} is not a JSON file: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"--hf-config {path} must hold a JSON object (a model's config.json)")
-    return text
-
-
-def check_architecture(dispatch: DispatchProvider, arch: str) -> None:
-    known = dispatch.architectures()
-    if arch in known:
-        return
-    close = difflib.get_close_matches(arch, known, n=5, cutoff=0.4)
-    hint = f"closest registered: {', '.join(close)}" if close else f"{len(known)} are registered (see `layers --all`)"
-    raise UsageError(f"unknown draft architecture {arch!r}; {hint}")
-
-
-# -- rendering -----------------------------------------------------------------------
-
-
-def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None) -> dict[str, Any]:
-    s = plan.setting
-    doc = {
-        "version": LAYERS_FORMAT_VERSION,
-        "root": tree_label,
-        "runner": s.runner,
-        "method": s.method,
-        "k": s.k,
-        "platform": s.platform,
-        "architecture": plan.architecture,
-        "proposer": None if plan.proposer is None else {"class": plan.proposer[1], "path": plan.proposer[0]},
-        "proposer_site": None if plan.proposer_site is None else {"path": plan.proposer_site.path, "line": plan.proposer_site.line,
-                                                                   "function": plan.proposer_site.function},
-        "loop": None if plan.loop is None else {"path": plan.loop.path, "line": plan.loop.line, "function": plan.loop.function},
-        "model_class": None if plan.model_class is None else {"class": plan.model_class[1], "path": plan.model_class[0]},
-        "num_mtp_layers": plan.num_mtp_layers,
-        "layer_count_field": plan.layer_field,
-        "steps": [
-            {"step": st.step, "forward_layer": st.forward_layer, "head_layer": st.head_layer, "verdict": st.verdict, "why": st.why}
-            for st in plan.steps
-        ],
-        "decisions": [
-            {"path": d.path, "line": d.line, "function": d.function, "condition": d.condition, "value": d.value,
-             "fields": list(d.fields), "depends_on": d.depends_on}
-            for d in plan.decisions
-        ],
-        "alternatives": [{"class": c[1], "path": c[0]} for c in plan.alternatives],
-        "notes": list(plan.notes),
-    }
-    # The forced view (auditor/forced_plan.py): what runs when the loop hands the model step i.
-    doc["forced"] = None if forced is None else {
-        "why": forced.why,
-        "steps": [{"step": f.step, "forward_layer": f.forward_layer, "head_layer": f.head_layer} for f in forced.steps],
-    }
-    return doc
-
-
-def _value(v: bool | None) -> str:
-    return "unknown" if v is None else str(v)
-
-
-def _layer(v: int | None) -> str:
-    return "-" if v is None else str(v)
-
-
-def render_text(plans: list[Plan], tree_label: str) -> str:
-    out: list[str] = []
-    for plan in plans:
-        s = plan.setting
-        out.append(f"{tree_label} · runner {s.runner} · method {s.method} · K={s.k} · {plan.architecture or '?'} · platform {s.platform}")
-        if plan.proposer is None:
-            out.append("  drafter:     none built for this configuration")
-        else:
-            site = f", built at {plan.proposer_site.path}:{plan.proposer_site.line}" if plan.proposer_site else ""
-            out.append(f"  drafter:     {plan.proposer[1]} ({plan.proposer[0]}{site})")
-            for c in plan.alternatives:
-                out.append(f"               or {c[1]} ({c[0]}) — an unknown branch decides")
-        if plan.loop is not None:
-            out.append(f"  loop:        {plan.loop.function} ({plan.loop.path}:{plan.loop.line})")
-        if plan.model_class is not None:
-            n = "unknown number of" if plan.num_mtp_layers is None else str(plan.num_mtp_layers)
-            via = f" ({plan.layer_field})" if plan.layer_field else ""
-            out.append(f"  model class: {plan.model_class[1]} ({plan.model_class[0]}); {n} MTP layers{via}")
-        if plan.steps:
-            out.append("  step  forward  head  verdict")
-            for st in plan.steps:
-                out.append(f"  {st.step:<5} {_layer(st.forward_layer):<8} {_layer(st.head_layer):<5} {st.verdict}")
-            whys = list(dict.fromkeys(st.why for st in plan.steps))
-            if len(whys) == 1:
-                out.append(f"  why: {whys[0]}")
-            else:
-                out += [f"  why (step {st.step}): {st.why}" for st in plan.steps]
-        if plan.decisions:
-            out.append("  decisions:")
-            for d in plan.decisions:
-                reads = f"  [reads {', '.join(d.fields)}]" if d.fields else ""
-                dep = f" (depends on {d.depends_on})" if d.value is None and d.depends_on else ""
-                out.append(f"    {d.path}:{d.line} {d.function}: {d.condition} -> {_value(d.value)}{dep}{reads}")
-        for note in plan.notes:
-            out.append(f"  note: {note}")
-        out.append("")
-    return "\n".join(out)
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def render_markdown(plans: list[Plan], tree_label: str) -> str:
-    out: list[str] = []
-    for plan in plans:
-        s = plan.setting
-        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={s.k}, method {s.method}, platform {s.platform}")
-        out.append("")
-        drafter = f"`{plan.proposer[1]}` (`{plan.proposer[0]}`)" if plan.proposer else "none"
-        out.append(f"- drafter: {drafter}")
-        if plan.loop is not None:
-            out.append(f"- loop: `{plan.loop.function}` (`{plan.loop.path}:{plan.loop.line}`)")
-        if plan.model_class is not None:
-            out.append(f"- model class: `{plan.model_class[1]}` (`{plan.model_class[0]}`), "
-                       f"{_layer(plan.num_mtp_layers)} MTP layers ({plan.layer_field or '?'})")
-        out.append("")
-        out.append("| step | forward layer | head layer | verdict | why |")
-        out.append("|---:|---:|---:|---|---|")
-        for st in plan.steps:
-            out.append(f"| {st.step} | {_layer(st.forward_layer)} | {_layer(st.head_layer)} | {_md(st.verdict)} | {_md(st.why)} |")
-        if plan.decisions:
-            out.append("")
-            out.append("| where | condition | value | reads |")
-            out.append("|---|---|---|---|")
-            for d in plan.decisions:
-                out.append(f"| `{d.path}:{d.line}` | `{_md(d.condition)}` | {_value(d.value)} | {_md(', '.join(d.fields))} |")
-        out.append("")
-    return "\n".join(out)
-
-
-HEATMAP_CSS = """
-:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --soft:#f6f8fa; }
-body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg);
-       margin: 0 auto; padding: 24px; max-width: 1320px; }
-h1 { font-size: 22px; margin: 0 0 4px; } .muted { color: var(--muted); }
-code { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-table { border-collapse: collapse; margin: 8px 0 16px; }
-th, td { border: 1px solid var(--line); padding: 3px 7px; text-align: left; vertical-align: middle; }
-th { background: var(--soft); font-weight: 600; }
-td.cell { text-align: center; min-width: 44px; font-variant-numeric: tabular-nums; }
-td.cell small { color: #444; }
-.threaded { background: #aceebb; } .constant { background: #eaeef2; } .lost { background: #ffcecb; }
-.unknown { background: #fff8c5; } .none { background: #ffffff; color: var(--muted); }
-.legend span { display: inline-block; padding: 1px 8px; margin-right: 6px; border: 1px solid var(--line); }
-"""
-
-
-def _verdict_class(verdict: str) -> str:
-    for name in ("threaded", "constant", "lost", "unknown"):
-        if verdict.startswith(name):
-            return name
-    return "none"
-
-
-def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) -> str:
-    """A self-contained heat map: one row per architecture, per runner one cell per draft
-    step (forward layer, head layer below), coloured by verdict; the why is the cell's title."""
-    import html
-
-    def e(text: object) -> str:
-        return html.escape(str(text), quote=True)
-
-    runners = list(dict.fromkeys(p.setting.runner for p in plans))
-    by_arch: dict[str, dict[str, Plan]] = {}
-    for p in plans:
-        by_arch.setdefault(p.architecture or "?", {})[p.setting.runner] = p
-    count = f", {layers} layers" if layers is not None else ""
-    out = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>mtp-audit layers: {e(tree_label)}</title>", f"<style>{HEATMAP_CSS}</style>", "</head><body>",
-        f"<h1>Which MTP layer runs at each draft step — {e(tree_label)}</h1>",
-        f'<p class="muted">K={k}{e(count)} · each cell: forward layer, head layer below ("-": one shared head) · '
-        "hover a cell for why</p>",
-        '<p class="legend"><span class="threaded">threaded</span><span class="constant">constant — eagle-style</span>'
-        '<span class="lost">lost at a finding</span><span class="unknown">unknown</span></p>',
-        '<table id="layers"><thead><tr><th rowspan="2">architecture</th><th rowspan="2">model class</th>',
-    ]
-    out += [f'<th colspan="{k + 1}">{e(r.upper())}</th>' for r in runners]
-    out.append("</tr><tr>")
-    for _r in runners:
-        out.append("<th>drafter</th>" + "".join(f"<th>step {i}</th>" for i in range(k)))
-    out.append("</tr></thead><tbody>")
-    for arch in sorted(by_arch):
-        row = by_arch[arch]
-        first = next(iter(row.values()))
-        model = first.model_class[1] if first.model_class else "?"
-        cells = [f"<td><code>{e(arch)}</code></td><td><code>{e(model)}</code></td>"]
-        for r in runners:
-            plan = row.get(r)
-            if plan is None:
-                cells.append(f'<td class="none" colspan="{k + 1}">—</td>')
-                continue
-            cells.append(f"<td><code>{e(plan.proposer[1] if plan.proposer else 'none')}</code></td>")
-            for i in range(k):
-                st = plan.steps[i] if i < len(plan.steps) else None
-                if st is None:
-                    cells.append('<td class="cell none">—</td>')
-                    continue
-                cells.append(
-                    f'<td class="cell {_verdict_class(st.verdict)}" title="{e(st.verdict + ": " + st.why)}">'
-                    f"{_layer(st.forward_layer)}<br><small>{_layer(st.head_layer)}</small></td>"
-                )
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table></body></html>")
-    return "\n".join(out) + "\n"
-
-
-def render(plans: list[Plan], fmt: LayersFormat, tree_label: str, forced: list[ForcedPlan | None] | None = None) -> str:
-    if fmt is LayersFormat.html:
-        return render_html(plans, tree_label, plans[0].setting.k if plans else 0, None)
-    if fmt is LayersFormat.json:
-        fs = forced or [None] * len(plans)
-        docs = [plan_json(p, tree_label, f) for p, f in zip(plans, fs)]
-        doc: dict[str, Any] = docs[0] if len(docs) == 1 else {"version": LAYERS_FORMAT_VERSION, "plans": docs}
-        return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    if fmt is LayersFormat.markdown:
-        return render_markdown(plans, tree_label)
-    return render_text(plans, tree_label)
-
-
-def _short(plan: Plan) -> tuple[str, str, str, str]:
-    fw = ",".join(_layer(st.forward_layer) for st in plan.steps)
-    hd = ",".join(_layer(st.head_layer) for st in plan.steps)
-    verdicts = list(dict.fromkeys(st.verdict for st in plan.steps))
-    return (plan.proposer[1] if plan.proposer else "none"), fw, hd, "; ".join(verdicts)
-
-
-def render_matrix(plans: list[Plan], fmt: LayersFormat, tree_label: str, k: int, layers: int,
-                  forced: list[ForcedPlan | None] | None = None) -> str:
-    """Every registered MTP architecture x runner, one row each."""
-    if fmt is LayersFormat.html:
-        return render_html(plans, tree_label, k, layers)
-    if fmt is LayersFormat.json:
-        doc = {"version": LAYERS_FORMAT_VERSION, "root": tree_label, "k": k, "layers": layers,
-               "plans": [plan_json(p, tree_label, f) for p, f in zip(plans, forced or [None] * len(plans))]}
-        return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    out = [f"{tree_label}: every registered MTP architecture, K={k}, {layers} layers (set on each model's layer-count field)", ""]
-    out.append("| architecture | model class | runner | drafter | forward layer per step | head layer per step | verdict |")
-    out.append("|---|---|---|---|---|---|---|")
-    for p in plans:
-        drafter, fw, hd, verdict = _short(p)
-        cls = f"`{p.model_class[1]}`" if p.model_class else "?"
-        out.append(f"| `{p.architecture}` | {cls} | {p.setting.runner.upper()} | `{drafter}` | {fw} | {hd} | {_md(verdict)} |")
-    return "\n".join(out) + "\n"
-
-
-# -- the command -----------------------------------------------------------------------
-
-
-def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: Any) -> list[Plan]:
-    return [dispatch.plan(s, findings) for s in settings]
-
-
-def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str = "mtp",
-                    platform: str = "cuda", fields: tuple[tuple[str, Any], ...] = ()) -> list[Setting]:
-    """``--all``: every registered MTP architecture x runner, each given ``layers`` on its
-    own layer-count field."""
-    settings: list[Setting] = []
-    for name, _cls in dispatch.mtp_architectures():
-        count = dispatch.layer_count_field(name, platform)
-        extra = ((count, layers),) if count else ()
-        settings.extend(Setting(r, k, method, platform, name, extra + fields) for r in runners)
-    return settings
-
-
-def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
-              choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None) -> list[Plan]:
-    """Scan ``tree`` and plan the settings ``choose`` picks. Exploring a drafter may parse
-    more files: the plans are made once while the index still loads, then again with the
-    scan's findings (everything is memoised by then)."""
-    return plan_tree_forced(tree, cfg, rules, facts, choose, workers, forced=False)[0]
-
-
-def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
-                     choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None,
-                     forced: bool = True) -> tuple[list[Plan], list[ForcedPlan | None]]:
-    """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
-    the model step i; see :mod:`auditor.forced_plan`)."""
-    from ..engine.scan import run_scan
-
-    settings: list[Setting] = []
-
-    def plan_before_freeze(analysis: Analysis) -> None:
-        dispatch = analysis.get(DispatchProvider)
-        settings.extend(choose(dispatch))
-        for s in settings:
-            dispatch.plan(s)
-
-    scan = run_scan(tree, cfg, rules, facts, workers, before_freeze=plan_before_freeze)
-    assert scan.analysis is not None
-    dispatch = scan.analysis.get(DispatchProvider)
-    plans = make_plans(dispatch, settings, scan.result.findings)
-    views: list[ForcedPlan | None] = [forced_plan(dispatch, p, scan.result.findings) if forced else None for p in plans]
-    return plans, views
-
-
-class RenderedCache:
-    """``layers`` documents of unchanged trees (``<cache>/layers/``); a miss is recomputed."""
-
-    def __init__(self, root: Optional[Path]) -> None:
-        from ..engine.result_cache import KeyedFiles
-
-        self.files = KeyedFiles(root, "layers", ".txt")
-
-    @staticmethod
-    def key(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], question: str) -> str:
-        from ..engine.scan import rule_files, tree_digest
-        from ..engine.result_cache import result_key
-
-        # The document is planned and rendered here: this module's source is part of the key.
-        return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg,
-                          [*rule_files(rules), Path(__file__)], [r.code for r in rules])
-
-    def get(self, key: str) -> Optional[str]:
-        return self.files.read(key)
-
-    def put(self, key: str, text: str) -> None:
-        self.files.write(key, text)
+from .options import (
+    AllOpt,
+    ArchOpt,
+    CacheDirOpt,
+    ConfigOpt,
+    HfConfigOpt,
+    KOpt,
+    LayerCountOpt,
+    LayersFormat,
+    LayersFormatOpt,
+    MethodOpt,
+    NoCacheOpt,
+    OutputOpt,
+    PathArg,
+    PlanInstalledOpt,
+    PlanPluginOpt,
+    PlanPluginReleaseOpt,
+    PlanReleaseOpt,
+    PlatformOpt,
+    RunnerOpt,
+    SetOpt,
+)
 
 
 def layers_command(
-    path: Optional[Path] = typer.Argument(None, help="vLLM repository root (holding vllm/) or the vllm package directory."),
-    installed: bool = typer.Option(False, "--installed", help="The vLLM installed in this Python environment (not imported)."),
-    release: Optional[str] = typer.Option(None, "--release", metavar="X.Y.Z", help="A vLLM release's source distribution."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="A registered draft architecture (e.g. DeepSeekMTPModel)."),
-    hf_config: Optional[Path] = typer.Option(None, "--hf-config", help="The target model's config.json: vLLM's override code picks the draft."),
-    k: Optional[int] = typer.Option(None, "--k", min=1, max=64, help="num_speculative_tokens (with --all: default 3)."),
-    all_: bool = typer.Option(False, "--all", help="Every registered MTP architecture x runner (the matrix)."),
-    layers: int = typer.Option(3, "--layers", min=1, max=64, help="With --all: the layer count each model is given."),
-    runner: Optional[Runner] = typer.Option(None, "--runner", help="v1 or v2 (default: both)."),
-    method: str = typer.Option("mtp", "--method", help="speculative method."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", metavar="FIELD=VALUE", help="A draft hf-config field (repeatable)."),
-    platform: Platform = typer.Option(Platform.cuda, "--platform", help="Which per-platform model copy is imported."),
-    format: LayersFormat = typer.Option(LayersFormat.text, "--format", "-f"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to a file instead of stdout."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache directory (default: $MTP_AUDIT_CACHE_DIR or ~/.cache/mtp-audit)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the per-file analysis cache."),
-    config: Optional[Path] = typer.Option(None, "--config", help="pyproject.toml with a [tool.mtp-audit] table."),
-    plugin: Optional[list[Path]] = typer.Option(None, "--plugin", metavar="PLUGIN_ROOT", help="Plan with this platform plugin (its repository or sdist root, or package directory): its runner's own dispatch decides; repeatable."),
-    plugin_release: Optional[list[str]] = typer.Option(None, "--plugin-release", metavar="NAME==VERSION", help="Download a platform plugin's source distribution and plan with it; repeatable."),
+    path: PathArg = None,
+    installed: PlanInstalledOpt = False,
+    release: PlanReleaseOpt = None,
+    arch: ArchOpt = None,
+    hf_config: HfConfigOpt = None,
+    k: KOpt = None,
+    all_: AllOpt = False,
+    layers: LayerCountOpt = 3,
+    runner: RunnerOpt = None,
+    method: MethodOpt = "mtp",
+    set_: SetOpt = None,
+    platform: PlatformOpt = "cuda",
+    format: LayersFormatOpt = LayersFormat.text,
+    output: OutputOpt = None,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    config: ConfigOpt = None,
+    plugin: PlanPluginOpt = None,
+    plugin_release: PlanPluginReleaseOpt = None,
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
     from ..common.atomic import emit
-    from ..facts.cache import FactsCache
-    from .app import cache_root, load_settings, open_target, with_plugins
-    from .options import registered_rules
-    from ..common.progress import Progress
+    from ..services.layers import layers_document
 
-    if all_:
-        if arch is not None or hf_config is not None:
-            raise UsageError("--all plans every registered architecture: leave out --arch and --hf-config")
-        k = 3 if k is None else k
-    elif (arch is None) == (hf_config is None):
-        raise UsageError("give exactly one of --arch DRAFT_ARCH or --hf-config config.json (or --all)")
-    if k is None:
-        raise UsageError("give --k K (num_speculative_tokens)")
-    steps: int = k
-    fields = parse_set(set_ or [])
-    target = read_hf_config(hf_config) if hf_config is not None else None
-    vllm_tree = open_target(path, installed, release, cache_dir, Progress(quiet=True))
-    cfg = load_settings(getattr(vllm_tree, "root", None), config, None, None)
-    tree = with_plugins(vllm_tree, plugin, plugin_release, cache_dir, Progress(quiet=True))
-    runners = [runner.value] if runner is not None else list(RUNNERS)
-
-    def choose(dispatch: DispatchProvider) -> list[Setting]:
-        if all_:
-            return matrix_settings(dispatch, runners, steps, layers, method, platform.value, fields)
-        if arch is not None:
-            check_architecture(dispatch, arch)
-        return [Setting(r, steps, method, platform.value, arch, fields, target) for r in runners]
-
-    rules = registered_rules()
-    root = cache_root(no_cache, cache_dir)
-    # An unchanged tree asked the same question gives the same document: keep it, keyed like a
-    # scan's cached result (tree, tool, rules, configuration) plus everything asked here.
-    question = json.dumps(
-        {"all": all_, "arch": arch, "target": target, "k": steps, "layers": layers, "runners": runners, "method": method,
-         "platform": platform.value, "set": [list(f) for f in fields], "format": format.value, "label": tree.label},
-        sort_keys=True, default=str,
-    )
-    cached = RenderedCache(root)
-    key = cached.key(tree, cfg, rules, question)
-    text = cached.get(key)
-    if text is None:
-        plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose)
-        text = (render_matrix(plans, format, tree.label, steps, layers, forced) if all_
-                else render(plans, format, tree.label, forced))
-        cached.put(key, text)
+    text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
+                           format.value, cache_dir, no_cache, config, plugin, plugin_release)
     emit(text, output)

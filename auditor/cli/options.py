@@ -1,28 +1,19 @@
 """Options and arguments shared by the ``mtp-audit`` commands, declared once (``Annotated`` style).
 
-Every command takes its shared parameters from here, so that an option is spelled,
-described and validated the same way wherever it appears.
+Every command takes its parameters from here, so that an option is spelled, described and
+validated the same way wherever it appears. The runners and platforms a plan can be asked
+for come from the configuration (``[tool.mtp-audit]`` ``dispatch_factories`` and
+``platform_dirs``), checked once the target's configuration is loaded; the help shows the
+defaults.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
-
-if TYPE_CHECKING:
-    from rules.base import Rule
-
-
-def registered_rules() -> "list[type[Rule]]":
-    """The rules this tool runs. The command line's only call to the rule registry: the
-    engine is handed this list, and every list of known codes (validation, `rules`,
-    error messages) comes from here."""
-    from rules import all_rules
-
-    return all_rules()
 
 PathArg = Annotated[
     Optional[Path],
@@ -104,3 +95,61 @@ class FailOn(str, Enum):
 
 
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Report format: text, json, sarif or github.")]
+
+
+class LayersFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def _choices(names: tuple[str, ...]) -> str:
+    return "<" + "|".join(names) + ">"
+
+
+def _defaults() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    from ..common.config import Config
+
+    cfg = Config()
+    return cfg.runners(), cfg.platforms()
+
+
+RUNNERS, PLATFORMS = _defaults()
+
+# `layers`: the question asked of the dispatch analysis.
+PlanInstalledOpt = Annotated[bool, typer.Option("--installed", help="The vLLM installed in this Python environment (not imported).")]
+PlanReleaseOpt = Annotated[Optional[str], typer.Option("--release", metavar="X.Y.Z", help="A vLLM release's source distribution.")]
+ArchOpt = Annotated[Optional[str], typer.Option("--arch", help="A registered draft architecture (e.g. DeepSeekMTPModel).")]
+HfConfigOpt = Annotated[
+    Optional[Path], typer.Option("--hf-config", help="The target model's config.json: vLLM's override code picks the draft.")
+]
+KOpt = Annotated[Optional[int], typer.Option("--k", min=1, max=64, help="num_speculative_tokens (with --all: default 3).")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Every registered MTP architecture x runner (the matrix).")]
+LayerCountOpt = Annotated[int, typer.Option("--layers", min=1, max=64, help="With --all: the layer count each model is given.")]
+RunnerOpt = Annotated[
+    Optional[str], typer.Option("--runner", metavar=_choices(RUNNERS), help=f"{' or '.join(RUNNERS)} (default: both).")
+]
+MethodOpt = Annotated[str, typer.Option("--method", help="speculative method.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", metavar="FIELD=VALUE", help="A draft hf-config field (repeatable).")]
+PlatformOpt = Annotated[
+    str, typer.Option("--platform", metavar=_choices(PLATFORMS), help="Which per-platform model copy is imported.")
+]
+LayersFormatOpt = Annotated[LayersFormat, typer.Option("--format", "-f")]
+PlanPluginOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--plugin", metavar="PLUGIN_ROOT", help="Plan with this platform plugin (its repository or sdist root, or package directory): its runner's own dispatch decides; repeatable."),
+]
+PlanPluginReleaseOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--plugin-release", metavar="NAME==VERSION", help="Download a platform plugin's source distribution and plan with it; repeatable."),
+]
+
+# `history --layers`
+HistoryKOpt = Annotated[Optional[int], typer.Option("--k", min=2, max=64, help="With --layers: num_speculative_tokens (default 3).")]
+HistoryLayerCountOpt = Annotated[
+    Optional[int], typer.Option("--layer-count", min=2, max=64, help="With --layers: the layer count each model is given (default 3).")
+]
+HistoryRunnerOpt = Annotated[
+    Optional[str], typer.Option("--runner", metavar="|".join(RUNNERS), help="With --layers: one runner (default both).")
+]

@@ -8,9 +8,13 @@ from typing import Annotated
 
 import typer
 
+from .app import command, group
 from .options import CacheDirOpt, QuietOpt
 
+app = group("Build a git repository of vLLM releases from their sdists.")
 
+
+@command("import", app)
 def import_command(
     versions: Annotated[
         list[str], typer.Argument(metavar="VERSION...", show_default=False, help="Release versions to import, e.g. 0.9.2 0.10.0")

@@ -74,6 +74,14 @@ class Config:
     ignore: list[str] = field(default_factory=list)
     severity: dict[str, str] = field(default_factory=dict)
 
+    def runners(self) -> tuple[str, ...]:
+        """The model runners a plan can be asked for: those with drafter factories."""
+        return tuple(self.dispatch_factories)
+
+    def platforms(self) -> tuple[str, ...]:
+        """The platforms a plan can be asked for: those with per-platform model copies."""
+        return tuple(self.platform_dirs)
+
     def rule_enabled(self, code: str) -> bool:
         if self.select and not any(code.startswith(s) for s in self.select):
             return False

@@ -1,7 +1,7 @@
 """What a rule declares to repair its findings (``Rule.autofix``), as Fixit rules do.
 
 Kept free of libcst so that declaring a fix costs nothing at scan time; the codemods
-themselves live in :mod:`auditor.fix` and are imported when a fix is applied.
+themselves live in :mod:`auditor.fix.codemod` and are imported when a fix is applied.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Autofix: a libcst codemod that threads the step through a dropping wrapper (MTP001).
+"""The libcst codemod that threads the step through a dropping wrapper (MTP001 autofix).
 
 For each MTP001 finding the function that drops the step
 
@@ -11,43 +11,15 @@ one argument per line stays so; when the added argument would make a line longer
 the project's line length (``[tool.ruff]``/``[tool.black]`` ``line-length``, else 88),
 it goes on a line of its own, or every argument does. A fix is refused, with the reason, when some
 callee the call can reach cannot take the parameter (the fix would create MTP005),
-and a file is never written if the result does not parse.
+and a file is never written if the result does not parse (:mod:`auditor.services.fix`).
 """
 
 from __future__ import annotations
 
-import ast
-import difflib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
-
-from ..common.atomic import write_atomic
-from .autofix import Autofix
-from ..engine.scan import Scan
-from ..model.findings import Finding
-
-if TYPE_CHECKING:
-    from ..engine.scan import RuleClass
-
-
-
-@dataclass
-class FixReport:
-    changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (old, new)
-    refused: list[tuple[Finding, str]] = field(default_factory=list)
-    fixed: list[Finding] = field(default_factory=list)
-
-    def diff(self) -> str:
-        out: list[str] = []
-        for path, (old, new) in sorted(self.changed.items()):
-            out.extend(
-                difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}")
-            )
-        return "".join(out)
 
 
 class _ThreadStep(cst.CSTTransformer):
@@ -284,62 +256,3 @@ def thread_step(source: str, param: str, targets: dict[str, list[tuple[int, int]
     when the source cannot be rewritten."""
     module = cst.parse_module(source)
     return MetadataWrapper(module).visit(_ThreadStep(param, targets, source, limit, module.default_indent)).code
-
-
-def fixable_codes(rules: Sequence["RuleClass"]) -> dict[str, Autofix]:
-    """The rules that declare an autofix, by code."""
-    return {r.code: r.autofix for r in rules if r.autofix is not None}
-
-
-def apply_fixes(
-    scan: Scan, root: Path, rules: Sequence["RuleClass"], select: set[str] | None = None, write: bool = True
-) -> FixReport:
-    report = FixReport()
-    analysis = scan.analysis
-    if analysis is None:
-        raise ValueError("apply_fixes needs a scan with its analysis (not a cached result)")
-    fixes = fixable_codes(rules)
-    limit = line_limit(root)
-    plans: dict[str, list[Finding]] = {}
-    for f in scan.result.findings:
-        if f.rule in fixes and not f.suppressed and (not select or f.rule in select):
-            plans.setdefault(f.path, []).append(f)
-    for path, findings in sorted(plans.items()):
-        chosen: list[Finding] = []
-        for f in findings:
-            reason = fixes[f.rule].refusal(analysis, f)
-            if reason:
-                report.refused.append((f, reason))
-            else:
-                chosen.append(f)
-        if not chosen:
-            continue
-        full = root / path
-        try:
-            old = full.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            report.refused.extend((f, f"cannot read {path}: {exc}") for f in chosen)
-            continue
-        new = old
-        try:
-            for code in sorted({f.rule for f in chosen}):
-                new = fixes[code].rewrite(new, [f for f in chosen if f.rule == code], limit)
-        except Exception as exc:  # libcst cannot parse/transform: refuse rather than guess
-            report.refused.extend((f, f"libcst could not rewrite {path}: {type(exc).__name__}") for f in chosen)
-            continue
-        try:
-            ast.parse(new)
-        except SyntaxError as exc:
-            report.refused.extend((f, f"the rewritten file would not parse ({exc.msg}); left unchanged") for f in chosen)
-            continue
-        if new == old:
-            continue
-        if write:
-            try:
-                write_atomic(full, new)
-            except OSError as exc:
-                report.refused.extend((f, f"cannot write {path}: {exc.strerror or exc}") for f in chosen)
-                continue
-        report.changed[path] = (old, new)
-        report.fixed.extend(chosen)
-    return report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -85,3 +86,9 @@ class BisectResult:
         }
 
 
+def by_rule(findings: list[Finding]) -> dict[str, int]:
+    """How many findings each rule has, by rule code."""
+    counts: dict[str, int] = defaultdict(int)
+    for f in findings:
+        counts[f.rule] += 1
+    return dict(sorted(counts.items()))

@@ -1,6 +1,6 @@
-"""Reports for :class:`~auditor.history.History`: ``text``, ``markdown``, ``html``, ``json``.
+"""Reports for :class:`~auditor.model.history.History`: ``text``, ``markdown``, ``html``, ``json``.
 
-* ``json`` — the documented document (``auditor/HISTORY_FORMAT.md``).
+* ``json`` — the documented document (``auditor/output/HISTORY_FORMAT.md``).
 * ``markdown`` — GitHub-flavoured: tables and lists only, no HTML.
 * ``html`` — ONE self-contained file: inline CSS, a few lines of inline JS and an inline
   SVG chart generated here; nothing is fetched (no URL appears in the file).
@@ -21,8 +21,9 @@ import re
 from typing import Any, Optional
 
 from .. import __version__
-from ..services.history import BisectResult, Delta, History, Release, by_rule
+from ..model.history import BisectResult, Delta, History, Release, by_rule
 from ..model.findings import Finding
+from .dispatch import render_as
 
 HISTORY_FORMAT_VERSION = 1
 FORMATS = ("text", "markdown", "html", "json")
@@ -31,15 +32,8 @@ YES, NO = "✓", "✗"
 
 
 def render(hist: History, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(to_json(hist), indent=2, ensure_ascii=False) + "\n"
-    if fmt == "markdown":
-        return to_markdown(hist)
-    if fmt == "html":
-        return to_html(hist)
-    if fmt == "text":
-        return to_text(hist)
-    raise ValueError(f"unknown history format {fmt!r}")
+    return render_as({"json": lambda h: json.dumps(to_json(h), indent=2, ensure_ascii=False) + "\n",
+                      "markdown": to_markdown, "html": to_html, "text": to_text}, hist, fmt, "history")
 
 
 # --------------------------------------------------------------------------- shared views

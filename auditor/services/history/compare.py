@@ -55,13 +55,6 @@ def compare(base: list[Finding], head: list[Finding], base_ref: Optional[str] = 
     return delta
 
 
-def by_rule(findings: list[Finding]) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for f in findings:
-        counts[f.rule] += 1
-    return dict(sorted(counts.items()))
-
-
 def find(findings: list[Finding], fingerprint: str, ident: Optional[tuple[str, str, str]] = None) -> Optional[Finding]:
     for f in findings:
         if f.fingerprint == fingerprint:
