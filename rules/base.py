@@ -24,7 +24,7 @@ from auditor.model.findings import Finding, Severity
 if TYPE_CHECKING:
     from auditor.analyses.analysis import Analysis
     from auditor.fix.autofix import Autofix
-    from auditor.engine.suppress import SuppressionProblem
+    from auditor.facts.suppressions import SuppressionProblem
 
 Files = dict[str, str]
 

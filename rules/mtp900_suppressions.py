@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from auditor.model.findings import Finding, Hop, Severity
-from auditor.engine.suppress import ProblemKind, SuppressionProblem
+from auditor.facts.suppressions import ProblemKind, SuppressionProblem
 
 from rules._examples import wrapper
 from rules.base import Invalid, SuppressionRule, Valid

@@ -24,7 +24,7 @@ def baseline_create(
     config: ConfigOpt = None,
 ) -> None:
     """Write the current findings' ids to a baseline file."""
-    from ..engine.suppress import write_baseline
+    from ..services.baseline import write_baseline
     from ..services.scan import scan_target
 
     scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, reuse_result=True)

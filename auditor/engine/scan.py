@@ -29,7 +29,8 @@ from ..index.index import Index, default_workers
 from ..model.findings import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
 from ..source.trees import SourceTree
-from .suppress import SuppressionProblem, apply_suppressions, parse_suppressions
+from ..facts.suppressions import SuppressionProblem, parse_suppressions
+from .suppress import apply_suppressions
 
 if TYPE_CHECKING:
     from rules.base import Rule

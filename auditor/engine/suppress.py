@@ -1,4 +1,4 @@
-"""Inline suppressions (``# mtp-audit: ignore[MTP002] reason``) and baselines.
+"""Inline suppressions (``# mtp-audit: ignore[MTP002] reason``) applied to a scan's findings.
 
 A suppression comment applies to a finding when it stands on the finding's line or
 on the ``def`` line of the function the finding is in. A reason is required: a
@@ -10,57 +10,12 @@ All three reports use rule code MTP900.
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
-from enum import Enum
-from pathlib import Path
-from typing import Any, Collection, Iterable, Optional
+from typing import Collection, Iterable, Optional
 
-from ..common.atomic import write_atomic
-from ..common.errors import UsageError
+from ..facts.suppressions import ProblemKind, Suppression, SuppressionProblem
 from ..model.findings import Finding
 
-MARKER = b"mtp-audit:"
-_COMMENT = re.compile(r"#\s*mtp-audit:\s*ignore\[([^\]]*)\]\s*(.*)$")
-
-
-@dataclass
-class Suppression:
-    path: str
-    line: int
-    codes: tuple[str, ...]
-    reason: str
-    used: bool = False
-
-
-def parse_suppressions(path: str, text: str) -> list[Suppression]:
-    out = []
-    for i, line in enumerate(text.splitlines(), 1):
-        if "mtp-audit:" not in line:
-            continue
-        m = _COMMENT.search(line)
-        if not m:
-            continue
-        codes = tuple(c.strip().upper() for c in m.group(1).split(",") if c.strip())
-        out.append(Suppression(path, i, codes, m.group(2).strip()))
-    return out
-
-
-class ProblemKind(str, Enum):
-    UNKNOWN_CODE = "unknown"
-    MISSING_REASON = "reason"
-    UNUSED = "unused"
-
-
-@dataclass(frozen=True)
-class SuppressionProblem:
-    """A suppression comment that is wrong: the suppression rule (MTP900) reports these."""
-
-    suppression: Suppression
-    kind: ProblemKind
-    unknown_codes: tuple[str, ...] = ()  # for UNKNOWN_CODE: the codes no rule has
-    known_codes: tuple[str, ...] = ()  # ... and the ones that exist
+__all__ = ["apply_suppressions"]
 
 
 def apply_suppressions(
@@ -96,42 +51,3 @@ def apply_suppressions(
         elif not s.used:
             problems.append(SuppressionProblem(s, ProblemKind.UNUSED))
     return problems
-
-
-# ---------------------------------------------------------------------------
-# baselines
-BASELINE_VERSION = 1
-
-
-def write_baseline(findings: list[Finding], path: Path) -> int:
-    entries = sorted(
-        ({"fingerprint": f.fingerprint, "rule": f.rule, "path": f.path, "function": f.function} for f in findings if not f.suppressed),
-        key=lambda e: (e["path"], e["rule"], e["fingerprint"]),
-    )
-    doc = {"version": BASELINE_VERSION, "tool": "mtp-audit", "findings": entries}
-    try:
-        write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    except OSError as exc:
-        raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
-    return len(entries)
-
-
-def read_baseline(path: Path) -> list[dict[str, Any]]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"baseline file not found: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"baseline {path} is not a mtp-audit baseline: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("version") != BASELINE_VERSION or not isinstance(doc.get("findings"), list):
-        raise UsageError(f"baseline {path} is not a mtp-audit baseline (version {BASELINE_VERSION})")
-    return [e for e in doc["findings"] if isinstance(e, dict) and isinstance(e.get("fingerprint"), str)]
-
-
-def apply_baseline(findings: list[Finding], entries: list[dict[str, Any]]) -> tuple[list[Finding], list[dict[str, Any]]]:
-    """Drop findings recorded in the baseline; return (remaining, baseline entries now fixed)."""
-    known = {e["fingerprint"] for e in entries}
-    present = {f.fingerprint for f in findings}
-    remaining = [f for f in findings if f.fingerprint not in known]
-    fixed = [e for e in entries if e["fingerprint"] not in present]
-    return remaining, fixed

@@ -21,7 +21,7 @@ from ..common.config import Config
 from ..facts.extract import Chain, ClassFact, FunctionFact, ModuleFacts, extract
 from ..model.findings import Problem
 from ..source.trees import FileTooLarge, SourceTree
-from ..engine.suppress import MARKER
+from ..facts.suppressions import MARKER
 
 # A class or function is identified by (path, qualname): the same class name in
 # several files (platform copies) stays distinct.

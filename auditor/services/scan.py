@@ -61,7 +61,7 @@ def apply_baseline(result: "ScanResult", baseline: Optional[Path], everything: "
     (``everything``: all of its findings, not only the reported ones) and its rule ran."""
     if baseline is None:
         return []
-    from ..engine.suppress import apply_baseline as hide, read_baseline
+    from .baseline import apply_baseline as hide, read_baseline
 
     entries = read_baseline(baseline)
     remaining, _ = hide(result.findings, entries)
