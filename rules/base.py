@@ -19,7 +19,7 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
-from auditor.model.findings import Finding, Severity
+from auditor.model.findings import Finding, Meaning, Severity
 
 if TYPE_CHECKING:
     from auditor.analyses.analysis import Analysis
@@ -55,6 +55,8 @@ class Rule:
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
     autofix: ClassVar["Autofix | None"] = None
+    # What every finding of this rule means for the step (analyses read this, never codes).
+    meaning: ClassVar[Meaning | None] = None
 
     @classmethod
     def doc(cls) -> str:

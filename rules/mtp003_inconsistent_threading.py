@@ -6,7 +6,7 @@ from typing import Iterable
 
 from auditor.analyses import StepKind
 from auditor.analyses.analysis import Analysis
-from auditor.model.findings import ClassRef, Finding, Severity
+from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
 from rules._examples import draft_tree, wrapper
 from rules.base import Invalid, Rule, Valid
@@ -36,6 +36,7 @@ class InconsistentThreading(Rule):
     code = "MTP003"
     name = "inconsistent-threading"
     severity = Severity.ERROR
+    meaning = Meaning.STEP_LOST
     summary = "Draft loop passes spec_step_idx to some draft-model entries but not to others"
 
     VALID = [

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from auditor.analyses.analysis import Analysis
 from auditor.index.index import ClassKey
-from auditor.model.findings import ClassRef, Finding, Severity
+from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
 from rules._examples import draft_tree, wrapper
 from rules.base import Invalid, Rule, Valid
@@ -34,6 +34,7 @@ class StepRejected(Rule):
     code = "MTP005"
     name = "step-rejected"
     severity = Severity.ERROR
+    meaning = Meaning.CANNOT_TAKE
     summary = "spec_step_idx passed to a callee that cannot accept it (TypeError at run time)"
 
     VALID = [

@@ -260,3 +260,31 @@ def test_a_planted_cycle_through_a_function_level_import_is_found(tmp_path):
         "auditor/engine/b.py": "def f():\n    from .a import x\n",
     })
     assert list(nx.simple_cycles(import_graph(root, ("auditor",))))
+
+
+def _rule_code_literals(root: Path, package: str) -> list[str]:
+    import re
+
+    code = re.compile(r"MTP\d{3}")
+    found = []
+    for p in sorted((root / package).rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings and code.fullmatch(n.value):
+                found.append(f"{p.relative_to(root)}:{n.lineno} {n.value!r}")
+    return found
+
+
+def test_analyses_never_name_a_rule_code():
+    """What a finding means is its typed ``meaning`` (declared by its rule); analyses never
+    select findings by rule code."""
+    assert not _rule_code_literals(ROOT, "auditor/analyses")
+
+
+def test_a_planted_rule_code_in_an_analysis_is_found(tmp_path):
+    (tmp_path / "auditor" / "analyses").mkdir(parents=True)
+    (tmp_path / "auditor" / "analyses" / "x.py").write_text('"""MTP001 in a docstring is prose."""\nLOSING = ("MTP001",)\n')
+    assert _rule_code_literals(tmp_path, "auditor/analyses") == ["auditor/analyses/x.py:2 'MTP001'"]

@@ -4,8 +4,8 @@ draft model step ``i`` (what `mtp-audit runtime check --force-step-idx` does at 
 The plan's own steps answer "what runs as shipped". Forcing changes one thing: the loop's
 call into the draft model's entry method (``forward``; the head methods) now carries the step.
 From there the path to the layer selection is the same one the shipped plan explored, so the
-forced layer at step ``i`` is ``i mod N`` when no finding that loses the step (MTP001/MTP003)
-lies on that path from the model class's entry on, else 0 (the callee's default). The head
+forced layer at step ``i`` is ``i mod N`` when no finding that loses the step
+(``Meaning.STEP_LOST``) lies on that path from the model class's entry on, else 0 (the callee's default). The head
 follows the same rule on the head-method path; a model with one shared head has none (null).
 Nothing here special-cases a model: it reuses the dispatch provider's explored loops.
 """
@@ -17,10 +17,7 @@ from typing import Sequence
 
 from .dispatch import DispatchProvider, Plan
 from .loops import LoopSelection
-from ..model.findings import Finding
-
-# The rules whose findings mean "a function on the path drops the step it received".
-STEP_LOSING_RULES = ("MTP001", "MTP003")
+from ..model.findings import Finding, Meaning
 
 
 @dataclass(frozen=True)
@@ -49,7 +46,7 @@ def _model_hops_lose(sels: list[LoopSelection], mro: list[tuple[str, str]], find
             continue
         on_path |= {(h.path, h.function) for h in hops[start:]}
     for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
-        if f.rule in STEP_LOSING_RULES and (f.path, f.function) in on_path:
+        if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in on_path:
             return f
     return None
 

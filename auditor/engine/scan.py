@@ -185,7 +185,10 @@ def _run_rules(analysis: Analysis, rules: Sequence[RuleClass], known_codes: set[
         if isinstance(rule, SuppressionChecker):
             suppression_rules.append(rule)
             continue
-        from_rules.extend(_finalize(rule.check(analysis), analysis.config))
+        found = _finalize(rule.check(analysis), analysis.config)
+        for f in found:
+            f.meaning = getattr(rule_cls, "meaning", None)
+        from_rules.extend(found)
     findings = _distinct(from_rules)
     problems = _apply_suppressions(analysis.index, findings, known_codes)
     for checker in suppression_rules:

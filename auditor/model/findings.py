@@ -59,6 +59,15 @@ class ClassRef:
         return cls(data["path"], data["name"])
 
 
+class Meaning(str, Enum):
+    """What a finding says about the step, as a rule declares it (``Rule.meaning``): what
+    analyses may rely on, instead of rule codes."""
+
+    STEP_LOST = "step-lost"  # the step is lost at this site on its way to the layer selection
+    CANNOT_TAKE = "cannot-take"  # a class on the path cannot accept the step
+    STEP_FROZEN = "step-frozen"  # a capture (compile, CUDA graph) freezes the step
+
+
 @dataclass
 class Finding:
     rule: str
@@ -78,6 +87,9 @@ class Finding:
     suppressed: bool = False
     parameter: str = ""  # the threaded parameter the finding is about (the autofix threads it)
     root: str = ""  # issue 13: the scanned root the path is relative to ("vllm", "vllm-ascend"); "" without plugins
+    # What the finding means for the step, stamped by the engine from its rule's declaration;
+    # not part of the JSON or of a finding's identity.
+    meaning: Meaning | None = field(default=None, compare=False)
 
     def finalize(self) -> "Finding":
         key = "|".join([self.rule, self.path, self.function, self.callee, self.fingerprint_key])
