@@ -84,10 +84,10 @@ def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, bool]:
 
 def answers(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Case id -> the tool's answer, one scan per release."""
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.layers_cli import plan_tree
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.services.layers import plan_tree
+    from auditor.source.trees import DirectoryTree
     from release_cache import release_cache_dir, release_root
     from rules import all_rules
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from auditor.analyses.dispatch.inputs import parse_speculative_config, read_target_config
-from auditor.errors import UsageError
+from auditor.common.errors import UsageError
 
 
 def test_the_json_vllm_serve_takes():

@@ -28,14 +28,14 @@ from release_cache import release_cache_dir, release_root
 from test_release_sweep import pytest_generate_tests  # noqa: F401  (the sweep's versions)
 
 from auditor.analyses.dispatch import DispatchProvider, Plan, Setting
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.history.layers import PlanCell
-from auditor.history.model import History, Release
-from auditor.history_report import matrix
-from auditor.layers_cli import matrix_settings
-from auditor.source import DirectoryTree
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.model.layer_history import PlanCell
+from auditor.model.history import History, Release
+from auditor.output.history import matrix
+from auditor.services.layers import matrix_settings
+from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
 pytestmark = pytest.mark.release

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ...facts import FunctionFact
-from ...index import ClassKey
+from ...facts.extract import FunctionFact
+from ...index.index import ClassKey
 from .model import CompiledClass, LoopCapture
 from .part import CapturePart
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...facts import CallFact
-from ...index import ClassKey
-from ...model import Hop
+from ...facts.extract import CallFact
+from ...index.index import ClassKey
+from ...model.findings import Hop
 from ..loops import FORWARD_METHODS, LoopEntry, LoopResult, LoopSelection, StepKind
 from .model import FreezeKind, FrozenStep, Installation
 from .part import CapturePart

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ...facts import ExprFact, FunctionFact
-from ...index import ClassKey, FuncKey, SymbolKind
-from ...model import Hop
+from ...facts.extract import ExprFact, FunctionFact
+from ...index.index import ClassKey, FuncKey, SymbolKind
+from ...model.findings import Hop
 from ..flow import taint
 from .model import GraphWrapper, KeyKind, chain_matches
 from .part import CapturePart

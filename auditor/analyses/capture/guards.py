@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ...facts import BranchFact, CallFact, ExprFact, FunctionFact
-from ...index import ClassKey, FuncKey, SymbolKind
+from ...facts.extract import BranchFact, CallFact, ExprFact, FunctionFact
+from ...index.index import ClassKey, FuncKey, SymbolKind
 from .model import negate
 from .part import CapturePart
 

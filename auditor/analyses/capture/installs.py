@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ...facts import CallFact, Chain, ExprFact, FunctionFact
-from ...index import ClassKey, FuncKey, SymbolKind
+from ...facts.extract import CallFact, Chain, ExprFact, FunctionFact
+from ...index.index import ClassKey, FuncKey, SymbolKind
 from ..calls import Target
 from .model import GraphWrapper, Installation, KeyKind
 from .part import CapturePart

@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ...facts import Chain
-from ...index import ClassKey, FuncKey
-from ...model import Hop
+from ...facts.extract import Chain
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import Hop
 
 
 class KeyKind(str, Enum):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...config import Config
-from ...index import FuncKey, Index
-from ...model import Hop
+from ...common.config import Config
+from ...index.index import FuncKey, Index
+from ...model.findings import Hop
 from ..base import Limits
 from ..calls import CallProvider
 from ..loops import LoopProvider

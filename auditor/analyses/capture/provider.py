@@ -3,9 +3,9 @@ MTP007, ``layers`` and the runtime plan ask it)."""
 
 from __future__ import annotations
 
-from ...facts import CallFact, FunctionFact
-from ...index import ClassKey, FuncKey
-from ...model import Hop
+from ...facts.extract import CallFact, FunctionFact
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import Hop
 from ..base import Analyses, Provider
 from ..calls import CallProvider
 from ..loops import LoopProvider

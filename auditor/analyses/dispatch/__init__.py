@@ -19,7 +19,7 @@ the factories), ``planner`` (the per-step plan), ``precision`` (routes and pairi
 the scan); ``provider`` holds them.
 """
 
-from ...facts import chain_of
+from ...facts.extract import chain_of
 from ..partial_eval import describe
 from .model import DecisionRow, Family, Gate, ModelPath, Pairing, Plan, Route, Setting, StepPlan, Verdict
 from .provider import DispatchProvider

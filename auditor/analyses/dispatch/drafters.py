@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...facts import FunctionFact
-from ...index import ClassKey, FuncKey
+from ...facts.extract import FunctionFact
+from ...index.index import ClassKey, FuncKey
 from ..loops import FORWARD_METHODS, LoopResult, StepKind
 from .model import ModelPath
 from .part import DispatchPart

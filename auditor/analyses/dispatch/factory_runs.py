@@ -8,9 +8,9 @@ import json
 
 import msgspec
 
-from ...facts import PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
-from ...index import ClassKey, FuncKey
-from ...model import Hop
+from ...facts.extract import PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import Hop
 from ..partial_eval import Decision, Evaluator, Instance, Obj, Path, Unknown, Value
 from .model import Setting
 from .syntax import TreeWorld, to_obj

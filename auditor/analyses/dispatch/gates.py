@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...facts import FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PName, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
-from ...index import ClassKey
+from ...facts.extract import FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PName, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
+from ...index.index import ClassKey
 from .model import Gate, Family
 from .syntax import walk, stmt_exprs, subexprs, calls_in, strings
 from .part import DispatchPart

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import UsageError
+from ...common.errors import UsageError
 
 CONFIG_NAME = "config.json"
 

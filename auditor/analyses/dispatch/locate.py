@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...facts import PCall, PExpr, SAssign, SReturn
-from ...index import ClassKey, FuncKey, SymbolKind
+from ...facts.extract import PCall, PExpr, SAssign, SReturn
+from ...index.index import ClassKey, FuncKey, SymbolKind
 from .syntax import name_chain, walk
 from .part import DispatchPart
 

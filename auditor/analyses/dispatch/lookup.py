@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...index import ClassKey
+from ...index.index import ClassKey
 from .part import DispatchPart
 
 

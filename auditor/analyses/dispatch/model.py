@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from ...index import ClassKey, FuncKey
-from ...model import Hop
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import Hop
 from ..loops import LoopResult, LoopSelection
 from ..partial_eval import Decision
 from .outcomes import Rejection, StepRaise

@@ -25,8 +25,8 @@ from typing import Iterable
 
 import msgspec
 
-from ...facts import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
-from ...index import ClassKey, FuncKey
+from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
+from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
 from .part import DispatchPart
 from .syntax import TreeWorld

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...config import Config
-from ...index import Index
+from ...common.config import Config
+from ...index.index import Index
 from ..base import Limits
 from ..loops import LoopProvider
 from ..reachability import ReachabilityProvider

@@ -7,16 +7,13 @@ import copy
 from dataclasses import replace
 from typing import Sequence
 
-from ...index import ClassKey
-from ...model import Finding, Hop
+from ...index.index import ClassKey
+from ...model.findings import Finding, Hop, Meaning
 from ..loops import FORWARD_METHODS, LoopSelection, StepKind
 from ..partial_eval import Obj
 from .model import Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
 from .part import DispatchPart
-
-# The rule whose findings are gates that never open for a model (MTP006).
-GATE_RULE = "MTP006"
 
 
 class Planner(DispatchPart):
@@ -55,14 +52,14 @@ class Planner(DispatchPart):
     @staticmethod
     def _gate_verdict(steps: tuple[StepPlan, ...], proposer: ClassKey, model: ClassKey | None,
                       decisions: list[DecisionRow], findings: Sequence[Finding]) -> tuple[StepPlan, ...]:
-        """A constant step explained by a gate that never opens for this model (an MTP006
-        finding: the gate reads a field the model's override never sets, and the per-step
+        """A constant step explained by a gate that never opens for this model (a finding of
+        meaning GATE_CLOSED (MTP006): the gate reads a field the model's override never sets, and the per-step
         drafter it guards was not built here) names that finding instead of "by design"."""
         if model is None or not steps or any(s.verdict != Verdict.CONSTANT.value for s in steps):
             return steps
         closed = {d.condition for d in decisions if d.value is False}
         for f in sorted(findings, key=lambda f: f.fingerprint):
-            if f.rule != GATE_RULE or f.callee == proposer[1]:
+            if f.meaning is not Meaning.GATE_CLOSED or f.callee == proposer[1]:
                 continue
             if not any((c.path, c.name) == model for c in f.affected_classes):
                 continue
@@ -201,10 +198,10 @@ def _last(sel: LoopSelection) -> str:
 
 
 def _finding_on(sels: list[LoopSelection], findings: Sequence[Finding], model: ClassKey) -> tuple[str, str] | None:
-    """The finding (MTP001/MTP003) that loses the step on these selections' paths."""
+    """The finding that loses the step (``Meaning.STEP_LOST``) on these selections' paths."""
     on_path = {(h.path, h.function) for s in sels for h in s.hops}
     for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
-        if f.rule in ("MTP001", "MTP003") and (f.path, f.function) in on_path:
+        if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in on_path:
             return f.fingerprint, f"{f.rule} at {f.path}:{f.line} {f.function}: {f.message}"
     if sels:
         h = sels[0].hops[-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ...index import ClassKey, FuncKey, SymbolKind
+from ...index.index import ClassKey, FuncKey, SymbolKind
 from .part import DispatchPart
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ...index import ClassKey, FuncKey
-from ...model import ClassReachability, LoopReach
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import ClassReachability, LoopReach
 from ..loops import LoopResult
 from ..partial_eval import Obj
 from .model import DecisionRow, Route, Pairing

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...index import ClassKey, FuncKey
-from ...model import ClassReachability, Finding, Hop
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import ClassReachability, Finding, Hop
 from ..base import Analyses, Provider
 from ..loops import LoopProvider, LoopResult
 from ..partial_eval import Decision

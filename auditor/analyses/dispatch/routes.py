@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...index import ClassKey, FuncKey
+from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Obj, Value
 from .model import DecisionRow, ModelRoute, Pairing
 from .part import DispatchPart

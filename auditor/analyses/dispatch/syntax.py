@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ...facts import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
-from ...index import Index, SymbolKind
+from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
+from ...index.index import Index, SymbolKind
 from ..partial_eval import ClassRef, FuncRef, Obj, Value, World, module_constant
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...facts import PCall
+from ...facts.extract import PCall
 from .state import havoc
 from .values import ABSENT, Obj, Path, Unknown, Value, _Absent, describe, truth
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ...facts import (
+from ...facts.extract import (
     FunctionFact,
     PAttr,
     PBinOp,
