@@ -323,3 +323,27 @@ def test_a_factory_with_one_supported_case_that_raises_otherwise_is_a_factory(tm
     # Another method takes the raising path: no drafter.
     other = _plan(root, Setting("v2", 2, method="ngram", architecture="DeepMTPModel"))
     assert other.proposer is None
+
+
+def test_speculative_config_engine_mode_and_a_model_directory_on_the_command_line(tree, cache_env, tmp_path):
+    spec = '{"method": "mtp", "num_speculative_tokens": 2, "draft_sample_method": "probabilistic"}'
+    r = run_cli("layers", str(tree), "--speculative-config", spec, "--arch", "DeepMTPModel",
+                "--set", "num_nextn_predict_layers=2", "--runner", "v2", "--format", "json", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["k"] == 2 and doc["method"] == "mtp" and doc["outcome"] == "plan" and doc["rejections"] == []
+    assert doc["raises_at_step"] is None and "compiled" in doc
+    r = run_cli("layers", str(tree), "--speculative-config", spec, "--k", "3", "--arch", "DeepMTPModel", env=cache_env)
+    assert r.returncode == 2 and "disagree" in r.stderr
+    r = run_cli("layers", str(tree), "--k", "2", "--arch", "DeepMTPModel", "--engine-mode", "jit", env=cache_env)
+    assert r.returncode == 2 and "--engine-mode" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("layers", str(tree), "--k", "2", "--arch", "DeepMTPModel", "--runner", "v2", "--engine-mode", "eager",
+                "--format", "json", env=cache_env)
+    assert r.returncode == 0 and "compiled" not in json.loads(r.stdout)
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text('{"model_type": "deep", "num_nextn_predict_layers": 2}')
+    r = run_cli("layers", str(tree), "--hf-config", str(model_dir), "--k", "2", "--runner", "v2", "--format", "json",
+                env=cache_env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["architecture"] == "DeepMTPModel"

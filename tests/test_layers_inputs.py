@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from auditor.analyses.dispatch.inputs import parse_speculative_config, read_target_config
+from auditor.analyses.dispatch.inputs import parse_speculative_config
+from auditor.services.layers import read_hf_config as read_target_config
 from auditor.common.errors import UsageError
 
 
@@ -46,8 +47,8 @@ def test_hf_config_takes_the_file_or_a_model_directory(tmp_path):
     empty.mkdir()
     with pytest.raises(UsageError, match="directory without config.json"):
         read_target_config(empty)
-    with pytest.raises(UsageError, match="does not exist"):
+    with pytest.raises(UsageError, match="cannot read --hf-config"):
         read_target_config(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{")
-    with pytest.raises(UsageError, match="not valid JSON"):
+    with pytest.raises(UsageError, match="is not a JSON file"):
         read_target_config(tmp_path / "bad.json")

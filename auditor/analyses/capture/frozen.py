@@ -115,6 +115,15 @@ class Freezing(CapturePart):
                 out.append(i)
         return out
 
+    def frozen_in(self, result: LoopResult, root: ClassKey | None) -> list[FrozenStep]:
+        """Frozen steps of one draft loop (explored with ``self`` of ``root``, e.g. the drafter
+        a plan builds): what ``layers --engine-mode compiled`` applies to a plan."""
+        out: list[FrozenStep] = []
+        for param in self.params:
+            out.extend(self._graph_frozen(result, root, param))
+            out.extend(self._compile_frozen(result, param))
+        return out
+
     def frozen_steps(self) -> list[FrozenStep]:
         if self._frozen is None:
             out: list[FrozenStep] = []

@@ -8,7 +8,7 @@ from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
 from ..base import Analyses, Provider
 from ..calls import CallProvider
-from ..loops import LoopProvider
+from ..loops import LoopProvider, LoopResult
 from ..types import TypeProvider
 from .compiled import Compilation
 from .frozen import Freezing
@@ -63,3 +63,6 @@ class CaptureProvider(Provider):
 
     def frozen_steps(self) -> list[FrozenStep]:
         return self.freezing.frozen_steps()
+
+    def frozen_in(self, result: LoopResult, root: ClassKey | None) -> list[FrozenStep]:
+        return self.freezing.frozen_in(result, root)

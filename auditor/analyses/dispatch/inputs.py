@@ -6,7 +6,8 @@
   (``dispatch-roles``: ``method``, ``k``); every other key is set on the speculative config
   as given, so the factories, predicates and validations that read it see it. A JSON file
   path is accepted too (``@file.json`` or a path to an existing file).
-* ``--hf-config PATH``: a target ``config.json``, or a model directory holding one.
+* ``--hf-config PATH``: a target ``config.json``, or a model directory holding one
+  (:data:`CONFIG_NAME`; read by :func:`auditor.services.layers.read_hf_config`).
 
 Bad input is a :class:`~auditor.errors.UsageError` (one line, exit 2), never a traceback.
 """
@@ -54,25 +55,3 @@ def parse_speculative_config(text: str, method_key: str = "method", k_key: str =
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise UsageError(f"{source}: {k_key} must be a positive integer, got {json.dumps(k)}")
     return SpeculativeInput(method, k, tuple(sorted(data.items())))
-
-
-def read_target_config(path: Path) -> str:
-    """The text of a target ``config.json``, given as the file or a model directory holding one."""
-    if path.is_dir():
-        inner = path / CONFIG_NAME
-        if not inner.is_file():
-            raise UsageError(f"--hf-config: {path} is a directory without {CONFIG_NAME}")
-        path = inner
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"--hf-config: {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--hf-config: cannot read {path}: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--hf-config: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"--hf-config: {path} holds no JSON object")
-    return text

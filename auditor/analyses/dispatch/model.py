@@ -71,6 +71,17 @@ class StepPlan:
 
 
 @dataclass(frozen=True)
+class EngineView:
+    """A plan under one engine mode (issue 18, ``layers --engine-mode``)."""
+
+    mode: str  # "compiled": torch.compile and CUDA graphs, vLLM's default
+    steps: tuple[StepPlan, ...]
+    frozen_steps: tuple[int, ...]  # steps whose layer differs from the eager plan
+    findings: tuple[str, ...]  # fingerprints of the findings that explain it
+    why: str
+
+
+@dataclass(frozen=True)
 class Plan:
     setting: Setting
     architecture: str | None
@@ -89,6 +100,7 @@ class Plan:
     outcome: str = "plan"
     rejections: tuple[Rejection, ...] = ()
     step_raise: StepRaise | None = None
+    compiled: EngineView | None = None  # the plan under torch.compile and CUDA graphs (made with findings)
 
     @property
     def raises_at_step(self) -> int | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ...common.config import Config
 from ...index.index import Index
 from ..base import Limits
+from ..capture import CaptureProvider
 from ..loops import LoopProvider
 from ..reachability import ReachabilityProvider
 from ..registry import RegistryProvider
@@ -31,3 +32,4 @@ class DispatchPart:
         self.registry: RegistryProvider = provider.registry
         self.loops: LoopProvider = provider.loops
         self.reach: ReachabilityProvider = provider.reach
+        self.capture: CaptureProvider = provider.capture

@@ -3,6 +3,7 @@ answers for them (rules, ``layers`` and the history views ask it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from ...index.index import ClassKey, FuncKey
@@ -12,6 +13,7 @@ from ..loops import LoopProvider, LoopResult
 from ..partial_eval import Decision
 from ..reachability import ReachabilityProvider
 from ..registry import RegistryProvider
+from ..capture import CaptureProvider
 from ..types import TypeProvider
 from .drafters import DrafterLoops
 from .factory_runs import FactoryRuns
@@ -24,10 +26,11 @@ from .plugins import PluginDispatch
 from .precision import ScanPrecision
 from .routes import RouteMap
 from .outcomes import Outcomes
+from .engine_modes import EngineModes
 
 
 class DispatchProvider(Provider):
-    dependencies = (TypeProvider, RegistryProvider, LoopProvider, ReachabilityProvider)
+    dependencies = (TypeProvider, RegistryProvider, LoopProvider, ReachabilityProvider, CaptureProvider)
 
     def __init__(self, analyses: Analyses) -> None:
         super().__init__(analyses)
@@ -35,6 +38,7 @@ class DispatchProvider(Provider):
         self.registry = self.dep(RegistryProvider)
         self.loops = self.dep(LoopProvider)
         self.reach = self.dep(ReachabilityProvider)
+        self.capture = self.dep(CaptureProvider)
         self.roles = dict(self.config.dispatch_roles)
         self.location = FactoryLocation(self)
         self.plugin_dispatch = PluginDispatch(self)
@@ -47,6 +51,7 @@ class DispatchProvider(Provider):
         self.precision = ScanPrecision(self)
         self.route_map = RouteMap(self)
         self.outcomes = Outcomes(self)
+        self.engine_modes = EngineModes(self)
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:
@@ -109,7 +114,11 @@ class DispatchProvider(Provider):
         return self.factory_runs.dispatch(setting)
 
     def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
-        return self.planner.plan(setting, findings)
+        """The plan; with the scan's findings, also its compiled view (which cites them)."""
+        plan = self.planner.plan(setting, findings)
+        if not findings:
+            return plan
+        return replace(plan, compiled=self.engine_modes.compiled(plan, findings))
 
     def routes(self) -> list[Route]:
         return self.precision.routes()
