@@ -31,7 +31,7 @@ from auditor.analyses.dispatch import DispatchProvider, Plan, Setting
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
 from auditor.engine.scan import run_scan
-from auditor.model.layer_history import PlanCell
+from auditor.services.history.layers import plan_cell
 from auditor.model.history import History, Release
 from auditor.output.history import matrix
 from auditor.services.layers import matrix_settings
@@ -115,7 +115,7 @@ def test_views_agree_with_the_routes(version: str) -> None:
     for p in plans:
         if p.model_class is None:
             continue
-        cell = PlanCell.of(p)
+        cell = plan_cell(p)
         if cell.forward_reaches(3) and not cells.get(p.model_class[1], {}).get(version):
             problems.append(f"history --layers: {p.architecture}/{p.setting.runner} reaches layer i, "
                             f"the matrix says no for {p.model_class[1]}")
