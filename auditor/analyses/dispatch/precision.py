@@ -69,9 +69,14 @@ class ScanPrecision(DispatchPart):
             everywhere = any(all(runs(rt.drafter) for rt in routes if rt.runner == r) for r in runners)
             built = {c for keys in self.provider.location.factories().values() for f in keys for c in self.provider.location.built_classes(f)}
             if not mine:
-                # Built by a factory, never for MTP: not paired. Unknown to every factory
-                # (a runner whose dispatch is not configured): paired, as without dispatch.
-                found = Pairing(not any(runs(b) for b in built), "")
+                # Built by a factory, never for MTP: not paired. Code of a drafter no factory
+                # builds while every runner's factory was found (a speculator left in the tree
+                # with no branch that builds it): dead, not paired. Unknown to every factory
+                # otherwise (a runner whose dispatch is not configured): paired, as without dispatch.
+                factories = self.provider.location.factories()
+                every_runner = all(factories.get(r) for r in self.config.dispatch_factories)
+                dead = every_runner and self.provider.location.is_drafter(cls)
+                found = Pairing(not any(runs(b) for b in built) and not dead, "")
             elif everywhere or any(not rt.conditions for rt in mine):
                 # Every drafter one runner can build for MTP runs this code: no gate decides.
                 found = Pairing(True, "")
