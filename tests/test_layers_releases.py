@@ -152,6 +152,11 @@ def test_0_33_scan_precision_from_dispatch():
     v2 = [lp for lp in qwen.loops if "TargetDependentARSpeculator" in lp.loop and "MTPSpeculator" in lp.loop]
     assert v2 and not any(lp.steps_reach_layers for lp in v2)
     assert "use_multi_module_mtp() is False (V2 builds MTPSpeculator)" in v2[0].detail
+    # Issue 18: the V2 default eagle-style MTP loop (run as MTPSpeculator) is an MTP002 too, once
+    # per loop, with the routes it covers (was: only in the reachability table).
+    v2_mtp002 = [f for f in by_rule(scan, "MTP002") if f.function == "TargetDependentARSpeculator._generate_fused_drafts"]
+    assert len(v2_mtp002) == 1 and "(V2 builds MTPSpeculator)" in v2_mtp002[0].message
+    assert "run as Gemma4Speculator, MTPSpeculator" in v2_mtp002[0].message
     # Findings behind a gate say when they are reached.
     mtp005 = [f for f in by_rule(scan, "MTP005") if f.function == "MultiModuleMTPSpeculator.get_draft_top_tokens"]
     assert mtp005 and "reached only when speculative_config.use_gemma4_mtp() is False and " \

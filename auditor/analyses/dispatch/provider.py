@@ -131,5 +131,9 @@ class DispatchProvider(Provider):
         given: on a route that builds its drafter for that model's architecture), and when."""
         return self.precision.pairing(fkey) if model is None else self.route_map.pairing(fkey, model)
 
+    def dispatched_loops(self) -> list[tuple[Route, LoopResult]]:
+        """Loops MTP drafters run with ``self`` of a subclass, with the route that builds it."""
+        return self.precision.dispatched_loops()
+
     def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
         return self.precision.refine_reachability(rows)
