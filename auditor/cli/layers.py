@@ -10,6 +10,7 @@ from .options import (
     ArchOpt,
     CacheDirOpt,
     ConfigOpt,
+    EngineModeOpt,
     HfConfigOpt,
     KOpt,
     LayerCountOpt,
@@ -26,6 +27,7 @@ from .options import (
     PlatformOpt,
     RunnerOpt,
     SetOpt,
+    SpecConfigOpt,
 )
 
 
@@ -49,11 +51,14 @@ def layers_command(
     config: ConfigOpt = None,
     plugin: PlanPluginOpt = None,
     plugin_release: PlanPluginReleaseOpt = None,
+    speculative_config: SpecConfigOpt = None,
+    engine_mode: EngineModeOpt = "both",
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
     from ..common.atomic import emit
     from ..services.layers import layers_document
 
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
-                           format.value, cache_dir, no_cache, config, plugin, plugin_release)
+                           format.value, cache_dir, no_cache, config, plugin, plugin_release,
+                           speculative_config=speculative_config, engine_mode=engine_mode)
     emit(text, output)
