@@ -220,6 +220,141 @@ def glm4_moe_config(n: int) -> dict:
     return c
 
 
+# ---------------------------------------------------------------- MiMo (Qwen2 target)
+# MiMo's checkpoint keeps its MTP layers 0-indexed under `model.mtp_layers.{i}` with the
+# transformer block's tensors at the layer's own level (vLLM maps them into `.mtp_block.`).
+MIMO_TARGET_LAYERS = 2
+
+
+def _qwen2_attn(p: str) -> Tensors:
+    return [(f"{p}.q_proj.weight", (HEADS * HEAD_DIM, H)), (f"{p}.q_proj.bias", (HEADS * HEAD_DIM,)),
+            (f"{p}.k_proj.weight", (KV_HEADS * HEAD_DIM, H)), (f"{p}.k_proj.bias", (KV_HEADS * HEAD_DIM,)),
+            (f"{p}.v_proj.weight", (KV_HEADS * HEAD_DIM, H)), (f"{p}.v_proj.bias", (KV_HEADS * HEAD_DIM,)),
+            (f"{p}.o_proj.weight", (H, HEADS * HEAD_DIM))]
+
+
+def _dense_common() -> dict:
+    return {"vocab_size": V, "hidden_size": H, "intermediate_size": I_DENSE,
+            "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD_DIM,
+            "hidden_act": "silu", "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+            "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def mimo_config(n: int) -> dict:
+    c = _dense_common()
+    # MiMo's own model_type needs remote code; its config is Qwen2's plus the MTP count, and
+    # vLLM picks the MTP draft by the architecture name.
+    c.update(architectures=["MiMoForCausalLM"], model_type="qwen2", num_hidden_layers=MIMO_TARGET_LAYERS,
+             num_nextn_predict_layers=n, use_sliding_window=False)
+    return c
+
+
+def _mimo_tensors(cfg: dict) -> Tensors:
+    out: Tensors = [("model.embed_tokens.weight", (V, H)), ("model.norm.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        out += _norms(p) + _qwen2_attn(f"{p}.self_attn") + _dense_mlp(f"{p}.mlp")
+    for k in range(cfg["num_nextn_predict_layers"]):
+        p = f"model.mtp_layers.{k}"
+        out += [(f"{p}.token_layernorm.weight", (H,)), (f"{p}.hidden_layernorm.weight", (H,)),
+                (f"{p}.input_proj.weight", (H, 2 * H)), (f"{p}.final_layernorm.weight", (H,))]
+        out += _norms(p) + _qwen2_attn(f"{p}.self_attn") + _dense_mlp(f"{p}.mlp")
+    return out
+
+
+# ---------------------------------------------------------------- ERNIE 4.5 MoE
+# The checkpoint has one MTP block, flat: `model.mtp_{emb_norm,hidden_norm,linear_proj,block}.0`.
+ERNIE_TARGET_LAYERS = 2  # layer 0 dense, layer 1 MoE (moe_layer_start_index=1)
+
+
+def _llama_attn(p: str) -> Tensors:
+    return [(f"{p}.q_proj.weight", (HEADS * HEAD_DIM, H)), (f"{p}.k_proj.weight", (KV_HEADS * HEAD_DIM, H)),
+            (f"{p}.v_proj.weight", (KV_HEADS * HEAD_DIM, H)), (f"{p}.o_proj.weight", (H, HEADS * HEAD_DIM))]
+
+
+def ernie_config(n: int) -> dict:
+    c = _dense_common()
+    c.update(architectures=["Ernie4_5_MoeForCausalLM"], model_type="ernie4_5_moe",
+             num_hidden_layers=ERNIE_TARGET_LAYERS, num_nextn_predict_layers=n, use_bias=False,
+             moe_intermediate_size=I_MOE, moe_k=TOPK, moe_num_experts=N_EXPERTS, moe_num_shared_experts=1,
+             moe_layer_start_index=1, moe_layer_end_index=ERNIE_TARGET_LAYERS - 1, moe_layer_interval=1)
+    return c
+
+
+def _ernie_tensors(cfg: dict) -> Tensors:
+    out: Tensors = [("model.embed_tokens.weight", (V, H)), ("model.norm.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        out += _norms(p) + _llama_attn(f"{p}.self_attn")
+        if i < cfg["moe_layer_start_index"]:
+            out += _dense_mlp(f"{p}.mlp")
+        else:
+            out += ([(f"{p}.mlp.gate.weight", (N_EXPERTS, H)),
+                     (f"{p}.mlp.moe_statics.e_score_correction_bias", (1, N_EXPERTS))]
+                    + _experts(f"{p}.mlp") + _dense_mlp(f"{p}.mlp.shared_experts", I_MOE))
+    # vLLM's ERNIE loader maps exactly one flat MTP block (`.0.`), whatever the config says.
+    out += [("model.mtp_emb_norm.0.weight", (H,)), ("model.mtp_hidden_norm.0.weight", (H,)),
+            ("model.mtp_linear_proj.0.weight", (H, 2 * H))]
+    out += (_norms("model.mtp_block.0") + _llama_attn("model.mtp_block.0.self_attn")
+            + _dense_mlp("model.mtp_block.0.mlp"))
+    return out
+
+
+# ---------------------------------------------------------------- GLM-4 MoE Lite (MLA)
+def glm4_moe_lite_config(n: int) -> dict:
+    c = _ds_common(n)
+    c.update(architectures=["Glm4MoeLiteForCausalLM"], model_type="glm4_moe_lite",
+             num_key_value_heads=HEADS, q_lora_rank=Q_LORA, kv_lora_rank=KV_LORA,
+             qk_rope_head_dim=ROPE_D, qk_nope_head_dim=NOPE_D, v_head_dim=V_D,
+             mlp_layer_types=["dense"] + ["sparse"] * (TARGET_LAYERS - 1 + n))
+    return c
+
+
+
+# ---------------------------------------------------------------- EXAONE MoE
+# Qwen3-Next-style MTP block (`mtp.fc`, `mtp.pre_fc_norm_*`, `mtp.layers.{k}` with dense MLPs).
+# Every layer full attention: the drafter needs its layers in one KV-cache group, and a
+# sliding-window target layer would make a second group.
+EXAONE_TARGET_LAYERS = 2
+
+
+def _qk_norm_attn(p: str) -> Tensors:
+    return _llama_attn(p) + [(f"{p}.q_norm.weight", (HEAD_DIM,)), (f"{p}.k_norm.weight", (HEAD_DIM,))]
+
+
+def exaone_moe_config(n: int) -> dict:
+    c = _dense_common()
+    c.update(architectures=["ExaoneMoeForCausalLM"], model_type="exaone_moe",
+             num_hidden_layers=EXAONE_TARGET_LAYERS, num_nextn_predict_layers=n,
+             layer_types=["full_attention"] * EXAONE_TARGET_LAYERS, mtp_layer_types=["full_attention"] * n,
+             sliding_window=4096, mlp_layer_types=["dense"] + ["sparse"] * (EXAONE_TARGET_LAYERS - 1),
+             first_k_dense_replace=1, moe_intermediate_size=I_MOE, num_experts=N_EXPERTS,
+             num_experts_per_tok=TOPK, num_shared_experts=1, norm_topk_prob=True,
+             routed_scaling_factor=1.0, n_group=1, topk_group=1)
+    return c
+
+
+def _exaone_moe_tensors(cfg: dict) -> Tensors:
+    out: Tensors = [("model.embed_tokens.weight", (V, H)), ("model.norm.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    for i, kind in enumerate(cfg["mlp_layer_types"]):
+        p = f"model.layers.{i}"
+        out += _norms(p) + _qk_norm_attn(f"{p}.self_attn")
+        if kind == "dense":
+            out += _dense_mlp(f"{p}.mlp")
+        else:
+            out += ([(f"{p}.mlp.gate.weight", (N_EXPERTS, H)), (f"{p}.mlp.e_score_correction_bias", (N_EXPERTS,))]
+                    + _experts(f"{p}.mlp") + _dense_mlp(f"{p}.mlp.shared_experts", I_MOE))
+    out += [("mtp.fc.weight", (H, 2 * H)), ("mtp.norm.weight", (H,)),
+            ("mtp.pre_fc_norm_hidden.weight", (H,)), ("mtp.pre_fc_norm_embedding.weight", (H,))]
+    for k in range(cfg["num_nextn_predict_layers"]):
+        p = f"mtp.layers.{k}"
+        out += _norms(p) + _qk_norm_attn(f"{p}.self_attn") + _dense_mlp(f"{p}.mlp")
+    return out
+
+
 ARCHS: dict[str, Arch] = {a.key: a for a in [
     Arch("qwen3_5", "Qwen3.5 dense", "Qwen3_5ForCausalLM", "Qwen3_5MTP",
          ("Qwen3_5MTP", "Qwen3_5MultiTokenPredictor"), qwen3_5_config,
@@ -239,6 +374,17 @@ ARCHS: dict[str, Arch] = {a.key: a for a in [
     Arch("deepseek_v3", "DeepSeek-V3 (MLA)", "DeepseekV3ForCausalLM", "DeepSeekMTPModel",
          ("DeepSeekMTP", "DeepSeekMultiTokenPredictor"), deepseek_v3_config,
          lambda c: _ds_style_tensors(c, _mla), ("deepseek-v3", "deepseek_mtp", "deepseek")),
+    Arch("mimo", "MiMo (Qwen2 dense)", "MiMoForCausalLM", "MiMoMTPModel",
+         ("MiMoMTP", "MiMoMultiTokenPredictor"), mimo_config, _mimo_tensors, ("mimo_mtp",)),
+    Arch("ernie", "ERNIE 4.5 MoE", "Ernie4_5_MoeForCausalLM", "ErnieMTPModel",
+         ("ErnieMTP", "ErnieMultiTokenPredictor"), ernie_config, _ernie_tensors,
+         ("ernie4_5_moe", "ernie_mtp", "ernie4.5")),
+    Arch("glm4_moe_lite", "GLM-4 MoE Lite (MLA)", "Glm4MoeLiteForCausalLM", "Glm4MoeLiteMTPModel",
+         ("Glm4MoeLiteMTP", "Glm4MoeLiteMultiTokenPredictor"), glm4_moe_lite_config,
+         lambda c: _ds_style_tensors(c, _mla), ("glm4-moe-lite", "glm4_moe_lite_mtp")),
+    Arch("exaone_moe", "EXAONE MoE", "ExaoneMoeForCausalLM", "ExaoneMoeMTP",
+         ("ExaoneMoeMTP", "ExaoneMoeMultiTokenPredictor"), exaone_moe_config, _exaone_moe_tensors,
+         ("exaone-moe", "exaone_moe_mtp", "k-exaone")),
 ]}
 
 
