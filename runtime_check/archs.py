@@ -41,6 +41,22 @@ class Arch:
     build_config: Callable[[int], dict]
     build_tensors: Callable[[dict], Tensors]
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    # The config class of a model whose model_type neither transformers nor vLLM knows (its
+    # checkpoints ship it as remote code): (class name, model_type). synth writes it as
+    # REMOTE_CONFIG_FILE, a plain PretrainedConfig subclass, and points auto_map at it.
+    remote_config: tuple[str, str] | None = None
+
+
+REMOTE_CONFIG_FILE = "configuration_mtp_audit.py"
+
+
+def remote_config_source(class_name: str, model_type: str) -> str:
+    """The whole remote-code config file synth writes: no logic beyond PretrainedConfig. The
+    driver trusts remote code only for a model directory whose file is exactly this text."""
+    return ("# Written by mtp-audit runtime synth: a config class for a synthetic checkpoint.\n"
+            "from transformers import PretrainedConfig\n\n\n"
+            f"class {class_name}(PretrainedConfig):\n"
+            f"    model_type = {model_type!r}\n")
 
 
 def _dense_mlp(p: str, inter: int = I_DENSE) -> Tensors:
@@ -355,6 +371,103 @@ def _exaone_moe_tensors(cfg: dict) -> Tensors:
     return out
 
 
+
+# ---------------------------------------------------------------- Nemotron-H (Mamba-2 hybrid)
+# Target: Mamba-2, attention, MLP layers (`backbone.layers.{i}.mixer`); MTP: one attention
+# block under `mtp.layers.0` (vLLM's Nemotron-H MTP takes exactly one MTP layer, and of the
+# MTP block types only attention runs on CPU: the MoE one is non-gated, a CUDA-only kernel).
+NEMO_PATTERN = "M*-"
+MAMBA_HEADS = 4
+MAMBA_HEAD_DIM = 64
+SSM_STATE = 64
+N_GROUPS = 1
+
+
+def nemotron_h_config(n: int) -> dict:
+    kinds = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    return {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": V,
+            "hidden_size": H, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+            "head_dim": HEAD_DIM, "hybrid_override_pattern": NEMO_PATTERN,
+            "layers_block_type": [kinds[c] for c in NEMO_PATTERN], "num_hidden_layers": len(NEMO_PATTERN),
+            "intermediate_size": I_DENSE, "mlp_hidden_act": "relu2", "ssm_state_size": SSM_STATE,
+            "mamba_num_heads": MAMBA_HEADS, "mamba_head_dim": MAMBA_HEAD_DIM, "n_groups": N_GROUPS,
+            "conv_kernel": CONV_K, "expand": 2, "chunk_size": 64, "use_conv_bias": True, "use_bias": False,
+            "num_nextn_predict_layers": n, "mtp_hybrid_override_pattern": "*",
+            "mtp_layers_block_type": ["attention"], "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+            "max_position_embeddings": 4096, "layer_norm_epsilon": 1e-5}
+
+
+def _nemotron_h_tensors(cfg: dict) -> Tensors:
+    out: Tensors = [("backbone.embeddings.weight", (V, H)), ("backbone.norm_f.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    inter = MAMBA_HEADS * MAMBA_HEAD_DIM
+    conv_dim = inter + 2 * N_GROUPS * SSM_STATE
+    for i, kind in enumerate(cfg["hybrid_override_pattern"]):
+        p = f"backbone.layers.{i}"
+        out.append((f"{p}.norm.weight", (H,)))
+        if kind == "M":
+            out += [(f"{p}.mixer.in_proj.weight", (inter + conv_dim + MAMBA_HEADS, H)),
+                    (f"{p}.mixer.conv1d.weight", (conv_dim, 1, CONV_K)), (f"{p}.mixer.conv1d.bias", (conv_dim,)),
+                    (f"{p}.mixer.A_log", (MAMBA_HEADS,)), (f"{p}.mixer.D", (MAMBA_HEADS,)),
+                    (f"{p}.mixer.dt_bias", (MAMBA_HEADS,)), (f"{p}.mixer.norm.weight", (inter,)),
+                    (f"{p}.mixer.out_proj.weight", (H, inter))]
+        elif kind == "*":
+            out += _llama_attn(f"{p}.mixer")
+        else:
+            out += [(f"{p}.mixer.up_proj.weight", (I_DENSE, H)), (f"{p}.mixer.down_proj.weight", (H, I_DENSE))]
+    for k in range(cfg["num_nextn_predict_layers"]):
+        p = f"mtp.layers.{k}"
+        out += [(f"{p}.enorm.weight", (H,)), (f"{p}.hnorm.weight", (H,)), (f"{p}.eh_proj.weight", (H, 2 * H)),
+                (f"{p}.norm.weight", (H,)), (f"{p}.final_layernorm.weight", (H,))] + _llama_attn(f"{p}.mixer")
+    return out
+
+
+
+# ---------------------------------------------------------------- openPangu Ultra MoE (MLA)
+# DeepSeek-V3's layout; its model_type is only known to its checkpoints' remote code.
+def pangu_ultra_moe_config(n: int) -> dict:
+    c = deepseek_v3_config(n)
+    c.update(architectures=["PanguUltraMoEForCausalLM"], model_type="pangu_ultra_moe",
+             auto_map={"AutoConfig": f"{REMOTE_CONFIG_FILE[:-3]}.PanguUltraMoEConfig"})
+    return c
+
+
+
+# ---------------------------------------------------------------- Hunyuan V3 (HY-V3) MoE
+# DeepSeek-style MTP layers `model.layers.{N+k}` (enorm, hnorm, eh_proj, final_layernorm, the
+# block's own tensors); the MTP head is the target's lm_head. MoE: `mlp.gate`, `mlp.expert_bias`,
+# `mlp.shared_mlp`, `mlp.experts.{e}`.
+HY_TARGET_LAYERS = 2  # layer 0 dense (first_k_dense_replace=1), the rest MoE
+
+
+def hy_v3_config(n: int) -> dict:
+    c = _dense_common()
+    c.update(architectures=["HYV3ForCausalLM"], model_type="hy_v3", num_hidden_layers=HY_TARGET_LAYERS,
+             num_nextn_predict_layers=n, num_experts=N_EXPERTS, num_experts_per_tok=TOPK, num_shared_experts=1,
+             moe_intermediate_size=I_MOE, expert_hidden_dim=I_MOE, route_norm=True, attention_head_dim=HEAD_DIM,
+             rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, first_k_dense_replace=1,
+             mlp_layer_types=["dense"] + ["sparse"] * (HY_TARGET_LAYERS - 1 + n))
+    return c
+
+
+def _hy_v3_tensors(cfg: dict) -> Tensors:
+    out: Tensors = [("model.embed_tokens.weight", (V, H)), ("model.norm.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    n_target = cfg["num_hidden_layers"]
+    for i in range(n_target + cfg["num_nextn_predict_layers"]):
+        p = f"model.layers.{i}"
+        out += _norms(p) + _llama_attn(f"{p}.self_attn")
+        if i < cfg["first_k_dense_replace"]:
+            out += _dense_mlp(f"{p}.mlp")
+        else:
+            out += ([(f"{p}.mlp.gate.weight", (N_EXPERTS, H)), (f"{p}.mlp.expert_bias", (N_EXPERTS,))]
+                    + _experts(f"{p}.mlp") + _dense_mlp(f"{p}.mlp.shared_mlp", I_MOE))
+        if i >= n_target:
+            out += [(f"{p}.enorm.weight", (H,)), (f"{p}.hnorm.weight", (H,)),
+                    (f"{p}.eh_proj.weight", (H, 2 * H)), (f"{p}.final_layernorm.weight", (H,))]
+    return out
+
+
 ARCHS: dict[str, Arch] = {a.key: a for a in [
     Arch("qwen3_5", "Qwen3.5 dense", "Qwen3_5ForCausalLM", "Qwen3_5MTP",
          ("Qwen3_5MTP", "Qwen3_5MultiTokenPredictor"), qwen3_5_config,
@@ -385,6 +498,15 @@ ARCHS: dict[str, Arch] = {a.key: a for a in [
     Arch("exaone_moe", "EXAONE MoE", "ExaoneMoeForCausalLM", "ExaoneMoeMTP",
          ("ExaoneMoeMTP", "ExaoneMoeMultiTokenPredictor"), exaone_moe_config, _exaone_moe_tensors,
          ("exaone-moe", "exaone_moe_mtp", "k-exaone")),
+    Arch("nemotron_h", "Nemotron-H (Mamba-2 hybrid)", "NemotronHForCausalLM", "NemotronHMTPModel",
+         ("NemotronHMTP", "NemotronHMultiTokenPredictor"), nemotron_h_config, _nemotron_h_tensors,
+         ("nemotron-h", "nemotron_h_mtp")),
+    Arch("openpangu", "openPangu Ultra MoE (MLA)", "PanguUltraMoEForCausalLM", "OpenPanguMTPModel",
+         ("OpenPanguMTP", "OpenPanguMultiTokenPredictor"), pangu_ultra_moe_config,
+         lambda c: _ds_style_tensors(c, _mla), ("pangu", "pangu_ultra_moe", "openpangu_mtp"),
+         remote_config=("PanguUltraMoEConfig", "pangu_ultra_moe")),
+    Arch("hy_v3", "Hunyuan V3 MoE", "HYV3ForCausalLM", "HYV3MTPModel",
+         ("HYV3MTP", "HYV3MultiTokenPredictor"), hy_v3_config, _hy_v3_tensors, ("hy-v3", "hunyuan_v3", "hy_v3_mtp")),
 ]}
 
 

@@ -68,7 +68,7 @@ def synth(arch_name: str, n_layers: int, out: Path) -> dict:
             raise DriverError(f"internal: duplicate tensor {name}")
         if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
             t = torch.ones(shape) + 0.01 * torch.randn(shape, generator=gen)
-        elif name.endswith("e_score_correction_bias") or name.endswith("dt_bias"):
+        elif name.endswith(("e_score_correction_bias", "expert_bias", "dt_bias")):
             t = torch.zeros(shape, dtype=torch.float32)
         elif name.endswith("A_log"):
             t = torch.log(torch.rand(shape, generator=gen) * 15 + 1)
@@ -79,6 +79,8 @@ def synth(arch_name: str, n_layers: int, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    if arch.remote_config is not None:
+        (out / archs.REMOTE_CONFIG_FILE).write_text(archs.remote_config_source(*arch.remote_config))
     (out / "generation_config.json").write_text(json.dumps({"do_sample": False}) + "\n")
     return {"arch": arch.key, "out": str(out), "mtp_layers": n_layers, "tensors": len(tensors),
             "parameters": int(sum(t.numel() for t in tensors.values()))}
@@ -671,6 +673,18 @@ def instrument(drafter, rec: Recorder, ingraph: InGraphObserver | None = None,
 ENGINE_MODES = ("eager", "compiled")
 
 
+def _trusts_remote_code(model_dir: Path, cfg: dict) -> bool:
+    """Remote code runs only for a synthetic checkpoint's own config file: the one
+    `runtime synth` writes (archs.remote_config_source), byte for byte, for this model_type.
+    Anything else (a user's model directory) is loaded with trust_remote_code=False."""
+    arch = archs.arch_for_config(cfg)
+    f = model_dir / archs.REMOTE_CONFIG_FILE
+    if arch is None or arch.remote_config is None or not f.is_file():
+        return False
+    return (cfg.get("model_type") == arch.remote_config[1]
+            and f.read_text() == archs.remote_config_source(*arch.remote_config))
+
+
 def speculative_config_for(k: int, extra: dict | None) -> dict:
     """The speculative config handed to the engine: method mtp and K, then whatever the user
     gave with --speculative-config (as `vllm serve --speculative-config` takes it; its
@@ -733,7 +747,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
             model=str(model_dir), skip_tokenizer_init=True, enforce_eager=(engine_mode == "eager"),
             speculative_config=dict(spec),
             max_model_len=256, max_num_seqs=2, enable_prefix_caching=False,
-            dtype="bfloat16", seed=0, trust_remote_code=False,
+            dtype="bfloat16", seed=0, trust_remote_code=_trusts_remote_code(model_dir, cfg),
             **({"gpu_memory_utilization": 0.3} if device == "cuda" else {}),
             **_compilation_override(engine_mode),
         )
