@@ -79,6 +79,14 @@ def cell(arch: archs.Arch, k: int, n: int, runner: str, mode: str, plans: list[d
             "model_class_agrees": cmp["model_class"], "why": cmp["why"]}
 
 
+def _combos(rows: list[dict]) -> dict[tuple[str, int, int], int]:
+    out: dict[tuple[str, int, int], int] = {}
+    for r in rows:
+        key = (r["engine_mode"], r["k"], r["layers"])
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 def render(rows: list[dict], version: str, asked: dict, total_s: float | None) -> str:
     ran = [r for r in rows if r["agreement"] not in ("error", "not run")]
     agree = sum(r["agreement"] == "agree" for r in ran)
@@ -87,7 +95,10 @@ def render(rows: list[dict], version: str, asked: dict, total_s: float | None) -
              "--k K --platform cpu`; engine side: `runtime check --arch A --k K --mtp-layers N --runner R "
              "--engine-mode M --plan P` (as shipped, 6 tokens x 2 prompts). `layers` columns: per draft "
              "step, planned / observed by the in-graph counters over all draft calls.", "",
-             f"Asked for: {json.dumps(asked)}.", "",
+             "Cells in this file (engine mode, K, layers: architectures x runners): "
+             + "; ".join(f"{m} K={k} N={n}: {c}" for (m, k, n), c in
+                         sorted(_combos(rows).items())) + ".", "",
+             f"Last invocation: {json.dumps(asked)}.", "",
              f"Cells run: {len(ran)} of {len(rows)}; agree {agree}, disagree {len(ran) - agree}; "
              f"errors {sum(r['agreement'] == 'error' for r in rows)}; not run (budget) "
              f"{sum(r['agreement'] == 'not run' for r in rows)}."
@@ -123,6 +134,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, help="Start no cell after this many seconds")
     ap.add_argument("--out", default=str(REPO / "bench" / "runtime"))
     ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--append", action="store_true", help="Add to OUT/agreement-VERSION.jsonl (several "
+                    "invocations build one matrix, most informative cells first)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -130,12 +143,14 @@ def main() -> None:
     pkg, version = _vllm_package(py)
     jsonl = out / f"agreement-{version}.jsonl"
     keys = [archs.resolve(x).key for x in a.arch] if a.arch else list(archs.ARCHS)
-    asked = {"arch": keys, "k": a.k, "layers": a.layers, "runner": a.runner, "engine_mode": a.engine_mode}
+    asked = {"arch": keys, "k": a.k, "layers": a.layers, "runner": a.runner, "engine_mode": a.engine_mode,
+             "append": a.append}
     started = time.monotonic()
     if not a.render_only:
         tmp = out / "agreement-plans"
         tmp.mkdir(parents=True, exist_ok=True)
-        jsonl.write_text("")
+        if not a.append:
+            jsonl.write_text("")
         for mode in a.engine_mode:
             for n in a.layers:
                 for k in a.k:

@@ -428,8 +428,21 @@ def _nemotron_h_tensors(cfg: dict) -> Tensors:
 def pangu_ultra_moe_config(n: int) -> dict:
     c = deepseek_v3_config(n)
     c.update(architectures=["PanguUltraMoEForCausalLM"], model_type="pangu_ultra_moe",
+             router_enable_expert_bias=True,
              auto_map={"AutoConfig": f"{REMOTE_CONFIG_FILE[:-3]}.PanguUltraMoEConfig"})
     return c
+
+
+def _pangu_tensors(cfg: dict) -> Tensors:
+    # The two loaders disagree on the router's expert bias: the target's maps
+    # `mlp.e_score_correction_bias` onto `mlp.gate.e_score_correction_bias` (and so cannot read
+    # the latter name: it would become `gate.gate`), the MTP loader reads
+    # `mlp.gate.e_score_correction_bias` as is (and has no parameter for the former). Each
+    # layer gets the name its own loader reads (docs/runtime-architectures.md).
+    mtp = tuple(f"model.layers.{i}." for i in range(TARGET_LAYERS, TARGET_LAYERS + cfg["num_nextn_predict_layers"]))
+    return [(name if name.startswith(mtp) else
+             name.replace(".mlp.gate.e_score_correction_bias", ".mlp.e_score_correction_bias"), shape)
+            for name, shape in _ds_style_tensors(cfg, _mla)]
 
 
 
@@ -468,6 +481,47 @@ def _hy_v3_tensors(cfg: dict) -> Tensors:
     return out
 
 
+
+# ---------------------------------------------------------------- Step-3.5
+# vLLM's own Step3p5Config. Layers 1..num_hidden_layers-1 are MoE (`moe.gate`,
+# `moe.router_bias`, `moe.share_expert`, experts packed 3-D as `moe.{gate,up,down}_proj.weight`)
+# and vLLM requires at least one; the MTP layers (indices >= num_hidden_layers) are dense. No
+# `sliding_window`: every layer full attention, one KV-cache group for the drafter. MTP
+# layers: `model.layers.{N+k}` with enorm, hnorm, eh_proj, shared_head.{norm,output} and the
+# block's tensors.
+STEP_TARGET_LAYERS = 2
+
+
+def step3p5_config(n: int) -> dict:
+    return {"architectures": ["Step3p5ForCausalLM"], "model_type": "step3p5", "hidden_size": H,
+            "intermediate_size": I_DENSE, "num_attention_heads": HEADS, "num_attention_groups": KV_HEADS,
+            "num_hidden_layers": STEP_TARGET_LAYERS, "max_seq_len": 4096, "max_position_embeddings": 4096,
+            "vocab_size": V, "rms_norm_eps": 1e-6, "use_moe": True, "moe_num_experts": N_EXPERTS,
+            "moe_top_k": TOPK, "moe_intermediate_size": I_MOE, "share_expert_dim": I_MOE, "head_dim": HEAD_DIM,
+            "rope_theta": 10000.0, "num_nextn_predict_layers": n, "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16"}
+
+
+def _step3p5_tensors(cfg: dict) -> Tensors:
+    out: Tensors = [("model.embed_tokens.weight", (V, H)), ("model.norm.weight", (H,)),
+                    ("lm_head.weight", (V, H))]
+    n_target = cfg["num_hidden_layers"]
+    for i in range(n_target + cfg["num_nextn_predict_layers"]):
+        p = f"model.layers.{i}"
+        out += _norms(p) + _qk_norm_attn(f"{p}.self_attn")
+        if 1 <= i < n_target:
+            m = f"{p}.moe"
+            out += [(f"{m}.gate.weight", (N_EXPERTS, H)), (f"{m}.router_bias", (N_EXPERTS,)),
+                    (f"{m}.gate_proj.weight", (N_EXPERTS, I_MOE, H)), (f"{m}.up_proj.weight", (N_EXPERTS, I_MOE, H)),
+                    (f"{m}.down_proj.weight", (N_EXPERTS, H, I_MOE))] + _dense_mlp(f"{m}.share_expert", I_MOE)
+        else:
+            out += _dense_mlp(f"{p}.mlp")
+        if i >= n_target:
+            out += [(f"{p}.enorm.weight", (H,)), (f"{p}.hnorm.weight", (H,)), (f"{p}.eh_proj.weight", (H, 2 * H)),
+                    (f"{p}.shared_head.norm.weight", (H,)), (f"{p}.shared_head.output.weight", (V, H))]
+    return out
+
+
 ARCHS: dict[str, Arch] = {a.key: a for a in [
     Arch("qwen3_5", "Qwen3.5 dense", "Qwen3_5ForCausalLM", "Qwen3_5MTP",
          ("Qwen3_5MTP", "Qwen3_5MultiTokenPredictor"), qwen3_5_config,
@@ -503,10 +557,12 @@ ARCHS: dict[str, Arch] = {a.key: a for a in [
          ("nemotron-h", "nemotron_h_mtp")),
     Arch("openpangu", "openPangu Ultra MoE (MLA)", "PanguUltraMoEForCausalLM", "OpenPanguMTPModel",
          ("OpenPanguMTP", "OpenPanguMultiTokenPredictor"), pangu_ultra_moe_config,
-         lambda c: _ds_style_tensors(c, _mla), ("pangu", "pangu_ultra_moe", "openpangu_mtp"),
+         _pangu_tensors, ("pangu", "pangu_ultra_moe", "openpangu_mtp"),
          remote_config=("PanguUltraMoEConfig", "pangu_ultra_moe")),
     Arch("hy_v3", "Hunyuan V3 MoE", "HYV3ForCausalLM", "HYV3MTPModel",
          ("HYV3MTP", "HYV3MultiTokenPredictor"), hy_v3_config, _hy_v3_tensors, ("hy-v3", "hunyuan_v3", "hy_v3_mtp")),
+    Arch("step3p5", "Step-3.5", "Step3p5ForCausalLM", "Step3p5MTP",
+         ("Step3p5MTP", "Step3p5AMultiTokenPredictor"), step3p5_config, _step3p5_tensors, ("step3.5", "step3p5_mtp")),
 ]}
 
 

@@ -68,7 +68,7 @@ def synth(arch_name: str, n_layers: int, out: Path) -> dict:
             raise DriverError(f"internal: duplicate tensor {name}")
         if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
             t = torch.ones(shape) + 0.01 * torch.randn(shape, generator=gen)
-        elif name.endswith(("e_score_correction_bias", "expert_bias", "dt_bias")):
+        elif name.endswith(("e_score_correction_bias", "expert_bias", "router_bias", "dt_bias")):
             t = torch.zeros(shape, dtype=torch.float32)
         elif name.endswith("A_log"):
             t = torch.log(torch.rand(shape, generator=gen) * 15 + 1)
