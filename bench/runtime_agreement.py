@@ -32,9 +32,9 @@ from runtime_check.cli import runtime_python  # noqa: E402
 
 
 def _vllm_package(py: str) -> tuple[str, str]:
-    r = subprocess.run([py, "-c", "import importlib.util, importlib.metadata as m; "
+    r = subprocess.run([py, "-c", "import importlib.util, vllm; "
                         "print(importlib.util.find_spec('vllm').submodule_search_locations[0]); "
-                        "print(m.version('vllm'))"], capture_output=True, text=True, timeout=120)
+                        "print(vllm.__version__)"], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise SystemExit(f"runtime_agreement: no vLLM in {py}: {r.stderr.strip()}")
     pkg, version = r.stdout.split()

@@ -124,9 +124,11 @@ def install_patch_overlay(diff_path: Path, work_dir: Path | None = None) -> dict
     r = subprocess.run(["patch", "-p0", "--batch", "--forward", "-d", str(tmp)],
                        input=norm, text=True, capture_output=True)
     if r.returncode != 0:
+        failed = failed_hunks(r.stdout + r.stderr)
         msg = (r.stdout + r.stderr).strip().splitlines()
-        raise DriverError(f"patch does not apply to vLLM {_vllm_version(site)}: "
-                          + (msg[-1] if msg else "patch failed"))
+        detail = ("; ".join(f"{f}: {bad} of {total} hunks failed" for f, (bad, total) in failed.items())
+                  if failed else (msg[-1] if msg else "patch failed"))
+        raise DriverError(f"patch does not apply to vLLM {_vllm_version(site)}: {detail}")
     modules = {rel[:-3].replace("/", "."): tmp / rel for rel in files if rel.endswith(".py")}
     modules = {(k[: -len(".__init__")] if k.endswith(".__init__") else k): v for k, v in modules.items()}
 
@@ -141,6 +143,22 @@ def install_patch_overlay(diff_path: Path, work_dir: Path | None = None) -> dict
 
     sys.meta_path.insert(0, OverlayFinder())
     return {"diff": str(diff_path), "files": files, "overlay": str(tmp)}
+
+
+def failed_hunks(patch_output: str) -> dict[str, tuple[int, int]]:
+    """Every file `patch` could not fully apply, with (failed, total) hunks, in patch order:
+    from its "patching file F" lines and the "N out of M hunks FAILED" line that follows."""
+    out: dict[str, tuple[int, int]] = {}
+    current = None
+    for line in patch_output.splitlines():
+        m = re.match(r"^(?:patching|checking) file (.+?)\s*$", line)
+        if m:
+            current = m.group(1).strip("'\"")
+            continue
+        m = re.match(r"^(\d+) out of (\d+) hunks? (?:FAILED|ignored)", line)
+        if m and current is not None:
+            out[current] = (int(m.group(1)), int(m.group(2)))
+    return out
 
 
 def _vllm_version(site: Path) -> str:
@@ -416,8 +434,8 @@ class InGraphObserver:
 
     def install_load_hook(self) -> None:
         """Wrap the model loaders' load_model: the draft model is the one loaded with a
-        model config other than the target's (vLLM loads the drafter with the speculative
-        config's draft_model_config)."""
+        model config other than the target's, or with the speculative config's
+        draft_model_config (vLLM loads the drafter with it)."""
         from vllm.model_executor.model_loader import base_loader
         from vllm.model_executor import model_loader
 
@@ -432,7 +450,12 @@ class InGraphObserver:
             def load_model(self, vllm_config, model_config, *a, _orig=orig, **k):
                 model = _orig(self, vllm_config, model_config, *a, **k)
                 obs.loaded_models += 1
-                if model_config is not vllm_config.model_config and obs.model is None:
+                spec = getattr(vllm_config, "speculative_config", None)
+                # Step-3.5's drafter loads with a draft vllm_config whose model_config *is* the
+                # draft's, so "not the target's" alone misses it.
+                draft = (model_config is not vllm_config.model_config
+                         or model_config is getattr(spec, "draft_model_config", None))
+                if draft and obs.model is None:
                     obs.install(model)
                 return model
 

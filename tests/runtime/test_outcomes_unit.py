@@ -78,3 +78,17 @@ def test_plan_predicting_a_raise_disagrees_with_a_run_that_ran():
     assert c.agreement is plan_compare.Agreement.DISAGREE and c.outcome is plan_compare.Agreement.DISAGREE
     text = plan_compare.render_text(plan_compare.to_json([c]))
     assert "outcome      planned raises, engine ran: disagree" in text
+
+
+def test_failed_hunks_names_every_failing_file():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runtime_check"))
+    from runtime_check.driver import failed_hunks
+
+    out = ("patching file vllm/a.py\nHunk #1 FAILED at 10.\n1 out of 2 hunks FAILED -- saving rejects to file vllm/a.py.rej\n"
+           "patching file vllm/b.py\npatching file vllm/c.py\nHunk #1 FAILED at 3.\nHunk #2 FAILED at 9.\n"
+           "2 out of 2 hunks FAILED -- saving rejects to file vllm/c.py.rej\n")
+    assert failed_hunks(out) == {"vllm/a.py": (1, 2), "vllm/c.py": (2, 2)}
+    assert failed_hunks("patching file vllm/b.py\n") == {}
