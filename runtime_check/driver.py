@@ -68,7 +68,7 @@ def synth(arch_name: str, n_layers: int, out: Path) -> dict:
             raise DriverError(f"internal: duplicate tensor {name}")
         if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
             t = torch.ones(shape) + 0.01 * torch.randn(shape, generator=gen)
-        elif name.endswith("e_score_correction_bias") or name.endswith("dt_bias"):
+        elif name.endswith(("e_score_correction_bias", "expert_bias", "router_bias", "dt_bias")):
             t = torch.zeros(shape, dtype=torch.float32)
         elif name.endswith("A_log"):
             t = torch.log(torch.rand(shape, generator=gen) * 15 + 1)
@@ -79,6 +79,8 @@ def synth(arch_name: str, n_layers: int, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    if arch.remote_config is not None:
+        (out / archs.REMOTE_CONFIG_FILE).write_text(archs.remote_config_source(*arch.remote_config))
     (out / "generation_config.json").write_text(json.dumps({"do_sample": False}) + "\n")
     return {"arch": arch.key, "out": str(out), "mtp_layers": n_layers, "tensors": len(tensors),
             "parameters": int(sum(t.numel() for t in tensors.values()))}
@@ -122,9 +124,11 @@ def install_patch_overlay(diff_path: Path, work_dir: Path | None = None) -> dict
     r = subprocess.run(["patch", "-p0", "--batch", "--forward", "-d", str(tmp)],
                        input=norm, text=True, capture_output=True)
     if r.returncode != 0:
+        failed = failed_hunks(r.stdout + r.stderr)
         msg = (r.stdout + r.stderr).strip().splitlines()
-        raise DriverError(f"patch does not apply to vLLM {_vllm_version(site)}: "
-                          + (msg[-1] if msg else "patch failed"))
+        detail = ("; ".join(f"{f}: {bad} of {total} hunks failed" for f, (bad, total) in failed.items())
+                  if failed else (msg[-1] if msg else "patch failed"))
+        raise DriverError(f"patch does not apply to vLLM {_vllm_version(site)}: {detail}")
     modules = {rel[:-3].replace("/", "."): tmp / rel for rel in files if rel.endswith(".py")}
     modules = {(k[: -len(".__init__")] if k.endswith(".__init__") else k): v for k, v in modules.items()}
 
@@ -139,6 +143,22 @@ def install_patch_overlay(diff_path: Path, work_dir: Path | None = None) -> dict
 
     sys.meta_path.insert(0, OverlayFinder())
     return {"diff": str(diff_path), "files": files, "overlay": str(tmp)}
+
+
+def failed_hunks(patch_output: str) -> dict[str, tuple[int, int]]:
+    """Every file `patch` could not fully apply, with (failed, total) hunks, in patch order:
+    from its "patching file F" lines and the "N out of M hunks FAILED" line that follows."""
+    out: dict[str, tuple[int, int]] = {}
+    current = None
+    for line in patch_output.splitlines():
+        m = re.match(r"^(?:patching|checking) file (.+?)\s*$", line)
+        if m:
+            current = m.group(1).strip("'\"")
+            continue
+        m = re.match(r"^(\d+) out of (\d+) hunks? (?:FAILED|ignored)", line)
+        if m and current is not None:
+            out[current] = (int(m.group(1)), int(m.group(2)))
+    return out
 
 
 def _vllm_version(site: Path) -> str:
@@ -240,6 +260,51 @@ def _one_line(e: BaseException) -> str:
     return first[0] if first else ""
 
 
+VLLM_PATH_MARK = f"{os.sep}vllm{os.sep}"
+
+
+def _frames(e: BaseException) -> list[traceback.FrameSummary]:
+    """The traceback frames of ``e``, innermost last. For pydantic's ValidationError (vLLM's
+    config checks) the frames of the validator's own exception, which pydantic keeps in
+    errors()[i]["ctx"]["error"], where it was raised."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        try:
+            for x in errors():
+                inner = (x.get("ctx") or {}).get("error") if isinstance(x, dict) else None
+                if isinstance(inner, BaseException) and inner.__traceback__ is not None:
+                    return traceback.extract_tb(e.__traceback__) + traceback.extract_tb(inner.__traceback__)
+        except (TypeError, ValueError):
+            pass
+    return list(traceback.extract_tb(e.__traceback__))
+
+
+def _site(fr: traceback.FrameSummary) -> dict:
+    path = fr.filename
+    i = path.rfind(VLLM_PATH_MARK)
+    rel = path[i + 1:] if i >= 0 else path
+    return {"path": rel, "line": fr.lineno, "function": fr.name}
+
+
+def outcome_of(e: BaseException, stage: str) -> dict:
+    """An engine exception as data: `rejected` when vLLM refused to build the engine for this
+    configuration (stage "start"), `raises` when it raised while generating and drafting
+    (stage "generate"). ``site`` is the innermost frame inside vLLM (where vLLM decided),
+    ``raised_at`` the innermost frame of all (where the exception was raised, e.g. torch)."""
+    frames = _frames(e)
+    in_vllm = [f for f in frames if VLLM_PATH_MARK in f.filename]
+    site = _site(in_vllm[-1]) if in_vllm else (_site(frames[-1]) if frames else None)
+    return {
+        "outcome": "rejected" if stage == "start" else "raises",
+        "stage": stage,
+        "exception": type(e).__name__,
+        "message": _one_line(e)[:1000],
+        "site": site,
+        "raised_at": _site(frames[-1]) if frames else None,
+        "vllm_frames": [_site(f) for f in in_vllm[-6:]],
+    }
+
+
 def runner_of(proposer: str) -> str:
     """The model runner a drafter belongs to: V2's live under vllm.v1.worker.gpu."""
     return "v2" if ".worker.gpu." in proposer else "v1"
@@ -331,12 +396,15 @@ def find_drafter(llm):
 def _layer_container(inner):
     import torch.nn as nn
 
+    # `layers` by vLLM's convention; MiMo's predictor names its container `mtp_layers`.
     layers = getattr(inner, "layers", None)
+    if layers is None:
+        layers = getattr(inner, "mtp_layers", None)
     if isinstance(layers, nn.ModuleDict):
         return list(layers.keys()), list(layers.values())
     if isinstance(layers, (nn.ModuleList, list, tuple)):
         return [str(i) for i in range(len(layers))], list(layers)
-    raise DriverError(f"{type(inner).__name__} has no `layers` ModuleList/ModuleDict to observe")
+    raise DriverError(f"{type(inner).__name__} has no `layers` (or `mtp_layers`) ModuleList/ModuleDict to observe")
 
 
 IN_GRAPH_LOG_SIZE = 1 << 16
@@ -366,8 +434,8 @@ class InGraphObserver:
 
     def install_load_hook(self) -> None:
         """Wrap the model loaders' load_model: the draft model is the one loaded with a
-        model config other than the target's (vLLM loads the drafter with the speculative
-        config's draft_model_config)."""
+        model config other than the target's, or with the speculative config's
+        draft_model_config (vLLM loads the drafter with it)."""
         from vllm.model_executor.model_loader import base_loader
         from vllm.model_executor import model_loader
 
@@ -382,7 +450,12 @@ class InGraphObserver:
             def load_model(self, vllm_config, model_config, *a, _orig=orig, **k):
                 model = _orig(self, vllm_config, model_config, *a, **k)
                 obs.loaded_models += 1
-                if model_config is not vllm_config.model_config and obs.model is None:
+                spec = getattr(vllm_config, "speculative_config", None)
+                # Step-3.5's drafter loads with a draft vllm_config whose model_config *is* the
+                # draft's, so "not the target's" alone misses it.
+                draft = (model_config is not vllm_config.model_config
+                         or model_config is getattr(spec, "draft_model_config", None))
+                if draft and obs.model is None:
                     obs.install(model)
                 return model
 
@@ -623,8 +696,33 @@ def instrument(drafter, rec: Recorder, ingraph: InGraphObserver | None = None,
 ENGINE_MODES = ("eager", "compiled")
 
 
+def _trusts_remote_code(model_dir: Path, cfg: dict) -> bool:
+    """Remote code runs only for a synthetic checkpoint's own config file: the one
+    `runtime synth` writes (archs.remote_config_source), byte for byte, for this model_type.
+    Anything else (a user's model directory) is loaded with trust_remote_code=False."""
+    arch = archs.arch_for_config(cfg)
+    f = model_dir / archs.REMOTE_CONFIG_FILE
+    if arch is None or arch.remote_config is None or not f.is_file():
+        return False
+    return (cfg.get("model_type") == arch.remote_config[1]
+            and f.read_text() == archs.remote_config_source(*arch.remote_config))
+
+
+def speculative_config_for(k: int, extra: dict | None) -> dict:
+    """The speculative config handed to the engine: method mtp and K, then whatever the user
+    gave with --speculative-config (as `vllm serve --speculative-config` takes it; its
+    own keys win, except that K is --k and the method is MTP when it names none)."""
+    spec = {"method": "mtp", "num_speculative_tokens": k}
+    for key, value in (extra or {}).items():
+        if key == "num_speculative_tokens" and value != k:
+            raise DriverError(f"--speculative-config sets num_speculative_tokens={value}, --k is {k}")
+        spec[key] = value
+    return spec
+
+
 def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: int,
-          runner: str = "v1", work_dir: Path | None = None, engine_mode: str = "eager") -> dict:
+          runner: str = "v1", work_dir: Path | None = None, engine_mode: str = "eager",
+          speculative_config: dict | None = None) -> dict:
     if engine_mode not in ENGINE_MODES:
         raise DriverError(f"--engine-mode must be eager or compiled, not {engine_mode!r}")
     cfg_path = model_dir / "config.json"
@@ -634,9 +732,11 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     n = archs.num_mtp_layers(cfg)
     if n < 1:
         raise DriverError(f"{model_dir}: config declares no MTP layers")
-    if k < 1 or not (k <= n or k % n == 0):
-        raise DriverError(f"K={k} not supported by a model with {n} MTP layers "
-                          f"(vLLM needs K <= {n} or a multiple of {n})")
+    if k < 1:
+        raise DriverError("--k must be at least 1")
+    # A K the draft cannot take (e.g. one its n_predict does not divide) is the engine's to
+    # refuse: that refusal is the run's outcome, not ours to pre-empt.
+    spec = speculative_config_for(k, speculative_config)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -656,19 +756,29 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     # first runs (and traces, compiles or captures) it.
     ingraph = InGraphObserver()
     ingraph.install_load_hook()
+    base = {
+        "model": str(model_dir), "architecture": (cfg.get("architectures") or ["?"])[0],
+        "arch": (archs.arch_for_config(cfg).key if archs.arch_for_config(cfg) else None),
+        "k": k, "num_mtp_layers": n, "mode": "forced" if force else "shipped", "patch": patch_info,
+        "vllm_version": getattr(vllm, "__version__", "?"), "torch_version": torch.__version__,
+        "device": device, "runner": runner, "runner_env": runner_env,
+        "enforce_eager": engine_mode == "eager", "engine_mode": engine_mode,
+        "speculative_config": spec,
+    }
     try:
         llm = LLM(
             model=str(model_dir), skip_tokenizer_init=True, enforce_eager=(engine_mode == "eager"),
-            speculative_config={"method": "mtp", "num_speculative_tokens": k},
+            speculative_config=dict(spec),
             max_model_len=256, max_num_seqs=2, enable_prefix_caching=False,
-            dtype="bfloat16", seed=0, trust_remote_code=False,
+            dtype="bfloat16", seed=0, trust_remote_code=_trusts_remote_code(model_dir, cfg),
             **({"gpu_memory_utilization": 0.3} if device == "cuda" else {}),
             **_compilation_override(engine_mode),
         )
-    except Exception as e:  # engine start failure: one line for the user, details on stderr
+    except Exception as e:  # vLLM refused this configuration: the run's outcome (details on stderr)
         traceback.print_exc(file=sys.stderr)
-        what = "the V2 runner failed to start" if runner == "v2" else "engine failed to start"
-        raise DriverError(f"{what}: {type(e).__name__}: {_one_line(e)}"[:500])
+        return {**base, **outcome_of(e, "start"), "steps": [], "layer_calls": {},
+                "timing_s": {"load": round(time.time() - t0, 2), "generate": None,
+                             "total": round(time.time() - t0, 2)}}
     t_load = time.time() - t0
     rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rec = Recorder(force)
@@ -684,26 +794,18 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     t1 = time.time()
     try:
         outs = llm.generate(prompts, sp, use_tqdm=False)
-    except Exception as e:  # vLLM failed while drafting: one line for the user, details on stderr
+        raised = None
+    except Exception as e:  # vLLM raised while drafting: the run's outcome (details on stderr)
         traceback.print_exc(file=sys.stderr)
-        raise DriverError(f"vLLM {getattr(vllm, '__version__', '?')} failed while generating with the "
-                          f"{runner.upper()} runner: {type(e).__name__}: {_one_line(e)}"[:500])
+        raised = outcome_of(e, "generate")
+        outs = []
     t_gen = time.time() - t1
     rows = rec.rows
     return {
-        "model": str(model_dir),
-        "architecture": (cfg.get("architectures") or ["?"])[0],
-        "arch": (archs.arch_for_config(cfg).key if archs.arch_for_config(cfg) else None),
-        "k": k,
-        "mode": "forced" if force else "shipped",
-        "patch": patch_info,
-        "vllm_version": getattr(vllm, "__version__", "?"),
-        "torch_version": torch.__version__,
-        "device": device,
+        **base,
+        "outcome": "ran",
+        **(raised or {}),
         "runner": ran,
-        "runner_env": runner_env,
-        "enforce_eager": engine_mode == "eager",
-        "engine_mode": engine_mode,
         "compilation": _compilation_of(llm),
         **info,
         "generated_token_ids": [list(o.outputs[0].token_ids) for o in outs],
@@ -786,6 +888,18 @@ def _observation(rows: list[dict], ingraph: InGraphObserver, n: int, k: int, rec
     return out
 
 
+def _spec_json(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise DriverError(f"--speculative-config is not JSON: {e}")
+    if not isinstance(value, dict):
+        raise DriverError("--speculative-config must be a JSON object")
+    return value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="mtp-audit-runtime-driver")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -803,6 +917,7 @@ def main(argv=None) -> int:
     c.add_argument("--runner", choices=("v1", "v2"), default="v1")
     c.add_argument("--engine-mode", choices=ENGINE_MODES, default="eager")
     c.add_argument("--work-dir")
+    c.add_argument("--speculative-config", help="JSON object merged into the engine's speculative_config")
     c.add_argument("--result", required=True)
     a = ap.parse_args(argv)
     result_path = Path(a.result)
@@ -812,7 +927,7 @@ def main(argv=None) -> int:
         else:
             res = check(Path(a.model), a.k, a.force_step_idx, Path(a.patch) if a.patch else None,
                         a.max_tokens, a.runner, Path(a.work_dir) if a.work_dir else None,
-                        a.engine_mode)
+                        a.engine_mode, _spec_json(a.speculative_config))
         result_path.write_text(json.dumps(res, indent=1))
         return 0
     except DriverError as e:

@@ -54,6 +54,33 @@ class RunComparison:
     model_class: Agreement
     steps: list[StepComparison] = field(default_factory=list)
     why: str = ""
+    planned_outcome: str = "ran"
+    observed_outcome: str = "ran"
+    outcome: Agreement = Agreement.AGREE
+    observed_exception: str | None = None  # e.g. "AssertionError: ... (vllm/x.py:12)"
+
+
+OUTCOMES = ("ran", "rejected", "raises")
+
+
+def planned_outcome(plan: dict[str, Any]) -> tuple[str, str | None]:
+    """What the plan says the engine does with this configuration: ``outcome`` ("ran",
+    "rejected", "raises", or an object with ``outcome`` and ``exception``) where the plan
+    says; a plan without one predicts that the engine runs its steps."""
+    o = plan.get("outcome")
+    if isinstance(o, dict):
+        return str(o.get("outcome") or o.get("kind") or "ran"), o.get("exception")
+    if isinstance(o, str) and o in OUTCOMES:
+        return o, None
+    return "ran", None
+
+
+def observed_exception(run: dict[str, Any]) -> str | None:
+    if run.get("outcome", "ran") == "ran":
+        return None
+    site = run.get("site") or {}
+    where = f" ({site['path']}:{site['line']})" if site else ""
+    return f"{run.get('exception')}: {run.get('message')}{where}"
 
 
 def load_plans(path: Path) -> list[dict[str, Any]]:
@@ -103,14 +130,30 @@ def _same(a: object, b: object) -> Agreement:
 
 def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparison:
     runner, mode = run["runner"], run["mode"]
-    observed_drafter = _short(run["proposer"]) or "?"
-    observed_model = _short(run["wrapper_class"]) or "?"
+    observed_drafter = _short(run.get("proposer")) or "?"
+    observed_model = _short(run.get("wrapper_class")) or "?"
     plan = next((p for p in plans if p["runner"] == runner), None)
     if plan is None:
         return RunComparison(runner, mode, Agreement.NO_PLAN, None, observed_drafter, Agreement.NO_PLAN, None,
                              observed_model, Agreement.NO_PLAN, why=f"the plan file has no {runner} plan")
     planned_drafter = (plan.get("proposer") or {}).get("class")
     planned_model = (plan.get("model_class") or {}).get("class")
+    p_out, p_exc = planned_outcome(plan)
+    o_out = run.get("outcome", "ran")
+    out_agree = (Agreement.AGREE if p_out == o_out and (p_exc is None or p_exc == run.get("exception"))
+                 else Agreement.DISAGREE)
+    outcome_fields = {"planned_outcome": p_out, "observed_outcome": o_out, "outcome": out_agree,
+                      "observed_exception": observed_exception(run)}
+    if o_out == "rejected" or (p_out != "ran" and out_agree is Agreement.AGREE):
+        # No draft step to compare: the engine refused (or raised as planned).
+        why = "" if out_agree is Agreement.AGREE else f"the plan expects the engine to run; it {o_out}"
+        if p_out != "ran" and o_out == "ran":
+            why = f"the plan expects `{p_out}`; the engine ran"
+        return RunComparison(runner, mode, out_agree, planned_drafter, observed_drafter,
+                             Agreement.NO_PLAN if o_out == "rejected" else _same(planned_drafter, observed_drafter),
+                             planned_model, observed_model or "?",
+                             Agreement.NO_PLAN if o_out == "rejected" else _same(planned_model, observed_model),
+                             why=why, **outcome_fields)
     drafter = _same(planned_drafter, observed_drafter)
     model = _same(planned_model, observed_model)
     view = plan["steps"] if mode == "shipped" else (plan.get("forced") or {}).get("steps")
@@ -132,10 +175,18 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
             i, pf, fwd, ph, heads,
             Agreement.AGREE if fwd and all(f == want_f for f in fwd) else Agreement.DISAGREE,
             Agreement.AGREE if heads and all(h == want_h for h in heads) else Agreement.DISAGREE))
+    if o_out == "raises":
+        # Steps after the one that raised never ran: compare those that did.
+        steps = [s for s in steps if any(s.observed_forward)] or steps
     ok = (drafter is Agreement.AGREE and model is Agreement.AGREE and bool(steps)
+          and out_agree is Agreement.AGREE
           and all(s.forward is Agreement.AGREE and s.head is Agreement.AGREE for s in steps))
+    why = "" if out_agree is Agreement.AGREE else (
+        f"the plan expects `{p_out}`; the engine {o_out}" + (f": {outcome_fields['observed_exception']}"
+                                                              if o_out != "ran" else ""))
     return RunComparison(runner, mode, Agreement.AGREE if ok else Agreement.DISAGREE, planned_drafter,
-                         observed_drafter, drafter, planned_model, observed_model, model, steps)
+                         observed_drafter, drafter, planned_model, observed_model, model, steps, why,
+                         **outcome_fields)
 
 
 def compare(plans: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[RunComparison]:
@@ -176,6 +227,9 @@ def render_text(comparisons: list[dict[str, Any]]) -> str:
         lines.append(f"   {c['runner']} {c['mode']}: {c['agreement'].upper()}" + (f" ({c['why']})" if c["why"] else ""))
         if c["agreement"] == Agreement.NO_PLAN.value and not c["steps"]:
             continue
+        lines.append(f"      outcome      planned {c.get('planned_outcome', 'ran')}, engine "
+                     f"{c.get('observed_exception') and c['observed_outcome'] + ' ' + c['observed_exception'] or c.get('observed_outcome', 'ran')}: "
+                     f"{c.get('outcome', 'agree')}")
         lines.append(f"      drafter      planned {c['planned_drafter'] or '?'}, ran {c['observed_drafter']}: "
                      f"{c['drafter']}")
         lines.append(f"      model class  planned {c['planned_model_class'] or '?'}, ran "

@@ -118,21 +118,30 @@ def test_error_unknown_arch(runtime_py):
     _assert_one_line_error(cli("synth", "llama9", "--out", "/tmp/x"), "unknown architecture")
 
 
-def test_error_bad_k(runtime_py):
-    _assert_one_line_error(cli("check", "--arch", "deepseek_v3", "--mtp-layers", "3", "--k", "4"),
-                           "K=4 not supported")
+def test_k_the_draft_cannot_take_is_a_rejected_outcome(runtime_py):
+    # Not ours to refuse: vLLM's speculative config rejects K=4 with 3 MTP layers (4 % 3 != 0).
+    r = cli("check", "--arch", "deepseek_v3", "--mtp-layers", "3", "--k", "4", "--runner", "v1", "--format", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run,) = json.loads(r.stdout)["runs"]
+    assert (run["outcome"], run["exception"]) == ("rejected", "ValidationError")
+    assert "num_speculative_tokens:4 must be divisible by n_predict=3" in run["message"]
+    assert run["site"]["path"] == "vllm/config/speculative.py"
 
 
 def test_error_no_config(tmp_path, runtime_py):
     _assert_one_line_error(cli("check", "--model", str(tmp_path), "--k", "3"), "no config.json")
 
 
-def test_error_engine_fails_to_start(tmp_path, runtime_py):
+def test_engine_that_cannot_load_weights_is_a_rejected_outcome(tmp_path, runtime_py):
     d = tmp_path / "m"
     r = cli("synth", "deepseek_v3", "--mtp-layers", "3", "--out", str(d))
     assert r.returncode == 0, r.stderr
-    (d / "model.safetensors").unlink()  # the engine cannot load weights
-    _assert_one_line_error(cli("check", "--model", str(d), "--k", "3", "--runner", "v1"), "engine failed to start")
+    (d / "model.safetensors").unlink()  # the engine cannot load weights: vLLM's refusal is the outcome
+    r = cli("check", "--model", str(d), "--k", "3", "--runner", "v1", "--format", "json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run,) = json.loads(r.stdout)["runs"]
+    assert run["outcome"] == "rejected" and run["stage"] == "start" and run["steps"] == []
+    assert run["exception"] and run["message"] and run["site"]["path"].startswith("vllm/")
 
 
 def test_error_no_vllm(tmp_path):
