@@ -11,10 +11,10 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import UsageError
+from .safe_write import ReadOnlyFile, check_writable, replace_atomic, write_file
 
 
 def _umask() -> int:
@@ -31,22 +31,10 @@ def _mode_for(path: Path) -> int:
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
-    """Replace ``path`` with ``data`` atomically; raises OSError (nothing is left behind)."""
+    """Replace ``path`` with ``data`` atomically; raises OSError (nothing is left behind,
+    even when the run is killed: see :func:`auditor.safe_write.replace_atomic`)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    mode = _mode_for(path)
-    # ".tmp-" prefix: leftovers are easy to find (and tests look for exactly that).
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            os.fchmod(fh.fileno(), mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_atomic(path, raw, _mode_for(path))
 
 
 def emit(text: str, output: Path | None) -> None:
@@ -61,13 +49,18 @@ def emit(text: str, output: Path | None) -> None:
     if problem:
         raise UsageError(f"cannot write the report to {str(output)!r}: {problem}")
     try:
+        check_writable(output)
+    except ReadOnlyFile as exc:
+        raise UsageError(f"cannot write the report: {exc}") from None
+    try:
         if _is_stream(output):
             # /dev/null, /dev/stdout, a named pipe: write into it. Renaming a temp file over
             # it would replace the device node itself with a regular file.
             with open(output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         else:
-            write_atomic(output, text)
+            # through a symbolic link to its target, in place for a hard-linked file
+            write_file(output, text)
     except OSError as exc:
         raise UsageError(f"cannot write the report to {str(output)!r}: {_reason(exc, output)}") from None
 

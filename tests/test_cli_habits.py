@@ -147,7 +147,7 @@ def test_written_files_follow_the_umask(tree, tmp_path):
     "target, words",
     [
         ("", "-o needs a file name"),
-        ("/proc/version", "does not accept new files"),
+        ("/proc/version", "is read-only"),  # -r--r--r--: refused before any write is tried
         ("{tmp}/no/such/dir/r.txt", "does not exist"),
         ("{tmp}", "it is a directory"),
     ],
