@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from scan_helpers import scan_tree, write_tree
 
+from auditor.cache_entry import unseal
+
 from auditor.analyses.dispatch import DispatchProvider, Setting
 from rules.mtp006_gate_reads_other_field import _tree
 
@@ -284,7 +286,7 @@ def test_an_unchanged_tree_answers_from_the_cache_and_a_change_is_seen(tree, cac
     first = run_cli(*args, env=cache_env)
     assert first.returncode == 0, first.stderr
     stored = list((Path(cache_env["MTP_AUDIT_CACHE_DIR"]) / "layers").rglob("*.txt"))
-    assert len(stored) == 1 and stored[0].read_text() == first.stdout
+    assert len(stored) == 1 and unseal(stored[0].stem, stored[0].read_bytes()) == first.stdout.encode()
     again = run_cli(*args, env=cache_env)
     assert again.stdout == first.stdout
     # Another question is another entry; an edited tree is planned again.

@@ -34,6 +34,7 @@ from test_scan_cli import BAD_WRAPPER, GOOD_WRAPPER, run_cli
 
 import auditor.source as source_mod
 from auditor.cache import FactsCache, content_key
+from auditor.cache_entry import seal, unseal
 from auditor.config import Config
 from auditor.engine import run_scan
 from auditor.errors import AuditError, GitError
@@ -355,7 +356,12 @@ def test_damaged_facts_cache_is_a_miss(tmp_path, how):
     entries = sorted((cache / "facts").rglob("*.json"))
     assert entries
     for p in entries:
-        CORRUPTIONS[how](p, json.loads(p.read_text()))
+        payload = unseal(p.stem, p.read_bytes())
+        assert payload is not None
+        p.write_bytes(payload)
+        CORRUPTIONS[how](p, json.loads(payload))
+        if p.is_file():  # sealed again: the decoder itself must refuse the damaged payload
+            p.write_bytes(seal(p.stem, p.read_bytes()))
     fc = FactsCache(cache)
     again = run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1)
     assert again.result.to_json() == cold
@@ -403,6 +409,7 @@ def test_read_only_cache_dir(tmp_path, monkeypatch):
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr("auditor.safe_write._O_TMPFILE", 0)  # the named temp file path, refused
     fc = FactsCache(tmp_path / "cache")
     assert run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1).result.to_json() == _cold(root)
     assert fc.write_failures > 0
@@ -449,7 +456,9 @@ def test_two_scans_share_one_cache_concurrently(tmp_path):
     leftovers = [p for p in cache.rglob("*") if p.name.startswith(".tmp-")]
     assert leftovers == []
     for p in cache.rglob("*.json"):
-        json.loads(p.read_bytes())
+        payload = unseal(p.stem, p.read_bytes())
+        assert payload is not None
+        json.loads(payload)
 
 
 def test_identical_files_at_two_paths_share_no_cache_entry(tmp_path):
