@@ -43,6 +43,7 @@ from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 
+from .archive_limits import limited_members
 from .errors import FetchError
 from .paths import default_cache_dir
 
@@ -542,7 +543,7 @@ def _verify_file(path: Path, sha256: str) -> bool:
 
 def _safe_members(tar: tarfile.TarFile, archive: str) -> tuple[str, list[tarfile.TarInfo]]:
     """Check every member and return (top-level directory, members with it stripped)."""
-    members = tar.getmembers()
+    members = limited_members(tar, archive)  # the decompression limits (auditor.archive_limits)
     tops = set()
     for m in members:
         name = m.name

@@ -1,0 +1,54 @@
+"""Unpacking an sdist has limits on total size and member count (issue 20): configurable,
+one line, nothing unpacked."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from auditor.archive_limits import MEMBERS_VAR, SIZE_VAR
+from auditor.errors import FetchError, UsageError
+from auditor.fetch import _unpack
+
+
+def sdist(path: Path, files: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in {"vllm-9.9.9/vllm/__init__.py": b"", **files}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_too_many_members_is_refused_with_the_option_that_raises_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = sdist(tmp_path / "v.tar.gz", {f"vllm-9.9.9/vllm/m{i}.py": b"" for i in range(60)})
+    monkeypatch.setenv(MEMBERS_VAR, "50")
+    target = tmp_path / "releases" / "vllm-9.9.9"
+    with pytest.raises(FetchError) as exc:
+        _unpack(archive, target, {})
+    message = str(exc.value)
+    assert "more than 50 members" in message and MEMBERS_VAR in message and "\n" not in message
+    assert not target.exists() and list(target.parent.iterdir()) == []
+    monkeypatch.setenv(MEMBERS_VAR, "100")
+    _unpack(archive, target, {})
+    assert (target / "vllm/m59.py").is_file()
+
+
+def test_a_decompression_bomb_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = sdist(tmp_path / "v.tar.gz", {"vllm-9.9.9/vllm/zeros.py": b"\0" * (3 * 1024 * 1024)})
+    assert archive.stat().st_size < 100_000
+    monkeypatch.setenv(SIZE_VAR, "2")
+    target = tmp_path / "releases" / "vllm-9.9.9"
+    with pytest.raises(FetchError, match=f"more than 2 MB .*{SIZE_VAR}"):
+        _unpack(archive, target, {})
+    assert list(target.parent.iterdir()) == []
+
+
+def test_a_bad_limit_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = sdist(tmp_path / "v.tar.gz", {})
+    monkeypatch.setenv(SIZE_VAR, "lots")
+    with pytest.raises(UsageError, match=SIZE_VAR):
+        _unpack(archive, tmp_path / "r" / "vllm-9.9.9", {})
