@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Callable, Iterable, Iterator
 
 from .cache import FactsCache, content_key
+from .child_guard import die_with_parent
 from .config import Config
 from .facts import Chain, ClassFact, FunctionFact, ModuleFacts, extract
 from .model import Problem
@@ -217,7 +218,8 @@ class Index:
         if not todo:
             return
         if self.workers > 1 and len(todo) > 8:
-            with ProcessPoolExecutor(max_workers=self.workers) as pool:
+            # workers die with this process, even when it is killed (auditor.child_guard)
+            with ProcessPoolExecutor(max_workers=self.workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 results = list(pool.map(_extract_worker, todo, chunksize=4))
         else:
             results = [_extract_worker(t) for t in todo]
