@@ -46,6 +46,7 @@ from packaging.version import InvalidVersion, Version
 from .archive_limits import limited_members
 from .errors import FetchError
 from .paths import default_cache_dir
+from .temp_owner import owner_is_gone, owner_tag
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
@@ -460,7 +461,7 @@ def _download(sdist: SdistFile, dest: Path, index: str, progress: bool) -> None:
     """Download to a temp file beside ``dest``, verify sha256, rename into place."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{sdist.filename}.", suffix=".part", dir=dest.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{sdist.filename}.{owner_tag()}", suffix=".part", dir=dest.parent)
     except OSError as exc:
         raise _cache_error(dest.parent, exc) from None
     tmp = Path(tmp_name)
@@ -615,7 +616,7 @@ def _unpack(archive: Path, target: Path, meta: dict[str, Any], project: str = PR
     parent = target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{owner_tag()}", suffix=".tmp", dir=parent))
     except OSError as exc:
         raise _cache_error(parent, exc) from None
     ok = False
@@ -666,7 +667,8 @@ _STALE_SECONDS = 6 * 3600
 
 
 def _remove_stale_temps(cache: Path) -> None:
-    """Remove temp files/dirs that a killed run left behind (only ones hours old)."""
+    """Remove temp files/dirs that a killed run left behind: at once when their writer is
+    gone (:mod:`auditor.temp_owner`), else when they are hours old."""
     import time
 
     now = time.time()
@@ -678,7 +680,7 @@ def _remove_stale_temps(cache: Path) -> None:
             if not (entry.name.startswith(".") and entry.name.endswith(suffix)):
                 continue
             try:
-                if now - entry.lstat().st_mtime < _STALE_SECONDS:
+                if not owner_is_gone(entry.name) and now - entry.lstat().st_mtime < _STALE_SECONDS:
                     continue
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)

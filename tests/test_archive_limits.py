@@ -52,3 +52,30 @@ def test_a_bad_limit_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv(SIZE_VAR, "lots")
     with pytest.raises(UsageError, match=SIZE_VAR):
         _unpack(archive, tmp_path / "r" / "vllm-9.9.9", {})
+
+
+def test_temp_files_of_a_killed_fetch_are_removed_by_the_next(tmp_path: Path) -> None:
+    """A download or unpacking killed with kill -9 leaves a temp entry; the next fetch
+    removes it at once when its writer is gone, and keeps a live writer's."""
+    import os
+    import subprocess
+    import sys
+
+    from auditor.fetch import _remove_stale_temps
+    from auditor.temp_owner import owner_tag
+
+    dead = subprocess.Popen([sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE, text=True)
+    dead_pid = int(dead.communicate()[0])
+    gone = owner_tag().replace(f"-{os.getpid()}@", f"-{dead_pid}@")
+    live = owner_tag().replace(f"-{os.getpid()}@", f"-{os.getppid()}@")
+    (tmp_path / "sdists").mkdir()
+    (tmp_path / "releases").mkdir()
+    part = tmp_path / "sdists" / f".vllm-1.0.tar.gz.{gone}abc.part"
+    part.write_bytes(b"half")
+    unpacking = tmp_path / "releases" / f".vllm-1.0.{gone}abc.tmp"
+    (unpacking / "vllm").mkdir(parents=True)
+    running = tmp_path / "sdists" / f".vllm-2.0.tar.gz.{live}abc.part"
+    running.write_bytes(b"being written")
+    _remove_stale_temps(tmp_path)
+    assert not part.exists() and not unpacking.exists()
+    assert running.exists()
