@@ -18,6 +18,7 @@ from packaging.version import Version
 from ..cache import FactsCache
 from ..config import Config
 from ..errors import GitError, UsageError
+from ..mtp_presence import NO_MTP_CODE, has_mtp_code
 from ..gittree import PACKAGE, GitTree, NoVllmInTree, tag_version, is_shallow, list_release_tags, open_repo, resolve_commit
 from ..progress import Progress
 
@@ -78,9 +79,14 @@ class Scanner:
             return rel
         rel.tree = tree.commit.tree[PACKAGE].hexsha
         scan = run_scan(tree, self.config, self.rules, self.facts, self.workers, self.results, tree_id=rel.tree)
-        rel.result, rel.from_cache = scan.result, scan.analysis is None
         if scan.analysis is not None:
             self.scans += 1
+        if not has_mtp_code(scan.result):
+            # not "fixed": a tree without MTP code cannot tell (a move, a vendored copy, docs only)
+            rel.skipped = f"{NO_MTP_CODE} in this tree"
+            rel.seconds = time.perf_counter() - started
+            return rel
+        rel.result, rel.from_cache = scan.result, scan.analysis is None
         rel.seconds = time.perf_counter() - started
         return rel
 
