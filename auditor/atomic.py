@@ -40,8 +40,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 def emit(text: str, output: Path | None) -> None:
     """A report to stdout, or atomically to ``output`` (a clear error if it cannot be written)."""
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
     if str(output) in ("", "."):
         raise UsageError("-o needs a file name (an empty name or '.' is the current directory)")
@@ -63,6 +62,35 @@ def emit(text: str, output: Path | None) -> None:
             write_file(output, text)
     except OSError as exc:
         raise UsageError(f"cannot write the report to {str(output)!r}: {_reason(exc, output)}") from None
+
+
+def write_stdout(text: str) -> None:
+    """``text`` to standard output; a closed or full stdout is a usage error of its own.
+
+    After a failed write, fd 1 is pointed at /dev/null, so that the interpreter's own
+    flush at exit does not print a second error about the same stream."""
+    stream = sys.stdout
+    if stream is None:
+        raise UsageError("standard output is closed; give -o FILE to write the report to a file")
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): handled by the CLI, not an error
+    except (OSError, ValueError) as exc:
+        _silence_stdout()
+        reason = "no space left on the device" if getattr(exc, "errno", None) == errno.ENOSPC else (
+            getattr(exc, "strerror", None) or str(exc))
+        raise UsageError(f"cannot write the report to standard output: {reason}; give -o FILE") from None
+
+
+def _silence_stdout() -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
 
 
 def _is_stream(output: Path) -> bool:

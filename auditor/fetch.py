@@ -278,6 +278,8 @@ def _parse_json_page(body: bytes, page_url: str, index: str, project: str = PROJ
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FetchError(f"index {redact(index)} returned invalid JSON for {project}: {exc}") from None
+    except RecursionError:
+        raise FetchError(f"index {redact(index)} returned JSON nested too deeply for {project}") from None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise FetchError(f"index {redact(index)} returned JSON without a 'files' list for {project}")
     sdists: list[SdistFile] = []
