@@ -55,6 +55,12 @@ class Rule:
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
     autofix: ClassVar["Autofix | None"] = None
+    # severities a finding of the rule may have besides ``severity`` (its usual one)
+    ALSO: ClassVar[tuple[Severity, ...]] = ()
+
+    @classmethod
+    def severities(cls) -> tuple[Severity, ...]:
+        return (cls.severity, *cls.ALSO)
 
     @classmethod
     def doc(cls) -> str:
