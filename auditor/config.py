@@ -57,6 +57,8 @@ class Config:
             "hf": "hf_config",
         }
     )
+    # Depth and size limits of the searches (auditor.search_limits: names as the note prints them).
+    search_limits: dict[str, int] = field(default_factory=dict)
     # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
     platform_dirs: dict[str, str] = field(
         default_factory=lambda: {"cuda": "nvidia", "rocm": "amd", "xpu": "xpu", "cpu": "cpu"}
@@ -124,6 +126,13 @@ def apply_settings(cfg: Config, section: dict[str, Any], origin: str) -> Config:
             merged = dict(getattr(cfg, name))
             merged.update(value)
             setattr(cfg, name, merged)
+        elif name == "search_limits":
+            from .search_limits import check
+
+            problem = check(value)
+            if problem:
+                raise ConfigError(f"{origin}: tool.mtp-audit.{key} {problem}")
+            cfg.search_limits = {**cfg.search_limits, **value}
         elif name == "severity":
             if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) and v in _SEVERITIES for k, v in value.items()

@@ -75,3 +75,62 @@ def test_readme_is_at_most_250_lines_and_runtime_detail_lives_in_docs() -> None:
     assert len(readme) <= 250, len(readme)
     assert (REPO / "docs" / "runtime.md").is_file()
     assert any("docs/runtime.md" in line for line in readme)
+
+
+@pytest.mark.release
+def test_the_text_report_of_a_release_fits_in_150_lines() -> None:
+    from release_cache import release_root
+
+    r = cli("scan", str(release_root("0.33.0")), "-q")
+    lines = r.stdout.splitlines()
+    assert len(lines) <= 150, len(lines)
+    # affected classes are summarised: no class list of 30+ lines, none repeated
+    assert not any(line.strip() == "affected MTP classes:" for line in lines)
+    # the warm-up loop is a line of its loop's finding, not a finding of its own
+    heads = [line for line in lines if line.startswith("  MTP")]
+    assert not any("dummy_run" in h for h in heads)
+    assert any(line.startswith("    also ") and "dummy_run" in line for line in lines)
+    # the limits note names the option that raises them
+    note = [line for line in lines if line.startswith("note: the search stopped")]
+    assert note and "[tool.mtp-audit.search-limits]" in note[0]
+
+
+@pytest.mark.release
+def test_verbose_text_lists_every_class_and_hop() -> None:
+    from auditor.output import render
+    from scan_helpers import scan_release
+
+    result = scan_release("0.33.0").result
+    full = render(result, "text", verbose=True)
+    for f in result.findings:
+        for ref in f.affected_classes:
+            assert f"      {ref.name}  ({ref.path})" in full
+    assert "dummy_run" in "".join(line for line in full.splitlines() if line.startswith("  MTP"))
+
+
+def test_search_limits_are_read_from_the_configuration(tmp_path: Path) -> None:
+    from auditor.config import load_config
+    from auditor.errors import ConfigError
+
+    cfg = tmp_path / "pyproject.toml"
+    cfg.write_text('[tool.mtp-audit.search-limits]\n"draft loop call depth" = 20\n')
+    assert load_config(cfg).search_limits == {"draft loop call depth": 20}
+    cfg.write_text('[tool.mtp-audit.search-limits]\n"no such limit" = 20\n')
+    with pytest.raises(ConfigError, match="unknown limit"):
+        load_config(cfg)
+
+
+@pytest.mark.release
+def test_raising_a_limit_lets_the_search_go_further() -> None:
+    from auditor.cache import FactsCache
+    from auditor.config import Config
+    from auditor.engine import run_scan
+    from auditor.source import DirectoryTree
+    from release_cache import release_root
+
+    tree = DirectoryTree(release_root("0.33.0"))
+    cache = FactsCache(None)
+    low = run_scan(tree, Config(search_limits={"held-module depth": 1}), all_rules(), cache, 1).result
+    high = run_scan(DirectoryTree(release_root("0.33.0")), Config(search_limits={"held-module depth": 4}),
+                    all_rules(), cache, 1).result
+    assert low.stats["limits_hit"].get("held-module depth", 0) > high.stats.get("limits_hit", {}).get("held-module depth", 0)
