@@ -7,11 +7,11 @@ from typing import ClassVar, Iterable
 
 
 from auditor.analyses import CaptureProvider, FreezeKind, FrozenStep
-from auditor.analysis import Analysis
-from auditor.model import ClassRef, Finding, Hop, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.model.findings import ClassRef, Finding, Hop, Meaning, Severity
 
-from ._capture_examples import KEYED, UNKEYED, compile_tree, loop_capture_tree, wrapper_tree
-from .base import Invalid, Rule, Valid
+from rules._capture_examples import KEYED, UNKEYED, compile_tree, loop_capture_tree, wrapper_tree
+from rules.base import Invalid, Rule, Valid
 
 
 class StepFrozenByCapture(Rule):
@@ -57,6 +57,7 @@ class StepFrozenByCapture(Rule):
     # an error only for a graph that every run replays (ALSO: the listing says so).
     severity = Severity.WARNING
     ALSO: ClassVar[tuple[Severity, ...]] = (Severity.ERROR,)
+    meaning = Meaning.STEP_FROZEN
     summary = "spec_step_idx reaches the layer selection only through a captured graph or compiled forward that does not key on it"
 
     VALID = [

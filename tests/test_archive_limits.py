@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor.archive_limits import MEMBERS_VAR, SIZE_VAR
-from auditor.errors import FetchError, UsageError
-from auditor.fetch import _unpack
+from auditor.source.archive_limits import MEMBERS_VAR, SIZE_VAR
+from auditor.common.errors import FetchError, UsageError
+from auditor.source.fetch import _unpack
 
 
 def sdist(path: Path, files: dict[str, bytes]) -> Path:
@@ -61,8 +61,8 @@ def test_temp_files_of_a_killed_fetch_are_removed_by_the_next(tmp_path: Path) ->
     import subprocess
     import sys
 
-    from auditor.fetch import _remove_stale_temps
-    from auditor.temp_owner import owner_tag
+    from auditor.source.fetch import _remove_stale_temps
+    from auditor.common.temp_owner import owner_tag
 
     dead = subprocess.Popen([sys.executable, "-c", "import os; print(os.getpid())"], stdout=subprocess.PIPE, text=True)
     dead_pid = int(dead.communicate()[0])

@@ -15,16 +15,16 @@ from scan_helpers import write_tree
 SCRIPT = textwrap.dedent('''
     import sys, time
     from pathlib import Path
-    import auditor.index as ix
+    import auditor.index.index as ix
     real = ix._extract_worker
     def slow(task):
         time.sleep(120)  # a worker stuck in its task when the parent is killed
         return real(task)
     ix._extract_worker = slow
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.engine import run_scan
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.source.trees import DirectoryTree
     from rules import all_rules
     run_scan(DirectoryTree(Path(sys.argv[1])), Config(), all_rules(), FactsCache(None), 2)
 ''')

@@ -139,7 +139,7 @@ def test_no_temp_file_is_left_beside_a_report(tree: Path, tmp_path: Path) -> Non
 
 def test_an_anonymous_temp_file_has_no_name_until_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write killed before its rename leaves nothing: the temp file is O_TMPFILE."""
-    from auditor import safe_write
+    from auditor.common import safe_write
 
     if not safe_write._O_TMPFILE:
         pytest.skip("platform without O_TMPFILE")

@@ -12,7 +12,7 @@ import pytest
 
 from scan_helpers import write_tree
 
-from auditor.history import run_history
+from auditor.services.history import run_history
 from rules import all_rules
 from rules._examples import draft_tree, wrapper
 

@@ -109,8 +109,8 @@ def test_verbose_text_lists_every_class_and_hop() -> None:
 
 
 def test_search_limits_are_read_from_the_configuration(tmp_path: Path) -> None:
-    from auditor.config import load_config
-    from auditor.errors import ConfigError
+    from auditor.common.config import load_config
+    from auditor.common.errors import ConfigError
 
     cfg = tmp_path / "pyproject.toml"
     cfg.write_text('[tool.mtp-audit.search-limits]\n"draft loop call depth" = 20\n')
@@ -122,10 +122,10 @@ def test_search_limits_are_read_from_the_configuration(tmp_path: Path) -> None:
 
 @pytest.mark.release
 def test_raising_a_limit_lets_the_search_go_further() -> None:
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.engine import run_scan
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.source.trees import DirectoryTree
     from release_cache import release_root
 
     tree = DirectoryTree(release_root("0.33.0"))

@@ -32,16 +32,16 @@ from scan_helpers import scan_tree, write_tree
 from test_fetch import FakeIndex, closed_port, make_sdist
 from test_scan_cli import BAD_WRAPPER, GOOD_WRAPPER, run_cli
 
-import auditor.source as source_mod
-from auditor.cache import FactsCache, content_key
-from auditor.cache_entry import seal, unseal
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.errors import AuditError, GitError
-from auditor.facts import FACTS_VERSION
-from auditor.gittree import GitTree, NoVllmInTree
+import auditor.source.trees as source_mod
+from auditor.facts.cache import FactsCache, content_key
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.common.errors import AuditError, GitError
+from auditor.facts.extract import FACTS_VERSION
+from auditor.source.gittree import GitTree, NoVllmInTree
+from auditor.common.cache_entry import seal, unseal
 from auditor.output import render
-from auditor.source import DirectoryTree
+from auditor.source.trees import DirectoryTree
 
 WRAPPER_TEXT = BAD_WRAPPER["vllm/models/m_mtp.py"]
 EXPECTED = ("MTP001", "vllm/models/m_mtp.py")  # the finding every hostile tree still yields
@@ -205,7 +205,7 @@ def test_special_entries_symlink_loops_fifo_bad_names(tmp_path):
 
 UNREADABLE_WRAPPER = """
 import errno, os, sys
-import auditor.source as s
+import auditor.source.trees as s
 real_open, real_scandir = open, os.scandir
 def deny(path, *a, **k):
     if str(path).endswith(("secret.py",)):
@@ -409,7 +409,7 @@ def test_read_only_cache_dir(tmp_path, monkeypatch):
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
-    monkeypatch.setattr("auditor.safe_write._O_TMPFILE", 0)  # the named temp file path, refused
+    monkeypatch.setattr("auditor.common.safe_write._O_TMPFILE", 0)  # the named temp file path, refused
     fc = FactsCache(tmp_path / "cache")
     assert run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1).result.to_json() == _cold(root)
     assert fc.write_failures > 0

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable
 
-from ..facts import CallFact, Chain, ExprFact, FunctionFact, ParamKind
-from ..index import ClassKey, FuncKey, SymbolKind
+from ..facts.extract import CallFact, Chain, ExprFact, FunctionFact, ParamKind
+from ..index.index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, Provider
 from .registry import RegistryProvider
 from .types import REGISTRY, TypeProvider
-from ..search_limits import limit
+from ..common.search_limits import limit
 
 
 # An object a chain can denote: its class, and the draft model class whose code it is

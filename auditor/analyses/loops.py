@@ -12,14 +12,14 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..facts import CallFact, ExprFact, FunctionFact, LoopFact
-from ..index import ClassKey, FuncKey
-from ..model import Hop
+from ..facts.extract import CallFact, ExprFact, FunctionFact, LoopFact
+from ..index.index import ClassKey, FuncKey
+from ..model.findings import Hop
 from .base import Analyses, Provider
 from .calls import ArgSource, CallProvider, Callables, Obj, PassKind
 from .flow import FlowProvider, selecting_subscripts, sources_for, taint
 from .types import TypeProvider
-from ..search_limits import limit
+from ..common.search_limits import limit
 
 # Entry methods through which a draft model's forward pass runs (nn.Module semantics); a
 # selection reached through one of them is the forward layer, elsewhere a head's.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..facts import ExprFact, FunctionFact
-from ..index import ClassKey, FuncKey, SymbolKind
+from ..facts.extract import ExprFact, FunctionFact
+from ..index.index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, FixpointMemo, Provider
-from ..search_limits import limit
+from ..common.search_limits import limit
 
 REGISTRY: ClassKey = ("<registry>", "<draft models>")
 # torch.nn containers whose members a model selects by index (nn.Module semantics).

@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from auditor.model import Finding, Hop, ScanResult, Severity
-from auditor.search_limits import advice
+from auditor.model.findings import Finding, Hop, ScanResult, Severity
+from auditor.common.search_limits import advice
 
 from ._common import (
     rule_index,
