@@ -134,3 +134,23 @@ def test_raising_a_limit_lets_the_search_go_further() -> None:
     high = run_scan(DirectoryTree(release_root("0.33.0")), Config(search_limits={"held-module depth": 4}),
                     all_rules(), cache, 1).result
     assert low.stats["limits_hit"].get("held-module depth", 0) > high.stats.get("limits_hit", {}).get("held-module depth", 0)
+
+
+@pytest.mark.release
+def test_fix_keeps_a_formatter_clean_release_file_clean(tmp_path: Path) -> None:
+    """qwen3_next_mtp.py and qwen3_5_mtp.py of 0.33.0 are ruff-format clean; fixed, they
+    stay so (one argument per line with a magic trailing comma, as ruff and black write)."""
+    import shutil
+
+    from release_cache import release_root
+
+    src = release_root("0.33.0")
+    shutil.copytree(src / "vllm", tmp_path / "vllm", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    files = ["vllm/model_executor/models/qwen3_next_mtp.py", "vllm/model_executor/models/qwen3_5_mtp.py"]
+    ruff = [sys.executable, "-m", "ruff", "format", "--check", "--line-length", "88", *files]
+    assert subprocess.run(ruff, cwd=tmp_path, capture_output=True, text=True).returncode == 0
+    before = [(tmp_path / f).read_text() for f in files]
+    cli("fix", str(tmp_path), "-q")
+    assert [(tmp_path / f).read_text() for f in files] != before  # both were fixed
+    r = subprocess.run(ruff, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
