@@ -4,6 +4,7 @@ one line, exit 2; baselines merge instead of dropping entries."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,80 @@ def test_baseline_create_refuses_to_replace_a_file_that_is_not_a_baseline(tree: 
     other.write_text('{"mine": true}\n')
     one_line(cli("baseline", "create", "-o", other, tree, "--cache-dir", tmp_path / "c"), "--force")
     assert other.read_text() == '{"mine": true}\n'
+
+
+# --------------------------------------------------------------------------- output == input
+
+
+@pytest.mark.parametrize("command", ["scan-baseline", "scan-config", "layers-hf-config", "baseline-pyproject", "graph-config"])
+def test_an_output_that_is_an_input_is_refused_before_any_work(tree: Path, tmp_path: Path, command: str) -> None:
+    cache = tmp_path / "c"
+    base = tmp_path / "b.json"
+    base.write_text(json.dumps({"version": 1, "tool": "mtp-audit", "findings": []}))
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text("[tool.mtp-audit]\n")
+    hf = tmp_path / "config.json"
+    hf.write_text('{"architectures": ["DeepSeekV3ForCausalLM"]}')
+    (tree / "pyproject.toml").write_text("[tool.mtp-audit]\n")
+    args, victim = {
+        "scan-baseline": (["scan", tree, "--baseline", base, "-o", base], base),
+        "scan-config": (["scan", tree, "--config", cfg, "-o", cfg], cfg),
+        "layers-hf-config": (["layers", tree, "--hf-config", hf, "--k", "2", "-o", hf], hf),
+        "baseline-pyproject": (["baseline", "create", tree, "-o", tree / "pyproject.toml"], tree / "pyproject.toml"),
+        "graph-config": (["graph", tree, "--config", cfg, "-o", cfg], cfg),
+    }[command]
+    before = victim.read_bytes()
+    r = cli(*args, "--cache-dir", cache)
+    one_line(r, "own input")
+    assert victim.read_bytes() == before
+    assert not cache.exists()  # refused before any work: nothing was scanned or cached
+
+
+def test_an_output_inside_the_scanned_package_is_refused(tree: Path, tmp_path: Path) -> None:
+    target = tree / "vllm" / "models" / "m_mtp.py"
+    before = target.read_bytes()
+    one_line(cli("scan", tree, "-o", target, "--cache-dir", tmp_path / "c"), "inside the scanned tree")
+    assert target.read_bytes() == before
+
+
+def test_baseline_create_force_replaces(tree: Path, tmp_path: Path) -> None:
+    other = tmp_path / "notes.json"
+    other.write_text('{"mine": true}\n')
+    assert cli("baseline", "create", "-o", other, tree, "--force", "-q", "--cache-dir", tmp_path / "c").returncode == 0
+    assert json.loads(other.read_text())["version"] == 1
+
+
+# --------------------------------------------------------------------------- streams and JSON
+
+
+def test_closed_stdout_is_a_message(tree: Path, tmp_path: Path) -> None:
+    for args in (["rules"], ["scan", tree, "-q", "--cache-dir", tmp_path / "c"]):
+        r = subprocess.run([sys.executable, "-m", "auditor.cli", *map(str, args)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, timeout=300, close_fds=True,
+                           preexec_fn=lambda: os.close(1))
+        one_line(r, "standard output is closed")
+
+
+def test_rules_to_dev_full(tmp_path: Path) -> None:
+    with open("/dev/full", "w") as full:
+        r = cli("rules", stdout=full.fileno())
+    one_line(r, "standard output", "no space left")
+
+
+def test_deeply_nested_json_in_hf_config_and_set(tree: Path, tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    one_line(cli("layers", tree, "--hf-config", deep, "--k", "2", "--cache-dir", tmp_path / "c"), "nested too deeply")
+    value = "[" * 5000 + "]" * 5000
+    one_line(cli("layers", tree, "--arch", "WrapperMTP", "--k", "2", "--set", f"x={value}", "--cache-dir", tmp_path / "c"),
+             "nested too deeply")
+
+
+# --------------------------------------------------------------------------- -q everywhere
+
+
+def test_every_command_takes_quiet() -> None:
+    commands = ["scan", "graph", "explain", "rules", "lint", "fix", "layers", "history", "diff", "bisect",
+                "baseline create", "releases import"]
+    missing = [c for c in commands if "--quiet" not in cli(*c.split(), "--help").stdout]
+    assert missing == []

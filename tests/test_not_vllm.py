@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import git
-import pytest
 
 from scan_helpers import write_tree
 
@@ -47,7 +46,6 @@ def test_history_skips_a_revision_without_mtp_code_instead_of_calling_it_fixed(t
     assert hist.deltas[1] is None  # nothing is reported fixed
 
 
-@pytest.mark.xfail(strict=True, reason="scan's check is wired into the CLI after issue-17's split of cli.py lands")
 def test_scan_of_a_tree_without_mtp_code_is_an_error(tmp_path: Path) -> None:
     root = write_tree(tmp_path / "t", NOT_VLLM)
     r = subprocess.run([sys.executable, "-m", "auditor.cli", "scan", str(root), "-q", "--cache-dir", str(tmp_path / "c")],

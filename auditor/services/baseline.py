@@ -14,6 +14,16 @@ from ..model.findings import Finding
 BASELINE_VERSION = 1
 
 
+def check_replaceable(path: Path, force: bool) -> None:
+    """UsageError when ``path`` exists and is neither a baseline (merged) nor ``force``d."""
+    if force or not (path.exists() or path.is_symlink()):
+        return
+    try:
+        read_baseline(path)
+    except UsageError:
+        raise UsageError(f"{path} exists and is not a mtp-audit baseline; give --force to replace it") from None
+
+
 def write_baseline(findings: list[Finding], path: Path, force: bool = False) -> int:
     """Write the findings' ids to ``path``; the number of entries written.
 
