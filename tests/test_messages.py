@@ -147,3 +147,31 @@ def test_every_command_takes_quiet() -> None:
                 "baseline create", "releases import"]
     missing = [c for c in commands if "--quiet" not in cli(*c.split(), "--help").stdout]
     assert missing == []
+
+
+def test_an_unreadable_file_makes_the_scan_not_clean(tmp_path: Path) -> None:
+    """A file the scan cannot read may hold a finding: exit 1 and a line saying so, never
+    a clean exit 0 (root reads chmod 000 files, so a FIFO stands for the unreadable file)."""
+    good = WRAPPER.replace("return self.model(input_ids, positions, hidden_states)",
+                           "return self.model(input_ids, positions, hidden_states, **kwargs)")
+    root = write_tree(tmp_path / "t", draft_tree(LOOP, model=good))
+    clean = cli("scan", root, "--cache-dir", tmp_path / "c")
+    assert clean.returncode == 0, clean.stderr
+    (root / "vllm/extra.py").unlink(missing_ok=True)
+    os.mkfifo(root / "vllm/extra.py")
+    r = cli("scan", root, "--cache-dir", tmp_path / "c")
+    assert r.returncode == 1
+    assert "1 file(s) could not be read (vllm/extra.py)" in r.stderr
+
+
+def test_layers_says_when_a_file_could_not_be_read(tmp_path: Path) -> None:
+    from rules.mtp006_gate_reads_other_field import _tree
+
+    root = write_tree(tmp_path / "t", _tree())
+    os.mkfifo(root / "vllm/extra.py")
+    args = ("layers", root, "--arch", "DeepMTPModel", "--set", "num_nextn_predict_layers=3", "--k", "3", "--runner", "v2",
+            "-q", "--cache-dir", tmp_path / "c")
+    for _ in range(2):  # not cached: the second run says it too
+        r = cli(*args)
+        assert r.returncode == 0, r.stderr
+        assert "could not be read or parsed (vllm/extra.py)" in r.stderr

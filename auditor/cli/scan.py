@@ -92,7 +92,12 @@ def scan(
     emit(render(result, format.value, color=color, reachability=reachability, verbose=verbose), output)
     active = [f for f in result.findings if not f.suppressed]
     unparsed = [p for p in result.problems if p.kind in PARSE_FAILURES]
-    failed = (active and not exit_zero) or (fail_on_parse_error and unparsed)
+    # A file that could not be read may hold a finding: the scan is not clean, it is incomplete.
+    unreadable = [p for p in result.problems if p.kind == "unreadable"]
+    if unreadable:
+        Progress(quiet).line(f"{len(unreadable)} file(s) could not be read ({unreadable[0].path}"
+                             f"{' …' if len(unreadable) > 1 else ''}): what they hold is unknown, so the exit code is 1")
+    failed = ((active or unreadable) and not exit_zero) or (fail_on_parse_error and unparsed)
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_CLEAN)
 
 
