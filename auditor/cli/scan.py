@@ -39,7 +39,7 @@ def report_fixed_baseline(fixed: list[str], baseline: Optional[Path]) -> None:
         typer.echo(
             f"mtp-audit: {len(fixed)} baseline entr{'y is' if len(fixed) == 1 else 'ies are'} fixed and can be removed "
             f"({', '.join(fixed[:5])}{' …' if len(fixed) > 5 else ''}): "
-            f"run `mtp-audit baseline create` again to shrink {baseline}",
+            f"run `mtp-audit baseline create --force -o {baseline}` to shrink it",
             err=True,
         )
 
