@@ -178,7 +178,7 @@ def test_both_runners_without_runner_and_formats(tree, cache_env):
     ],
 )
 def test_bad_input_is_one_line_exit_2(tree, cache_env, args, fragment):
-    r = run_cli("layers", str(tree), *args, env=cache_env)
+    r = run_cli("layers", str(tree), *args, "-q", env=cache_env)  # -q: no progress lines, the error alone
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mtp-audit: error: ") and fragment in lines[0], r.stderr

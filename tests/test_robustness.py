@@ -308,10 +308,12 @@ def test_bad_targets(tmp_path, case):
     assert_one_line_error(run_cli("scan", str(target), "-q"), needle)
 
 
-def test_empty_package_is_clean(tmp_path):
+def test_empty_package_is_no_mtp_code(tmp_path):
+    """Issue 20: an empty vllm/ has no MTP code: that is not a clean vLLM, it is the wrong tree."""
     (tmp_path / "vllm").mkdir()
-    r = run_cli("scan", str(tmp_path), "--no-cache")
-    assert r.returncode == 0 and "0 findings" in r.stdout and "Traceback" not in r.stderr
+    r = run_cli("scan", str(tmp_path), "--no-cache", "-q")
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.startswith("mtp-audit: error: no MTP code found in ")
 
 
 def test_unwritable_output_file(tmp_path):
