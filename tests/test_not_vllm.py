@@ -52,3 +52,13 @@ def test_scan_of_a_tree_without_mtp_code_is_an_error(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=300)
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr.startswith("mtp-audit: error: no MTP code found in ") and len(r.stderr.splitlines()) == 1
+
+
+def test_a_tree_whose_mtp_file_does_not_parse_is_reported_not_called_empty(tmp_path: Path) -> None:
+    files = draft_tree(LOOP, model=DROPS)
+    files["vllm/models/m_mtp.py"] += "\ndef broken(:\n    pass\n"
+    root = write_tree(tmp_path / "t", files)
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "scan", str(root), "-q", "--cache-dir", str(tmp_path / "c")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "[parse-error]" in r.stdout and "no MTP code" not in r.stderr

@@ -15,8 +15,18 @@ def has_mtp_code(result: ScanResult) -> bool:
     return bool(result.reachability) or bool(result.findings)
 
 
+#: problems that may hide MTP code (a file the scan could not see into)
+HIDING = ("parse-error", "decode-error", "unreadable", "too-large")
+
+
+def hidden_files(result: ScanResult) -> list[str]:
+    return sorted(p.path for p in result.problems if p.kind in HIDING)
+
+
 def require_mtp_code(result: ScanResult, label: str) -> None:
-    if not has_mtp_code(result):
+    """UsageError for a tree without MTP code. Not when some file could not be read or
+    parsed: the MTP code may be in it, and the report lists it (the user must see that)."""
+    if not has_mtp_code(result) and not hidden_files(result):
         raise UsageError(
             f"{NO_MTP_CODE} in {label}: no model class selects its layer by the draft step "
             f"(is this a vLLM source tree? give the directory that holds vllm/)")
