@@ -57,6 +57,12 @@ class Rule:
     autofix: ClassVar["Autofix | None"] = None
     # What every finding of this rule means for the step (analyses read this, never codes).
     meaning: ClassVar[Meaning | None] = None
+    # severities a finding of the rule may have besides ``severity`` (its usual one)
+    ALSO: ClassVar[tuple[Severity, ...]] = ()
+
+    @classmethod
+    def severities(cls) -> tuple[Severity, ...]:
+        return (cls.severity, *cls.ALSO)
 
     @classmethod
     def doc(cls) -> str:

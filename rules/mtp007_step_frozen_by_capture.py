@@ -3,7 +3,8 @@ that does not see it."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import ClassVar, Iterable
+
 
 from auditor.analyses import CaptureProvider, FreezeKind, FrozenStep
 from auditor.analyses.analysis import Analysis
@@ -52,7 +53,10 @@ class StepFrozenByCapture(Rule):
 
     code = "MTP007"
     name = "step-frozen-by-capture"
-    severity = Severity.ERROR
+    # What its findings are: a warning (compiled forwards; graphs reached only behind a gate),
+    # an error only for a graph that every run replays (ALSO: the listing says so).
+    severity = Severity.WARNING
+    ALSO: ClassVar[tuple[Severity, ...]] = (Severity.ERROR,)
     meaning = Meaning.STEP_FROZEN
     summary = "spec_step_idx reaches the layer selection only through a captured graph or compiled forward that does not key on it"
 

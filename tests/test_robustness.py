@@ -39,6 +39,7 @@ from auditor.engine.scan import run_scan
 from auditor.common.errors import AuditError, GitError
 from auditor.facts.extract import FACTS_VERSION
 from auditor.source.gittree import GitTree, NoVllmInTree
+from auditor.common.cache_entry import seal, unseal
 from auditor.output import render
 from auditor.source.trees import DirectoryTree
 
@@ -307,10 +308,12 @@ def test_bad_targets(tmp_path, case):
     assert_one_line_error(run_cli("scan", str(target), "-q"), needle)
 
 
-def test_empty_package_is_clean(tmp_path):
+def test_empty_package_is_no_mtp_code(tmp_path):
+    """Issue 20: an empty vllm/ has no MTP code: that is not a clean vLLM, it is the wrong tree."""
     (tmp_path / "vllm").mkdir()
-    r = run_cli("scan", str(tmp_path), "--no-cache")
-    assert r.returncode == 0 and "0 findings" in r.stdout and "Traceback" not in r.stderr
+    r = run_cli("scan", str(tmp_path), "--no-cache", "-q")
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.startswith("mtp-audit: error: no MTP code found in ")
 
 
 def test_unwritable_output_file(tmp_path):
@@ -355,7 +358,12 @@ def test_damaged_facts_cache_is_a_miss(tmp_path, how):
     entries = sorted((cache / "facts").rglob("*.json"))
     assert entries
     for p in entries:
-        CORRUPTIONS[how](p, json.loads(p.read_text()))
+        payload = unseal(p.stem, p.read_bytes())
+        assert payload is not None
+        p.write_bytes(payload)
+        CORRUPTIONS[how](p, json.loads(payload))
+        if p.is_file():  # sealed again: the decoder itself must refuse the damaged payload
+            p.write_bytes(seal(p.stem, p.read_bytes()))
     fc = FactsCache(cache)
     again = run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1)
     assert again.result.to_json() == cold
@@ -403,6 +411,7 @@ def test_read_only_cache_dir(tmp_path, monkeypatch):
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr("auditor.common.safe_write._O_TMPFILE", 0)  # the named temp file path, refused
     fc = FactsCache(tmp_path / "cache")
     assert run_scan(DirectoryTree(root), Config(), all_rules(), fc, 1).result.to_json() == _cold(root)
     assert fc.write_failures > 0
@@ -449,7 +458,9 @@ def test_two_scans_share_one_cache_concurrently(tmp_path):
     leftovers = [p for p in cache.rglob("*") if p.name.startswith(".tmp-")]
     assert leftovers == []
     for p in cache.rglob("*.json"):
-        json.loads(p.read_bytes())
+        payload = unseal(p.stem, p.read_bytes())
+        assert payload is not None
+        json.loads(payload)
 
 
 def test_identical_files_at_two_paths_share_no_cache_entry(tmp_path):

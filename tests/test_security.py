@@ -166,10 +166,14 @@ def test_cache_holds_json_data_only(tmp_path):
         assert r.returncode == 1, r.stderr
     files = _all_cache_files(cache)
     assert any("facts" in p.parts for p in files) and any("results" in p.parts for p in files)
+    from auditor.common.cache_entry import unseal
+
     for p in files:
         raw = p.read_bytes()
         assert not raw.startswith(b"\x80"), p  # no pickle protocol header
-        doc = json.loads(raw)
+        payload = unseal(p.stem, raw)  # a sealed entry: one header line, then the JSON
+        assert payload is not None, p
+        doc = json.loads(payload)
         assert isinstance(doc, dict) and set(doc) >= {"key"}, p
     # no serializer that can run code is even imported by the scan
     src = "\n".join(p.read_text() for p in (REPO / "auditor").rglob("*.py"))

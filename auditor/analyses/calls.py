@@ -20,8 +20,8 @@ from ..index.index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, Provider
 from .registry import RegistryProvider
 from .types import REGISTRY, TypeProvider
+from ..common.search_limits import limit
 
-_MAX_ALIAS_DEPTH = 3
 
 # An object a chain can denote: its class, and the draft model class whose code it is
 # part of when it was reached through the registry fan-out.
@@ -137,7 +137,7 @@ class CallProvider(Provider):
     ) -> list[Target]:
         if not chain:
             return []
-        if _depth > _MAX_ALIAS_DEPTH:
+        if _depth > limit(self.config.search_limits, "local alias depth"):
             self.limits.hit("local alias depth")
             return []
         head = chain[0]

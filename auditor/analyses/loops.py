@@ -19,8 +19,8 @@ from .base import Analyses, Provider
 from .calls import ArgSource, CallProvider, Callables, Obj, PassKind
 from .flow import FlowProvider, selecting_subscripts, sources_for, taint
 from .types import TypeProvider
+from ..common.search_limits import limit
 
-_MAX_CALL_DEPTH = 10
 # Entry methods through which a draft model's forward pass runs (nn.Module semantics); a
 # selection reached through one of them is the forward layer, elsewhere a head's.
 FORWARD_METHODS = ("forward", "__call__")
@@ -159,7 +159,7 @@ class LoopProvider(Provider):
         return StepKind.CONSTANT
 
     def _walk(self, frame: _Frame, ci: int, hops: tuple[Hop, ...], depth: int, result: LoopResult, seen: set[object]) -> None:
-        if depth > _MAX_CALL_DEPTH:
+        if depth > limit(self.config.search_limits, "draft loop call depth"):
             self.limits.hit("draft loop call depth")
             return
         call = frame.fn.calls[ci]

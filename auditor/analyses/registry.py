@@ -9,9 +9,8 @@ from ..model.findings import ClassRef
 from .base import Analyses, Provider
 from .plugins import PluginProvider
 from .types import REGISTRY, TypeProvider
+from ..common.search_limits import limit
 
-_MAX_MODEL_PARTS = 200
-_MAX_HOLD_DEPTH = 2
 
 
 class RegistryProvider(Provider):
@@ -102,7 +101,7 @@ class RegistryProvider(Provider):
                 if any(p in m.param_names or ("self." + p) in m.live for p in self.params):
                     return True
         held = [t for t in self.types.held_types(cls) if t != REGISTRY]
-        if depth >= _MAX_HOLD_DEPTH:
+        if depth >= limit(self.config.search_limits, "held-module depth"):
             if held:
                 self.limits.hit("held-module depth")
             return False
@@ -133,7 +132,7 @@ class RegistryProvider(Provider):
         parts: set[ClassKey] = set()
         todo = [cls]
         while todo:
-            if len(parts) >= _MAX_MODEL_PARTS:
+            if len(parts) >= limit(self.config.search_limits, "model parts"):
                 self.limits.hit("model parts")
                 break
             c = todo.pop()

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from ..facts.extract import ExprFact, FunctionFact
 from ..index.index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, FixpointMemo, Provider
+from ..common.search_limits import limit
 
 REGISTRY: ClassKey = ("<registry>", "<draft models>")
 # torch.nn containers whose members a model selects by index (nn.Module semantics).
 MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict"})
-_MAX_VALUE_DEPTH = 6
 
 Types = tuple[ClassKey, ...]
 
@@ -95,7 +95,7 @@ class TypeProvider(Provider):
 
     def value_types(self, ctx: ClassKey | None, fkey: FuncKey, fn: FunctionFact, e: ExprFact, depth: int) -> list[ClassKey]:
         """Classes an expression evaluated in ``fn`` (of class ``ctx``) can be an instance of."""
-        if depth > _MAX_VALUE_DEPTH:
+        if depth > limit(self.config.search_limits, "value type depth"):
             self.limits.hit("value type depth")
             return []
         call, ch = e.called, e.chain

@@ -229,7 +229,10 @@ def _usage_message(exc: Any) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
+    from ..common.streams import guard_stdout, stdout_error
+
     cli = typer.main.get_command(app)
+    guard_stdout()  # a closed stdout (`>&-`) is an error of its own when something is printed
     try:
         rc = cli.main(args=argv, prog_name="mtp-audit", standalone_mode=False)
     except click_exceptions.NoArgsIsHelpError as exc:
@@ -250,6 +253,17 @@ def main(argv: Optional[list[str]] = None) -> None:
     except BrokenPipeError:
         sys.stderr.close()
         rc = EXIT_FINDINGS
+    except RecursionError:
+        _err("the input is nested too deeply to read (a JSON file or value given to the command?)")
+        rc = EXIT_ERROR
+    except OSError as exc:
+        message = stdout_error(exc)
+        if message is None:
+            if os.environ.get("MTP_AUDIT_DEBUG"):
+                raise
+            message = f"internal error: {type(exc).__name__}: {exc} (set MTP_AUDIT_DEBUG=1 for details)"
+        _err(message)
+        rc = EXIT_ERROR
     except Exception as exc:  # never a traceback for the user; MTP_AUDIT_DEBUG=1 shows it
         if os.environ.get("MTP_AUDIT_DEBUG"):
             raise

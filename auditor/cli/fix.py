@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import EXIT_CLEAN, EXIT_FINDINGS
-from .options import CacheDirOpt, ConfigOpt, NoCacheOpt
+from .options import CacheDirOpt, ConfigOpt, NoCacheOpt, QuietOpt
 
 
 def fix(
@@ -22,6 +22,7 @@ def fix(
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     config: ConfigOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Thread spec_step_idx through wrappers that drop it (MTP001).
 
@@ -35,5 +36,7 @@ def fix(
     for f, reason in report.refused:
         typer.echo(f"refused {f.rule} at {f.path}:{f.line} {f.function}: {reason}", err=True)
     verb = "would fix" if diff else "fixed"
-    typer.echo(f"{verb} {len(report.fixed)} finding(s) in {len(report.changed)} file(s); refused {len(report.refused)}", err=True)
+    if not quiet:
+        typer.echo(f"{verb} {len(report.fixed)} finding(s) in {len(report.changed)} file(s); refused {len(report.refused)}",
+                   err=True)
     raise typer.Exit(EXIT_FINDINGS if report.refused else EXIT_CLEAN)

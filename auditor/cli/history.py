@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..common.atomic import emit
+from ..common.inputs import refuse_output_over_inputs
 from ..common.progress import Progress
 from .options import (
     BisectFormat,
@@ -53,6 +54,7 @@ def history_command(
     """Findings of every release tag: introduced, fixed, kept."""
     from ..services.history import history_settings, run_history, run_layer_history_asked
 
+    refuse_output_over_inputs(output, [("--config", config)])
     cfg, cache = history_settings(config, no_cache, cache_dir)
     progress = Progress(quiet)
     if layers or k is not None or layer_count is not None or runner is not None:
@@ -93,6 +95,7 @@ def diff_command(
     from ..services.history import history_settings, run_diff
     from ..services.settings import registered_rules
 
+    refuse_output_over_inputs(output, [("--config", config)])
     cfg, cache = history_settings(config, no_cache, cache_dir)
     hist = run_diff(repo, base, head, cfg, cache, workers, Progress(quiet), rules=registered_rules())
     emit(render(hist, format.value), output)
@@ -120,6 +123,7 @@ def bisect_command(
     from ..services.history import history_settings, run_bisect
     from ..services.settings import registered_rules
 
+    refuse_output_over_inputs(output, [("--config", config)])
     cfg, cache = history_settings(config, no_cache, cache_dir)
     res = run_bisect(repo, fingerprint, good, bad, cfg, cache, workers, Progress(quiet), rules=registered_rules())
     emit(render_bisect(res, format.value), output)

@@ -19,6 +19,7 @@ from .options import (
     MethodOpt,
     NoCacheOpt,
     OutputOpt,
+    QuietOpt,
     PathArg,
     PlanInstalledOpt,
     PlanPluginOpt,
@@ -53,12 +54,18 @@ def layers_command(
     plugin_release: PlanPluginReleaseOpt = None,
     speculative_config: SpecConfigOpt = None,
     engine_mode: EngineModeOpt = "both",
+    quiet: QuietOpt = False,
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
     from ..common.atomic import emit
+    from ..common.inputs import default_config, refuse_output_over_inputs
+    from ..common.progress import Progress
     from ..services.layers import layers_document
 
+    refuse_output_over_inputs(output, [("--hf-config", hf_config), ("--config", config), ("pyproject.toml", default_config(path))],
+                              [path, *(plugin or [])])
+    progress = Progress(quiet)
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
                            format.value, cache_dir, no_cache, config, plugin, plugin_release,
-                           speculative_config=speculative_config, engine_mode=engine_mode)
+                           speculative_config=speculative_config, engine_mode=engine_mode, progress=progress)
     emit(text, output)

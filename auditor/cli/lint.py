@@ -62,6 +62,10 @@ def lint(
 
     if base is None:
         raise UsageError("lint needs --base REF: the ref to compare with (e.g. --base origin/main)")
+    from ..common.inputs import refuse_output_over_inputs
+
+    refuse_output_over_inputs(output, [("--config", config), ("--baseline", baseline), ("pyproject.toml", path / "pyproject.toml")],
+                              [path, vllm])
     progress = Progress(quiet)
     in_plugin = plugin_lint(path, vllm, vllm_release, cache_dir, progress)
     config_root = path.resolve() if (path / "vllm").is_dir() else (in_plugin.config_root if in_plugin else None)

@@ -10,7 +10,10 @@ from ..common.errors import UsageError
 from ..services.settings import registered_rules
 
 
-def rules_cmd(code: Annotated[Optional[str], typer.Argument(metavar="CODE", show_default=False, help="Show one rule's documentation.")] = None) -> None:
+def rules_cmd(
+    code: Annotated[Optional[str], typer.Argument(metavar="CODE", show_default=False, help="Show one rule's documentation.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Accepted for symmetry: rules prints no progress.")] = False,
+) -> None:
     """List the rules, or print one rule's documentation."""
     known = registered_rules()
     if code is None:

@@ -39,7 +39,7 @@ def report_fixed_baseline(fixed: list[str], baseline: Optional[Path]) -> None:
         typer.echo(
             f"mtp-audit: {len(fixed)} baseline entr{'y is' if len(fixed) == 1 else 'ies are'} fixed and can be removed "
             f"({', '.join(fixed[:5])}{' …' if len(fixed) > 5 else ''}): "
-            f"run `mtp-audit baseline create` again to shrink {baseline}",
+            f"run `mtp-audit baseline create --force -o {baseline}` to shrink it",
             err=True,
         )
 
@@ -67,6 +67,9 @@ def scan(
     quiet: QuietOpt = False,
     plugin: PluginOpt = None,
     plugin_release: PluginReleaseOpt = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Text report: every hop of every call chain and every affected class.")
+    ] = False,
 ) -> None:
     """Find where spec_step_idx is lost on its way to the MTP layers.
 
@@ -74,16 +77,27 @@ def scan(
     step index is dropped between the speculative draft loop and the MTP layer selection.
     Exit 1 when there are findings, 2 on bad input."""
     from ..output import render
+    from ..common.inputs import default_config, refuse_output_over_inputs
+    from ..engine.mtp_presence import require_mtp_code
     from ..services.scan import PARSE_FAILURES, apply_baseline, scan_target
 
+    refuse_output_over_inputs(output, [("--config", config), ("--baseline", baseline), ("pyproject.toml", default_config(path))],
+                              [path, *(plugin or [])])
     scan_, cfg = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, Progress(quiet),
                              reuse_result=True, plugins=plugin, plugin_releases=plugin_release)
     result = scan_.result
+    require_mtp_code(result, str(path or release or "the installed vLLM"))
     report_fixed_baseline(apply_baseline(result, baseline, list(result.findings), cfg), baseline)
-    emit(render(result, format.value, color=output is None and sys.stdout.isatty(), reachability=reachability), output)
+    color = output is None and sys.stdout is not None and sys.stdout.isatty()
+    emit(render(result, format.value, color=color, reachability=reachability, verbose=verbose), output)
     active = [f for f in result.findings if not f.suppressed]
     unparsed = [p for p in result.problems if p.kind in PARSE_FAILURES]
-    failed = (active and not exit_zero) or (fail_on_parse_error and unparsed)
+    # A file that could not be read may hold a finding: the scan is not clean, it is incomplete.
+    unreadable = [p for p in result.problems if p.kind == "unreadable"]
+    if unreadable:
+        Progress(quiet).line(f"{len(unreadable)} file(s) could not be read ({unreadable[0].path}"
+                             f"{' …' if len(unreadable) > 1 else ''}): what they hold is unknown, so the exit code is 1")
+    failed = ((active or unreadable) and not exit_zero) or (fail_on_parse_error and unparsed)
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_CLEAN)
 
 
@@ -98,14 +112,17 @@ def graph(
     config: ConfigOpt = None,
     plugin: PluginOpt = None,
     plugin_release: PluginReleaseOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Export the call graph the analysis examined.
 
     Nodes are functions; edges say how the step index is passed along each call."""
     from ..output.graph import render_graph
+    from ..common.inputs import default_config, refuse_output_over_inputs
     from ..services.scan import scan_target
 
-    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None,
+    refuse_output_over_inputs(output, [("--config", config), ("pyproject.toml", default_config(path))], [path, *(plugin or [])])
+    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, Progress(quiet),
                            plugins=plugin, plugin_releases=plugin_release)
     assert scan_.analysis is not None
     emit(render_graph(scan_.analysis.graph.build_graph(), format.value), output)
@@ -121,6 +138,7 @@ def explain(
     config: ConfigOpt = None,
     plugin: PluginOpt = None,
     plugin_release: PluginReleaseOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Show one finding's call chain with the code at every hop."""
     from rich.console import Console
@@ -128,7 +146,7 @@ def explain(
 
     from ..services.scan import find_finding, scan_target
 
-    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None,
+    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, Progress(quiet),
                            plugins=plugin, plugin_releases=plugin_release)
     assert scan_.analysis is not None
     f = find_finding(scan_, finding_id)

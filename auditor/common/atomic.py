@@ -11,10 +11,10 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import UsageError
+from .safe_write import ReadOnlyFile, check_writable, replace_atomic, write_file
 
 
 def _umask() -> int:
@@ -31,29 +31,16 @@ def _mode_for(path: Path) -> int:
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
-    """Replace ``path`` with ``data`` atomically; raises OSError (nothing is left behind)."""
+    """Replace ``path`` with ``data`` atomically; raises OSError (nothing is left behind,
+    even when the run is killed: see :func:`auditor.safe_write.replace_atomic`)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    mode = _mode_for(path)
-    # ".tmp-" prefix: leftovers are easy to find (and tests look for exactly that).
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            os.fchmod(fh.fileno(), mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_atomic(path, raw, _mode_for(path))
 
 
 def emit(text: str, output: Path | None) -> None:
     """A report to stdout, or atomically to ``output`` (a clear error if it cannot be written)."""
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
         return
     if str(output) in ("", "."):
         raise UsageError("-o needs a file name (an empty name or '.' is the current directory)")
@@ -61,15 +48,49 @@ def emit(text: str, output: Path | None) -> None:
     if problem:
         raise UsageError(f"cannot write the report to {str(output)!r}: {problem}")
     try:
+        check_writable(output)
+    except ReadOnlyFile as exc:
+        raise UsageError(f"cannot write the report: {exc}") from None
+    try:
         if _is_stream(output):
             # /dev/null, /dev/stdout, a named pipe: write into it. Renaming a temp file over
             # it would replace the device node itself with a regular file.
             with open(output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         else:
-            write_atomic(output, text)
+            # through a symbolic link to its target, in place for a hard-linked file
+            write_file(output, text)
     except OSError as exc:
         raise UsageError(f"cannot write the report to {str(output)!r}: {_reason(exc, output)}") from None
+
+
+def write_stdout(text: str) -> None:
+    """``text`` to standard output; a closed or full stdout is a usage error of its own.
+
+    After a failed write, fd 1 is pointed at /dev/null, so that the interpreter's own
+    flush at exit does not print a second error about the same stream."""
+    stream = sys.stdout
+    if stream is None:
+        raise UsageError("standard output is closed; give -o FILE to write the report to a file")
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): handled by the CLI, not an error
+    except (OSError, ValueError) as exc:
+        _silence_stdout()
+        reason = "no space left on the device" if getattr(exc, "errno", None) == errno.ENOSPC else (
+            getattr(exc, "strerror", None) or str(exc))
+        raise UsageError(f"cannot write the report to standard output: {reason}; give -o FILE") from None
+
+
+def _silence_stdout() -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
 
 
 def _is_stream(output: Path) -> bool:

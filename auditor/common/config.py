@@ -62,6 +62,8 @@ class Config:
     # Issue 18: methods of the speculative-config class whose guarded raises reject a
     # configuration (``layers`` answers ``rejected`` with the message and file:line).
     validation_methods: list[str] = field(default_factory=lambda: ["__post_init__", "_verify_args"])
+    # Depth and size limits of the searches (auditor.search_limits: names as the note prints them).
+    search_limits: dict[str, int] = field(default_factory=dict)
     # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
     platform_dirs: dict[str, str] = field(
         default_factory=lambda: {"cuda": "nvidia", "rocm": "amd", "xpu": "xpu", "cpu": "cpu"}
@@ -137,6 +139,13 @@ def apply_settings(cfg: Config, section: dict[str, Any], origin: str) -> Config:
             merged = dict(getattr(cfg, name))
             merged.update(value)
             setattr(cfg, name, merged)
+        elif name == "search_limits":
+            from .search_limits import check
+
+            problem = check(value)
+            if problem:
+                raise ConfigError(f"{origin}: tool.mtp-audit.{key} {problem}")
+            cfg.search_limits = {**cfg.search_limits, **value}
         elif name == "severity":
             if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) and v in _SEVERITIES for k, v in value.items()

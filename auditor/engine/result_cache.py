@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..common.atomic import write_atomic
+from ..common.cache_entry import seal, unseal
 from ..common.config import Config
 from ..facts.extract import FACTS_VERSION
 from ..model.findings import ScanResult
@@ -69,7 +70,9 @@ def result_key(tree_id: str, config: Config, rule_files: Sequence[Path] = (), ru
 class KeyedFiles:
     """Files named by a hex key under ``<cache>/<folder>/<key[:2]>/<key><suffix>``: the one
     storage every result-like cache uses. A missing, unreadable or unwritable entry is a miss
-    or a no-op (a read-only or full cache is no cache, not an error); writes are atomic."""
+    or a no-op (a read-only or full cache is no cache, not an error); writes are atomic.
+    Every entry is sealed (:mod:`auditor.cache_entry`: a digest of its content and key);
+    one that does not verify is a miss and is removed."""
 
     def __init__(self, root: Path | None, folder: str, suffix: str = ".json") -> None:
         self.root = root / folder if root is not None else None
@@ -83,9 +86,27 @@ class KeyedFiles:
         if p is None:
             return None
         try:
-            return p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            raw = p.read_bytes()
+        except OSError:
             return None
+        payload = unseal(key, raw)
+        if payload is None:
+            self.discard(key)
+            return None
+        try:
+            return payload.decode("utf-8")
+        except UnicodeDecodeError:  # pragma: no cover - the digest matched bytes we wrote
+            self.discard(key)
+            return None
+
+    def discard(self, key: str) -> None:
+        """Remove an entry that did not verify or decode (a read-only cache keeps it)."""
+        p = self.path(key)
+        if p is not None:
+            try:
+                p.unlink()
+            except OSError:
+                pass
 
     def write(self, key: str, text: str) -> None:
         p = self.path(key)
@@ -93,21 +114,23 @@ class KeyedFiles:
             return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(p, text)
+            write_atomic(p, seal(key, text.encode("utf-8")))
         except OSError:
             pass
 
     def read_json(self, key: str, field: str) -> Any:
         """``doc[field]`` of an entry written by :meth:`write_json` for this ``key``; None for a
-        miss or a corrupt or foreign entry."""
+        miss or a corrupt or foreign entry (removed)."""
         text = self.read(key)
         if text is None:
             return None
         try:
             doc = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
+            self.discard(key)
             return None
         if not isinstance(doc, dict) or doc.get("key") != key:
+            self.discard(key)
             return None
         return doc.get(field)
 
@@ -125,8 +148,11 @@ class ResultCache:
         if doc is None:
             return None
         try:
-            return ScanResult.from_json(doc)
-        except (ValueError, KeyError, TypeError, AttributeError):
+            result = ScanResult.from_json(doc)
+            result.to_json()  # every part of it is usable (a report will need it)
+            return result
+        except Exception:  # noqa: BLE001 - a sealed entry of another shape (another build): a miss
+            self.files.discard(key)
             return None
 
     def put(self, key: str, result: ScanResult) -> None:

@@ -24,6 +24,7 @@ import msgspec
 
 from .. import __version__
 from ..common.atomic import write_atomic
+from ..common.cache_entry import seal, unseal
 from .extract import FACTS_VERSION, ModuleFacts
 
 
@@ -72,23 +73,39 @@ class FactsCache:
             return None
         try:
             with open(p, "rb") as fh:
-                entry = _decoder.decode(fh.read())
-        except (OSError, msgspec.DecodeError, RecursionError):
+                raw = fh.read()
+        except OSError:
             self.misses += 1
             return None
-        if entry.key != key or entry.tool != __version__ or entry.facts.version != FACTS_VERSION:
+        # sealed (auditor.cache_entry): an edited or truncated entry is a miss, and removed
+        payload = unseal(key, raw)
+        try:
+            if payload is None:
+                raise ValueError("entry does not verify")
+            entry = _decoder.decode(payload)
+            if entry.key != key or entry.tool != __version__ or entry.facts.version != FACTS_VERSION:
+                raise ValueError("foreign entry")
+        except (ValueError, msgspec.DecodeError, RecursionError):
             self.misses += 1
+            self._discard(p)
             return None
         self.hits += 1
         if entry.facts.path != path:
             return msgspec.structs.replace(entry.facts, path=path)
         return entry.facts
 
+    @staticmethod
+    def _discard(p: Path) -> None:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
     def put(self, key: str, facts: ModuleFacts) -> None:
         p = self._path(key)
         if p is None:
             return
-        raw = _encoder.encode(CacheEntry(key, __version__, facts))
+        raw = seal(key, _encoder.encode(CacheEntry(key, __version__, facts)))
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(p, raw)

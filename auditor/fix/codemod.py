@@ -107,7 +107,12 @@ class _ThreadStep(cst.CSTTransformer):
             whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
         # The call's own layout first; when that makes a line too long, the new argument
         # on a line of its own, then one argument per line.
-        candidates = [_add_arg(updated, new_arg, layout, self.indent) for layout in _LAYOUTS]
+        # A call whose arguments already sit on a line of their own is never given the new
+        # argument on a further line beside them: black and ruff would write one argument
+        # per line (with a magic trailing comma) instead.
+        hanging = _is_parenthesized(updated.whitespace_before_args)
+        layouts = [layout for layout in _LAYOUTS if not (hanging and layout == "own-line")]
+        candidates = [_add_arg(updated, new_arg, layout, self.indent) for layout in layouts]
         for call in candidates:
             if not self._too_long(call, pos):
                 return call

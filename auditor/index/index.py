@@ -23,6 +23,7 @@ from ..model.findings import Problem
 from ..source.trees import FileTooLarge, SourceTree
 from ..facts.suppressions import MARKER
 from .patches import PatchTable
+from ..common.child_guard import die_with_parent
 
 # A class or function is identified by (path, qualname): the same class name in
 # several files (platform copies) stays distinct.
@@ -211,7 +212,8 @@ class Index(PatchTable):
         if not todo:
             return
         if self.workers > 1 and len(todo) > 8:
-            with ProcessPoolExecutor(max_workers=self.workers) as pool:
+            # workers die with this process, even when it is killed (auditor.child_guard)
+            with ProcessPoolExecutor(max_workers=self.workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 results = list(pool.map(_extract_worker, todo, chunksize=4))
         else:
             results = [_extract_worker(t) for t in todo]

@@ -51,14 +51,15 @@ def render(
     console_width: int | None = None,
     color: bool = False,
     reachability: bool = False,
+    verbose: bool = False,
 ) -> str:
     """Render ``result`` in format ``fmt`` (one of :data:`FORMATS`).
 
     ``rules`` is the rule metadata used for rule names and SARIF rule descriptors;
     ``None`` means every registered rule (``rules.all_rules()``). Findings whose rule
     code is not among ``rules`` are still rendered (with the code as their name).
-    ``console_width``, ``color`` and ``reachability`` (add the layer-reachability
-    table) only affect ``text``. The returned string ends
+    ``console_width``, ``color``, ``reachability`` (add the layer-reachability
+    table) and ``verbose`` (every hop and affected class) only affect ``text``. The returned string ends
     with a newline unless it is empty (``github`` with nothing to report).
     """
     if fmt not in FORMATS:
@@ -67,7 +68,7 @@ def render(
         return json_format.render(result)
     rule_list = _default_rules() if rules is None else list(rules)
     if fmt == "text":
-        return text.render(result, rule_list, width=console_width, color=color, reachability=reachability)
+        return text.render(result, rule_list, width=console_width, color=color, reachability=reachability, verbose=verbose)
     if fmt == "sarif":
         return sarif.render(result, rule_list)
     return github.render(result, rule_list)

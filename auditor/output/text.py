@@ -27,6 +27,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from auditor.model.findings import Finding, Hop, ScanResult, Severity
+from auditor.common.search_limits import advice
 
 from ._common import (
     rule_index,
@@ -103,7 +104,8 @@ def _hop_text(hop: Hop) -> Text:
     return t
 
 
-def _finding(console: Console, f: Finding, rules: "dict[str, type[Rule]]") -> None:
+def _finding(console: Console, f: Finding, rules: "dict[str, type[Rule]]", verbose: bool = True,
+             folded: "list[Finding] | None" = None) -> None:
     head = Text("  ")
     head.append(_clean(rule_title(f.rule, rules)), style="bold")
     head.append(" ")
@@ -120,6 +122,16 @@ def _finding(console: Console, f: Finding, rules: "dict[str, type[Rule]]") -> No
         head.append(f"  [id {f.fingerprint}]", style="dim")
     console.print(head, soft_wrap=True)
     console.print(Padding(Text(_clean(f.message)), (0, 0, 0, 4), expand=False))
+    for other in folded or ():
+        # the same loop shape elsewhere in the class (a warm-up or dummy run): one line here
+        t = Text("    also ")
+        t.append(_location(other.path, other.line, other.column), style="blue")
+        t.append(f"  {_clean(other.function)} → {_clean(other.callee)}, {len(other.affected_classes)} of these classes")
+        t.append(f"  [id {other.fingerprint}]", style="dim")
+        console.print(t, soft_wrap=True)
+    if not verbose:
+        _compact_details(console, f)
+        return
     if f.trace:
         console.print(Text("    call chain:", style="dim"))
         for hop in f.trace:
@@ -130,16 +142,77 @@ def _finding(console: Console, f: Finding, rules: "dict[str, type[Rule]]") -> No
             console.print(Text(f"      {_clean(ref.name)}  ({_clean(ref.path)})"), soft_wrap=True)
 
 
-def _findings(console: Console, result: ScanResult, rules: "dict[str, type[Rule]]") -> None:
+#: affected classes named in full in the compact report (more: a count, --verbose for all)
+COMPACT_CLASSES = 4
+
+
+def _compact_details(console: Console, f: Finding) -> None:
+    """The call chain's two ends and the affected classes by name, one line each."""
+    if f.trace:
+        first, last = f.trace[0], f.trace[-1]
+        t = Text("    call chain: ", style="dim")
+        t.append(_location(first.path, first.line), style="blue")
+        t.append(f" {_clean(first.function)}")
+        if len(f.trace) > 1:
+            t.append(f" … {len(f.trace) - 2} hop(s) … " if len(f.trace) > 2 else " → ")
+            t.append(_location(last.path, last.line), style="blue")
+            t.append(f" {_clean(last.function)}")
+        t.append(f"  (mtp-audit explain {f.fingerprint[:8]})" if f.fingerprint else "", style="dim")
+        console.print(t, soft_wrap=True)
+    if f.affected_classes:
+        names = list(dict.fromkeys(_clean(ref.name) for ref in f.affected_classes))
+        if len(f.affected_classes) == 1 and names[0] == _clean(f.function).split(".")[0]:
+            return  # the finding is on that class itself: its head already names it
+        shown = ", ".join(names[:COMPACT_CLASSES])
+        more = len(names) - COMPACT_CLASSES
+        copies = len(f.affected_classes) - len(names)
+        t = Text(f"    affected: {len(f.affected_classes)} MTP class(es): ", style="dim")
+        t.append(shown + (f" and {more} more" if more > 0 else ""))
+        if copies:
+            t.append(f" ({copies} per-platform cop{'y' if copies == 1 else 'ies'})", style="dim")
+        if more > 0 or copies:
+            t.append("; --verbose lists them", style="dim")
+        console.print(t, soft_wrap=True)
+
+
+def _fold_same_loops(findings: list[Finding]) -> tuple[list[Finding], dict[str, list[Finding]]]:
+    """Findings to print, and per printed finding the ones folded into it.
+
+    An MTP002 is folded into another MTP002 of the same class when it reaches a subset
+    of that finding's classes: the same draft loop shape run elsewhere in the class (a
+    warm-up or dummy run), which reads as a duplicate when printed as a finding of its own."""
+    loops = [f for f in findings if f.rule == "MTP002" and not f.suppressed]
+    folded: dict[str, list[Finding]] = {}
+    gone: set[str] = set()
+
+    def owner(f: Finding) -> str:
+        return f.function.rpartition(".")[0]
+
+    for f in loops:
+        mine = set(f.affected_classes)
+        hosts = [g for g in loops if g is not f and g.fingerprint not in gone and owner(g) == owner(f) and owner(f)
+                 and mine < set(g.affected_classes)]
+        if hosts:
+            host = max(hosts, key=lambda g: (len(g.affected_classes), g.fingerprint))
+            folded.setdefault(host.fingerprint, []).append(f)
+            gone.add(f.fingerprint)
+    return [f for f in findings if f.fingerprint not in gone], folded
+
+
+def _findings(console: Console, result: ScanResult, rules: "dict[str, type[Rule]]", verbose: bool = True) -> None:
     findings = sorted_findings(result.findings)
     if not findings:
         return  # the summary line says "0 findings"; nothing else is printed
+    folded: dict[str, list[Finding]] = {}
+    if not verbose:
+        findings, folded = _fold_same_loops(findings)
     console.print(Text("Findings", style="bold underline"))
-    for path, group in groupby(findings, key=lambda f: f.path):
-        console.print()
+    for n, (path, group) in enumerate(groupby(findings, key=lambda f: f.path)):
+        if n or verbose:  # compact: the first file right under the heading
+            console.print()
         console.print(Text(_clean(path), style="bold magenta"), soft_wrap=True)
         for f in group:
-            _finding(console, f, rules)
+            _finding(console, f, rules, verbose, folded.get(f.fingerprint))
 
 
 def _problems(console: Console, result: ScanResult, first: bool) -> None:
@@ -195,11 +268,14 @@ def _reachability(console: Console, result: ScanResult) -> None:
 
 
 def render(
-    result: ScanResult, rules: "list[type[Rule]]", *, width: int | None = None, color: bool = False, reachability: bool = False
+    result: ScanResult, rules: "list[type[Rule]]", *, width: int | None = None, color: bool = False, reachability: bool = False,
+    verbose: bool = False,
 ) -> str:
+    """``verbose``: every hop of every call chain and every affected class, and no finding
+    folded into another; else one line for each (``explain`` shows a finding in full)."""
     console, buf = _console(width, color)
     by_code = rule_index(rules)
-    _findings(console, result, by_code)
+    _findings(console, result, by_code, verbose)
     _problems(console, result, first=not buf.getvalue())
     if reachability:
         _reachability(console, result)
@@ -211,7 +287,7 @@ def render(
         cuts = ", ".join(f"{name} ×{n}" for name, n in sorted(limits.items()))
         console.print(
             Text(f"note: the search stopped at its limits ({cuts}); a path longer than those limits is not followed, "
-                 "so a finding beyond them may be missing", style="dim"),
+                 f"so a finding beyond them may be missing{'; ' + advice(limits) if advice(limits) else ''}", style="dim"),
             soft_wrap=True,
         )
     # split on "\n" only: str.splitlines would also break at \u2028 and friends in messages

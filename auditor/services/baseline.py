@@ -7,21 +7,45 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..common.atomic import write_atomic
+from ..common.safe_write import ReadOnlyFile, write_file
 from ..common.errors import UsageError
 from ..model.findings import Finding
 
 BASELINE_VERSION = 1
 
 
-def write_baseline(findings: list[Finding], path: Path) -> int:
-    entries = sorted(
-        ({"fingerprint": f.fingerprint, "rule": f.rule, "path": f.path, "function": f.function} for f in findings if not f.suppressed),
-        key=lambda e: (e["path"], e["rule"], e["fingerprint"]),
-    )
+def check_replaceable(path: Path, force: bool) -> None:
+    """UsageError when ``path`` exists and is neither a baseline (merged) nor ``force``d."""
+    if force or not (path.exists() or path.is_symlink()):
+        return
+    try:
+        read_baseline(path)
+    except UsageError:
+        raise UsageError(f"{path} exists and is not a mtp-audit baseline; give --force to replace it") from None
+
+
+def write_baseline(findings: list[Finding], path: Path, force: bool = False) -> int:
+    """Write the findings' ids to ``path``; the number of entries written.
+
+    An existing baseline is merged, not replaced: its entries (some added by hand, some for
+    findings of another configuration) are kept beside the new ones; ``force`` replaces it.
+    An existing file that is not a baseline (a pyproject.toml given by mistake) is refused
+    unless ``force``."""
+    entries = [{"fingerprint": f.fingerprint, "rule": f.rule, "path": f.path, "function": f.function}
+               for f in findings if not f.suppressed]
+    if not force and (path.exists() or path.is_symlink()):
+        try:
+            old = read_baseline(path)
+        except UsageError:
+            raise UsageError(f"{path} exists and is not a mtp-audit baseline; give --force to replace it") from None
+        have = {e["fingerprint"] for e in entries}
+        entries += [e for e in old if e["fingerprint"] not in have]
+    entries.sort(key=lambda e: (str(e.get("path", "")), str(e.get("rule", "")), e["fingerprint"]))
     doc = {"version": BASELINE_VERSION, "tool": "mtp-audit", "findings": entries}
     try:
-        write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        write_file(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    except ReadOnlyFile as exc:
+        raise UsageError(f"cannot write baseline: {exc}") from None
     except OSError as exc:
         raise UsageError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
     return len(entries)
@@ -32,6 +56,8 @@ def read_baseline(path: Path) -> list[dict[str, Any]]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"baseline file not found: {path}") from None
+    except RecursionError:
+        raise UsageError(f"baseline {path} is not a mtp-audit baseline: JSON nested too deeply") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"baseline {path} is not a mtp-audit baseline: {exc}") from None
     if not isinstance(doc, dict) or doc.get("version") != BASELINE_VERSION or not isinstance(doc.get("findings"), list):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..common.atomic import write_atomic
+from ..common.safe_write import MixedLineEndings, ReadOnlyFile, check_writable, encode_text, read_text, write_file
 from ..common.errors import UsageError
 from ..fix.autofix import Autofix
 from ..fix.codemod import line_limit
@@ -52,6 +52,7 @@ def apply_fixes(
     for f in scan.result.findings:
         if f.rule in fixes and not f.suppressed and (not select or f.rule in select):
             plans.setdefault(f.path, []).append(f)
+    writes: list[tuple[str, Path, bytes, list[Finding]]] = []
     for path, findings in sorted(plans.items()):
         chosen: list[Finding] = []
         for f in findings:
@@ -64,8 +65,9 @@ def apply_fixes(
             continue
         full = root / path
         try:
-            old = full.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            # line ends, encoding and BOM as the file has them (restored when it is written)
+            old, shape = read_text(full)
+        except (OSError, UnicodeDecodeError, SyntaxError, MixedLineEndings) as exc:
             report.refused.extend((f, f"cannot read {path}: {exc}") for f in chosen)
             continue
         new = old
@@ -82,14 +84,28 @@ def apply_fixes(
             continue
         if new == old:
             continue
-        if write:
-            try:
-                write_atomic(full, new)
-            except OSError as exc:
-                report.refused.extend((f, f"cannot write {path}: {exc.strerror or exc}") for f in chosen)
-                continue
+        try:
+            raw = encode_text(new, shape)
+        except UnicodeEncodeError as exc:
+            report.refused.extend((f, f"the fix cannot be written in {shape.encoding}: {exc.reason}") for f in chosen)
+            continue
+        writes.append((path, full, raw, chosen))
         report.changed[path] = (old, new)
         report.fixed.extend(chosen)
+    if write:
+        # Every file is checked before any is written: a read-only file stops the whole fix
+        # (ReadOnlyFile: one line, exit 2), never half of it.
+        for path, full, _raw, _chosen in writes:
+            check_writable(full)
+        for path, full, raw, chosen in writes:
+            try:
+                write_file(full, raw)
+            except ReadOnlyFile:
+                raise
+            except OSError as exc:
+                report.refused.extend((f, f"cannot write {path}: {exc.strerror or exc}") for f in chosen)
+                report.changed.pop(path, None)
+                report.fixed = [f for f in report.fixed if f not in chosen]
     return report
 
 

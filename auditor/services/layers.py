@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
@@ -21,6 +22,7 @@ from ..common.errors import UsageError
 from ..output.layers import ENGINE_MODES, LAYERS_FORMAT_VERSION
 
 if TYPE_CHECKING:
+    from ..common.progress import Progress
     from ..common.config import Config
     from ..engine.scan import RuleClass
     from ..facts.cache import FactsCache
@@ -41,6 +43,8 @@ def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
             value = json.loads(raw)
         except ValueError:
             value = raw
+        except RecursionError:
+            raise UsageError(f"--set {name}: the JSON value is nested too deeply") from None
         out.append((name, value))
     return tuple(out)
 
@@ -58,6 +62,8 @@ def read_hf_config(path: Path) -> str:
         raise UsageError(f"cannot read --hf-config {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"--hf-config {path} is not a JSON file: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"--hf-config {path}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise UsageError(f"--hf-config {path} must hold a JSON object (a model's config.json)")
     return text
@@ -98,7 +104,8 @@ def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], f
 
 def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
                      choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None,
-                     forced: bool = True) -> tuple[list[Plan], list[ForcedPlan | None]]:
+                     forced: bool = True, say: Optional[Callable[[str], None]] = None,
+                     problems: Optional[list[Any]] = None) -> tuple[list[Plan], list[ForcedPlan | None]]:
     """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
     the model step i; see :mod:`auditor.forced_plan`)."""
     from ..engine.scan import run_scan
@@ -111,8 +118,10 @@ def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleCla
         for s in settings:
             dispatch.plan(s)
 
-    scan = run_scan(tree, cfg, rules, facts, workers, before_freeze=plan_before_freeze)
+    scan = run_scan(tree, cfg, rules, facts, workers, progress=say, before_freeze=plan_before_freeze)
     assert scan.analysis is not None
+    if problems is not None:  # what the plans could not see (the caller says so)
+        problems.extend(scan.result.problems)
     dispatch = scan.analysis.get(DispatchProvider)
     plans = make_plans(dispatch, settings, scan.result.findings)
     views: list[ForcedPlan | None] = [forced_plan(dispatch, p, scan.result.findings) if forced else None for p in plans]
@@ -159,12 +168,14 @@ def layers_document(
     k: Optional[int], all_: bool, layers: int, runner: Optional[str], method: str, set_: Optional[list[str]],
     platform: str, fmt: str, cache_dir: Optional[Path], no_cache: bool, config: Optional[Path],
     plugin: Optional[list[Path]], plugin_release: Optional[list[str]],
-    speculative_config: Optional[str] = None, engine_mode: str = "both",
+    speculative_config: Optional[str] = None, engine_mode: str = "both", progress: "Optional[Progress]" = None,
 ) -> str:
     """The ``layers`` document for one question: planned (or read from the cache of
     documents of unchanged trees) and rendered in ``fmt``."""
     from ..common.progress import Progress
     from ..facts.cache import FactsCache
+
+    progress = progress or Progress(quiet=True)
     from ..output.layers import render, render_matrix
     from .settings import cache_root, load_settings, registered_rules
     from .targets import open_target, with_plugins
@@ -190,12 +201,12 @@ def layers_document(
     steps: int = k
     fields = parse_set(set_ or [])
     target = read_hf_config(hf_config) if hf_config is not None else None
-    vllm_tree = open_target(path, installed, release, cache_dir, Progress(quiet=True))
+    vllm_tree = open_target(path, installed, release, cache_dir, progress)
     cfg = load_settings(getattr(vllm_tree, "root", None), config, None, None)
     if runner is not None:
         check_choice("--runner", runner, cfg.runners(), "layers")
     check_choice("--platform", platform, cfg.platforms(), "layers")
-    tree = with_plugins(vllm_tree, plugin, plugin_release, cache_dir, Progress(quiet=True))
+    tree = with_plugins(vllm_tree, plugin, plugin_release, cache_dir, progress)
     runners = [runner] if runner is not None else list(cfg.runners())
 
     def choose(dispatch: DispatchProvider) -> list[Setting]:
@@ -219,8 +230,17 @@ def layers_document(
     key = cached.key(tree, cfg, rules, question)
     text = cached.get(key)
     if text is None:
-        plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose)
+        progress.phase(f"planning {tree.label}")
+        problems: list[Any] = []
+        plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose, say=progress.phase, problems=problems)
         text = (render_matrix(plans, fmt, tree.label, steps, layers, forced) if all_
                 else render(plans, fmt, tree.label, forced, engine_mode))
-        cached.put(key, text)
+        unreadable = sorted({p.path for p in problems if p.kind not in ("symlink", "submodule")})
+        if unreadable:
+            # not -q-able: the answer may be incomplete. Not cached, so every run says it.
+            shown = ", ".join(unreadable[:3]) + (" …" if len(unreadable) > 3 else "")
+            sys.stderr.write(f"mtp-audit: warning: {len(unreadable)} file(s) could not be read or parsed ({shown}); "
+                             "the plan may be missing what they hold\n")
+        else:
+            cached.put(key, text)
     return text

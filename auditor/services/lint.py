@@ -28,7 +28,8 @@ from ..source.gittree import GitTree, NoVllmInTree
 from ..model.findings import Finding, ScanResult, Severity
 from ..common.progress import Progress
 from ..engine.result_cache import ResultCache
-from ..source.trees import DirectoryTree, SourceTree
+from ..source.trees import SourceTree
+from ..source.git_changes import GitWorkTree, changed_files, open_unexpanded, tracked_or_unignored
 
 
 @dataclass
@@ -51,20 +52,10 @@ def repo_for(path: Path) -> git.Repo:
     if not path.exists():
         raise UsageError(f"path does not exist: {path}")
     try:
-        return git.Repo(path, search_parent_directories=True)
+        # expand_vars=False: a directory named "$HOME/x" is that directory, not another repository
+        return open_unexpanded(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise GitError(f"not a git repository: {path}") from None
-
-
-def _blob_shas(tree: SourceTree) -> dict[str, str]:
-    """Git blob id per file: from git objects, or (work tree) as remembered from the scan's reads."""
-    out = {}
-    for p in tree.python_files():
-        try:
-            out[p] = tree.blob_sha(p)
-        except OSError:
-            out[p] = "<unreadable>"
-    return out
 
 
 def _scan_git(
@@ -95,7 +86,7 @@ def run_lint(
     ``packages``), each side combined by ``host`` with a pinned vLLM tree."""
     progress = progress or Progress(quiet=True)
     repo = repo_for(path)
-    if repo.bare:
+    if repo.bare and head is None:
         raise GitError(f"{path} is a bare repository: give --head REF to lint a commit")
     work = Path(repo.working_tree_dir or path)
     try:
@@ -106,7 +97,8 @@ def run_lint(
         for package in packages:
             if not (work / package).is_dir():
                 raise UsageError(f"no {package}/ package at the repository root {work}")
-        head_tree: SourceTree = DirectoryTree(work, label="work tree", packages=packages)
+        head_tree: SourceTree = GitWorkTree(work, label="work tree", packages=packages,
+                                            keep=tracked_or_unignored(repo, packages))
         progress.phase("lint: scanning the work tree")
         head_result = run_scan(host(head_tree) if host else head_tree, config, rules, cache, workers).result
     else:
@@ -122,8 +114,8 @@ def run_lint(
     else:
         base_result = run_scan(host(base_tree), config, rules, cache, workers, ResultCache(cache_root)).result
 
-    base_shas, head_shas = _blob_shas(base_tree), _blob_shas(head_tree)
-    changed = sorted(p for p in set(base_shas) | set(head_shas) if base_shas.get(p) != head_shas.get(p))
+    changed = changed_files(repo, base_tree.commit_sha, head_tree.commit_sha if isinstance(head_tree, GitTree) else None,
+                            packages)
     changed_set = set(changed)
 
     base_fps = {f.fingerprint for f in base_result.findings}

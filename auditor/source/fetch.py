@@ -43,8 +43,10 @@ from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 
+from .archive_limits import limited_members
 from ..common.errors import FetchError
 from ..common.paths import default_cache_dir
+from ..common.temp_owner import owner_is_gone, owner_tag
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
@@ -276,6 +278,8 @@ def _parse_json_page(body: bytes, page_url: str, index: str, project: str = PROJ
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FetchError(f"index {redact(index)} returned invalid JSON for {project}: {exc}") from None
+    except RecursionError:
+        raise FetchError(f"index {redact(index)} returned JSON nested too deeply for {project}") from None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise FetchError(f"index {redact(index)} returned JSON without a 'files' list for {project}")
     sdists: list[SdistFile] = []
@@ -459,7 +463,7 @@ def _download(sdist: SdistFile, dest: Path, index: str, progress: bool) -> None:
     """Download to a temp file beside ``dest``, verify sha256, rename into place."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{sdist.filename}.", suffix=".part", dir=dest.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{sdist.filename}.{owner_tag()}", suffix=".part", dir=dest.parent)
     except OSError as exc:
         raise _cache_error(dest.parent, exc) from None
     tmp = Path(tmp_name)
@@ -542,7 +546,7 @@ def _verify_file(path: Path, sha256: str) -> bool:
 
 def _safe_members(tar: tarfile.TarFile, archive: str) -> tuple[str, list[tarfile.TarInfo]]:
     """Check every member and return (top-level directory, members with it stripped)."""
-    members = tar.getmembers()
+    members = limited_members(tar, archive)  # the decompression limits (auditor.archive_limits)
     tops = set()
     for m in members:
         name = m.name
@@ -614,7 +618,7 @@ def _unpack(archive: Path, target: Path, meta: dict[str, Any], project: str = PR
     parent = target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{owner_tag()}", suffix=".tmp", dir=parent))
     except OSError as exc:
         raise _cache_error(parent, exc) from None
     ok = False
@@ -665,7 +669,8 @@ _STALE_SECONDS = 6 * 3600
 
 
 def _remove_stale_temps(cache: Path) -> None:
-    """Remove temp files/dirs that a killed run left behind (only ones hours old)."""
+    """Remove temp files/dirs that a killed run left behind: at once when their writer is
+    gone (:mod:`auditor.temp_owner`), else when they are hours old."""
     import time
 
     now = time.time()
@@ -677,7 +682,7 @@ def _remove_stale_temps(cache: Path) -> None:
             if not (entry.name.startswith(".") and entry.name.endswith(suffix)):
                 continue
             try:
-                if now - entry.lstat().st_mtime < _STALE_SECONDS:
+                if not owner_is_gone(entry.name) and now - entry.lstat().st_mtime < _STALE_SECONDS:
                     continue
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..common.errors import GitError
 from .trees import MAX_FILE_BYTES, FileTooLarge
+from .git_changes import open_unexpanded
 
 PACKAGE = "vllm"
 
@@ -34,11 +35,12 @@ def open_repo(repo: str | Path | git.Repo) -> git.Repo:
     """Open a repository (work tree root, ``.git`` dir or bare repo); GitError if it is not one."""
     if isinstance(repo, git.Repo):
         return repo
-    path = Path(repo).expanduser()
+    path = Path(repo)  # never expanded: a path is the directory it names
     if not path.exists():
         raise GitError(f"no such directory: {path}")
     try:
-        return git.Repo(path, search_parent_directories=False)
+        # GitPython would read "$VAR" in a path as an environment variable
+        return open_unexpanded(path, search_parent_directories=False)
     except git.InvalidGitRepositoryError:
         raise GitError(f"not a git repository: {path}") from None
     except git.NoSuchPathError:

@@ -63,8 +63,9 @@ class PlanCache:
             return None
         try:
             return tuple(PlanCell.from_json(c) for c in cells)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None  # a corrupt or foreign entry is a miss
+        except Exception:  # noqa: BLE001 - an entry of another shape is a miss, and is removed
+            self.files.discard(key)
+            return None
 
     def put(self, key: str, cells: Sequence[PlanCell]) -> None:
         self.files.write_json(key, "cells", [c.to_json() for c in cells])

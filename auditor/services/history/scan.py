@@ -20,6 +20,7 @@ from ...common.config import Config
 from ...common.errors import GitError, UsageError
 from ...source.gittree import PACKAGE, GitTree, NoVllmInTree, tag_version, is_shallow, list_release_tags, open_repo, resolve_commit
 from ...common.progress import Progress
+from ...engine.mtp_presence import NO_MTP_CODE, has_mtp_code, hidden_files
 
 if TYPE_CHECKING:
     from ...engine.scan import RuleClass
@@ -78,9 +79,16 @@ class Scanner:
             return rel
         rel.tree = tree.commit.tree[PACKAGE].hexsha
         scan = run_scan(tree, self.config, self.rules, self.facts, self.workers, self.results, tree_id=rel.tree)
-        rel.result, rel.from_cache = scan.result, scan.analysis is None
         if scan.analysis is not None:
             self.scans += 1
+        if not has_mtp_code(scan.result):
+            # not "fixed": a tree without MTP code cannot tell (a move, a vendored copy, docs only)
+            hidden = hidden_files(scan.result)
+            rel.skipped = f"{NO_MTP_CODE} in this tree" + (
+                f" ({len(hidden)} file(s) could not be read or parsed, e.g. {hidden[0]})" if hidden else "")
+            rel.seconds = time.perf_counter() - started
+            return rel
+        rel.result, rel.from_cache = scan.result, scan.analysis is None
         rel.seconds = time.perf_counter() - started
         return rel
 
