@@ -126,7 +126,10 @@ def _finding(console: Console, f: Finding, rules: "dict[str, type[Rule]]", verbo
         # the same loop shape elsewhere in the class (a warm-up or dummy run): one line here
         t = Text("    also ")
         t.append(_location(other.path, other.line, other.column), style="blue")
-        t.append(f"  {_clean(other.function)} → {_clean(other.callee)}, {len(other.affected_classes)} of these classes")
+        beyond = sorted({c.name for c in other.affected_classes} - {c.name for c in f.affected_classes})
+        t.append(f"  {_clean(other.function)} → {_clean(other.callee)}, {len(other.affected_classes)} MTP class(es)")
+        if beyond:
+            t.append(_clean(f", beyond the above: {', '.join(beyond[:3])}" + (f" and {len(beyond) - 3} more" if len(beyond) > 3 else "")))
         t.append(f"  [id {other.fingerprint}]", style="dim")
         console.print(t, soft_wrap=True)
     if not verbose:
@@ -178,9 +181,10 @@ def _compact_details(console: Console, f: Finding) -> None:
 def _fold_same_loops(findings: list[Finding]) -> tuple[list[Finding], dict[str, list[Finding]]]:
     """Findings to print, and per printed finding the ones folded into it.
 
-    An MTP002 is folded into another MTP002 of the same class when it reaches a subset
-    of that finding's classes: the same draft loop shape run elsewhere in the class (a
-    warm-up or dummy run), which reads as a duplicate when printed as a finding of its own."""
+    The MTP002s of one class (its draft loop and the same loop shape run elsewhere in the
+    class: a warm-up or dummy run, a fused variant) read as duplicates when printed as
+    findings of their own: each is folded into the class's MTP002 that reaches the most
+    classes, as an "also" line that names the classes it reaches beyond that finding's."""
     loops = [f for f in findings if f.rule == "MTP002" and not f.suppressed]
     folded: dict[str, list[Finding]] = {}
     gone: set[str] = set()
@@ -189,11 +193,11 @@ def _fold_same_loops(findings: list[Finding]) -> tuple[list[Finding], dict[str, 
         return f.function.rpartition(".")[0]
 
     for f in loops:
-        mine = set(f.affected_classes)
-        hosts = [g for g in loops if g is not f and g.fingerprint not in gone and owner(g) == owner(f) and owner(f)
-                 and mine < set(g.affected_classes)]
-        if hosts:
-            host = max(hosts, key=lambda g: (len(g.affected_classes), g.fingerprint))
+        if not owner(f):
+            continue
+        family = [g for g in loops if owner(g) == owner(f)]
+        host = max(family, key=lambda g: (len(g.affected_classes), g.fingerprint))
+        if host is not f:
             folded.setdefault(host.fingerprint, []).append(f)
             gone.add(f.fingerprint)
     return [f for f in findings if f.fingerprint not in gone], folded
@@ -210,7 +214,8 @@ def _findings(console: Console, result: ScanResult, rules: "dict[str, type[Rule]
     for n, (path, group) in enumerate(groupby(findings, key=lambda f: f.path)):
         if n or verbose:  # compact: the first file right under the heading
             console.print()
-        console.print(Text(_clean(path), style="bold magenta"), soft_wrap=True)
+        if verbose:  # compact: each finding's location already names its file
+            console.print(Text(_clean(path), style="bold magenta"), soft_wrap=True)
         for f in group:
             _finding(console, f, rules, verbose, folded.get(f.fingerprint))
 
