@@ -117,8 +117,10 @@ class Evaluator:
         """All paths through ``fn`` as one: the objects in ``args`` end in the joined state
         of every path (a field the paths set differently is unknown), ``returned`` is the
         join of what they return, and ``decisions`` are those every path took, then one
-        per fork with value None. ``raised`` is set only when every path raises."""
-        frame: dict[str, Value] = dict(args)
+        per fork with value None. ``raised`` is set only when every path raises. ``args``
+        itself ends holding the joined values (a list or dict the paths left different
+        is :class:`Unknown` there)."""
+        frame = args
         paths = self.run(key, fn, args, 0, [frame])
         if len(paths) == 1:
             return paths[0]
