@@ -57,7 +57,9 @@ class LoopPassesConstantStep(Rule):
             when = f"; reached only when {pairing.condition}" if pairing.condition else ""
             for param in analysis.params:
                 groups = analysis.loops.entry_groups(result, param)
-                if not groups or any(g.kind is StepKind.VARYING for g in groups):
+                # Only a loop whose every entry is known to hand over a constant (or nothing):
+                # one that varies, or that the analysis cannot classify, is not reported.
+                if not groups or any(k in (StepKind.VARYING, StepKind.UNKNOWN) for g in groups for k in g.kinds):
                     continue
                 methods = sorted({g.entry.method for g in groups})
                 classes = sorted({c for g in groups for c in g.classes})

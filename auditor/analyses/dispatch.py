@@ -51,7 +51,7 @@ from ..facts import (
 from ..index import ClassKey, FuncKey, SymbolKind
 from ..model import ClassReachability, Finding, Hop, LoopReach
 from .base import Analyses, Provider
-from .loops import FORWARD_METHODS, LoopProvider, LoopResult, LoopSelection, StepKind
+from .loops import FORWARD_METHODS, KIND_ORDER, LoopProvider, LoopResult, LoopSelection, StepKind
 from .partial_eval import (
     ClassRef,
     module_constant,
@@ -1090,6 +1090,9 @@ class DispatchProvider(Provider):
             fl, hl = layer(fkind, i), layer(hkind, i)
             if fkind is None:
                 verdict, why = Verdict.UNKNOWN, f"{loop_label} reaches {model[1]} but no layer selection on the path"
+            elif fkind is StepKind.UNKNOWN or hkind is StepKind.UNKNOWN:
+                verdict, why = Verdict.UNKNOWN, f"{loop_label} hands {model[1]} a {param} the analysis cannot classify per step"
+                fl = hl = None
             elif lost_at is not None:
                 verdict, why = Verdict.LOST, lost_at[1]
             elif fkind is StepKind.VARYING:
@@ -1112,7 +1115,7 @@ class DispatchProvider(Provider):
 
 def _kind(sels: list[LoopSelection]) -> StepKind | None:
     kinds = {s.kind for s in sels}
-    for k in (StepKind.VARYING, StepKind.CONSTANT, StepKind.ABSENT):
+    for k in KIND_ORDER:
         if k in kinds:
             return k
     return None
