@@ -8,12 +8,12 @@ from pathlib import Path
 
 from scan_helpers import write_tree
 
-import auditor.cache as cache
-from auditor import facts as facts_module
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.index import Index
-from auditor.source import DirectoryTree
+import auditor.facts.cache as cache
+from auditor.facts import extract as facts_module
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.index.index import Index
+from auditor.source.trees import DirectoryTree
 
 
 def _clear() -> None:

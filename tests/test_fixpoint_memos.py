@@ -7,13 +7,13 @@ import itertools
 
 from scan_helpers import write_tree
 
-from auditor.analysis import Analysis
+from auditor.analyses.analysis import Analysis
 from auditor.analyses import FixpointMemo, Limits
 import auditor.analyses.base as base
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.index import Index
-from auditor.source import DirectoryTree
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.index.index import Index
+from auditor.source.trees import DirectoryTree
 
 _TREE = {
     "vllm/m.py": '''

@@ -16,7 +16,7 @@ from test_partial_eval import _World
 
 from auditor.analyses.dispatch import Setting
 from auditor.analyses.partial_eval import MAX_PATHS, ClassRef, Evaluator, FuncRef, Obj, Unknown, World
-from auditor.facts import extract
+from auditor.facts.extract import extract
 from rules.mtp006_gate_reads_other_field import _tree
 
 
@@ -228,10 +228,10 @@ def f(cfg):
 def test_cross_module_constant_written_into_the_draft_config(tmp_path):
     """``from .m import N`` inside the override, then ``hf_config.update({"n": N})``."""
     from auditor.analyses.partial_eval import module_constant
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.index import Index
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.index.index import Index
+    from auditor.source.trees import DirectoryTree
 
     root = write_tree(tmp_path / "t", {
         "vllm/models/mimo_mtp.py": "_MIMO_NUM_MTP_LAYERS = 1\n_OTHER = [1, 2]\n_COMPUTED = len(_OTHER)\n",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from ...index import Index
+from ...index.index import Index
 from .values import Unknown, Value
 
 _MAX_HOPS = 8

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ...facts import (
+from ...facts.extract import (
     PAttr,
     PBinOp,
     PBool,
