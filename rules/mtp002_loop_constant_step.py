@@ -77,6 +77,7 @@ class LoopPassesConstantStep(Rule):
                     column=result.loop.col,
                     function=result.func[1],
                     callee=", ".join(methods),
+                    callee_key="",  # the loop is the identity; the entry methods grow with the classes
                     message=(
                         f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
                         f"{param} ({'/'.join(sorted({g.kind.value for g in groups}))}): every draft step selects layer 0, "
