@@ -287,3 +287,26 @@ def test_call_depth_cut_is_noted_and_unknown():
     assert isinstance(paths[0].returned, Unknown)
     assert isinstance(cfg.fields["x"], Unknown)
     assert any("call depth" in n for n in ev.notes) and paths[0].cuts
+
+
+def test_a_path_that_raises_is_noted_and_not_joined_into_the_config():
+    """An override that raises on some paths: the config is the join of the paths that do
+    not raise (a rejected config has none), and the raise is a note."""
+    src = """
+def override(hf_config):
+    n = getattr(hf_config, "n", 1)
+    types = getattr(hf_config, "types", None)
+    if types is None:
+        types = ["sliding"] * n
+    if len(types) != hf_config.mystery:
+        raise ValueError("one entry per layer")
+    hf_config.update({"architectures": ["M"], "types": types})
+    return hf_config
+"""
+    world = _FunctionsWorld(src)
+    ev = Evaluator(world)
+    hf = Obj("hf_config", {"n": 2, "mystery": Unknown("mystery")}, closed=True)
+    joined = ev.run_joined(("m.py", "override"), world.facts.functions["override"], {"hf_config": hf})
+    assert joined.raised is None and hf.fields["architectures"] == ["M"] and hf.fields["types"] == ["sliding"] * 2
+    assert any("raises" in n and "one entry per layer" in n for n in ev.notes)
+    assert any(d.value is None and "len(types)" in d.condition for d in joined.decisions)

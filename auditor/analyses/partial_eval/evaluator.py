@@ -65,26 +65,36 @@ class Evaluator(ExpressionEvaluator):
 
     def run_joined(self, key: tuple[str, str], fn: FunctionFact, args: dict[str, Value]) -> Path:
         """All paths through ``fn`` as one: the objects in ``args`` end in the joined state
-        of every path (a field the paths set differently is unknown), ``returned`` is the
-        join of what they return, and ``decisions`` are those every path took, then one
-        per fork with value None. ``raised`` is set only when every path raises. ``args``
-        itself ends holding the joined values (a list or dict the paths left different
-        is :class:`Unknown` there)."""
+        of every path that does not raise (a field they set differently is unknown),
+        ``returned`` is the join of what they return, and ``decisions`` are those every
+        path took, then one per fork with value None. When every path raises, the first
+        raising path (``raised`` set); when only some do, the join of the others and a note
+        in :attr:`notes` naming the raise (the fork deciding it is among the decisions).
+        ``args`` itself ends holding the joined values (a list or dict the paths left
+        different is :class:`Unknown` there)."""
         frame = args
         paths = self.run(key, fn, args, 0, [frame])
         if len(paths) == 1:
             return paths[0]
+        returning = [q for q in paths if q.raised is None]
+        if not returning:
+            return paths[0]
         for q in paths:
-            q.done = True
             if q.raised is not None:
-                q.returned = Unknown(f"{key[1]} raises: {q.raised}")
-        joined = join(paths, f"(depends on a branch of {key[1]})")
-        restore(frame, joined.roots[0])
-        first = next(d for q in paths for d in q.decisions if d.value is None) if any(
-            d.value is None for q in paths for d in q.decisions) else None
-        if first is not None:
-            joined.decisions.append(Decision(first.path, first.line, first.function, first.condition, None, first.fields,
-                                             first.depends_on, None))
+                note = f"{key[1]} raises {q.raised} on some paths for this config; the rest assumes it does not"
+                if note not in self.notes:
+                    self.notes.append(note)
+        forks = [d for q in paths for d in q.decisions if d.value is None]
+        for q in returning:
+            q.done = True
+        joined = join(returning, f"(depends on a branch of {key[1]})")
+        if joined.roots and joined.roots[0] is not frame:
+            restore(frame, joined.roots[0])
+        seen: set[tuple[str, int]] = {(d.path, d.line) for d in joined.decisions}
+        for d in forks:
+            if (d.path, d.line) not in seen:
+                seen.add((d.path, d.line))
+                joined.decisions.append(Decision(d.path, d.line, d.function, d.condition, None, d.fields, d.depends_on, None))
         return joined
 
     def _block(self, key: tuple[str, str], stmts: tuple[Stmt, ...], paths: list[Path], depth: int) -> list[Path]:

@@ -45,6 +45,7 @@ from .values import (
 )
 
 MAX_CALL_DEPTH = 4
+_MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
 
 class World:
@@ -254,6 +255,12 @@ class ExpressionEvaluator:
                 }
                 if e.op in ops:
                     return ops[e.op](a, b)
+            if e.op == "*" and (isinstance(a, (list, tuple, str)) and type(b) is int
+                                or type(a) is int and isinstance(b, (list, tuple, str))):
+                seq, times = (a, b) if type(b) is int else (b, a)
+                if len(seq) * max(times, 0) <= _MAX_REPEAT:  # type: ignore[arg-type, operator]
+                    return a * b  # type: ignore[operator]
+                return Unknown(_text(e))
             if e.op in ("|", "&") and isinstance(a, frozenset) and isinstance(b, frozenset):
                 return a | b if e.op == "|" else a & b
         except ZeroDivisionError:
