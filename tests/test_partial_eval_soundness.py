@@ -310,3 +310,18 @@ def override(hf_config):
     assert joined.raised is None and hf.fields["architectures"] == ["M"] and hf.fields["types"] == ["sliding"] * 2
     assert any("raises" in n and "one entry per layer" in n for n in ev.notes)
     assert any(d.value is None and "len(types)" in d.condition for d in joined.decisions)
+
+
+def test_an_unknown_method_of_a_config_makes_it_unknown_unless_it_is_a_declared_getter():
+    src = """
+def f(cfg):
+    cfg.get_text_config()
+    a = cfg.model_type
+    cfg.rewrite()
+    return (a, cfg.model_type)
+"""
+    world = _FunctionsWorld(src)
+    world.pure_methods = frozenset({"get_text_config"})
+    paths = Evaluator(world).run(("m.py", "f"), world.facts.functions["f"], {"cfg": Obj("cfg", {"model_type": "a"}, closed=True)})
+    a, after = paths[0].returned
+    assert a == "a" and isinstance(after, Unknown)

@@ -194,6 +194,7 @@ class Family:
 class _TreeWorld(World):
     def __init__(self, provider: "DispatchProvider") -> None:
         self.p = provider
+        self.pure_methods = frozenset(provider.config.pure_methods)
 
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.p.index.resolve(path, name):

@@ -49,7 +49,10 @@ _MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
 
 class World:
-    """What the evaluator asks the scanned tree: names of a module, methods of a class."""
+    """What the evaluator asks the scanned tree: names of a module, methods of a class,
+    and the names of methods known to only read their object (``pure_methods``)."""
+
+    pure_methods: frozenset[str] = frozenset()
 
     def resolve_name(self, path: str, name: str) -> Value:
         return Unknown(name)
@@ -285,7 +288,8 @@ class ExpressionEvaluator:
                     (ckey, fn) = found
                     return self._invoke((ckey[0], f"{ckey[1]}.{f.attr}"), fn, e, p, key, depth,
                                         owner if isinstance(owner, Obj) else None)
-                return self._opaque_call(e, p, key, depth, [owner] if isinstance(owner, Obj) else [], text)
+                pure = f.attr in self.world.pure_methods and not e.args and not e.keywords
+                return self._opaque_call(e, p, key, depth, [owner] if isinstance(owner, Obj) and not pure else [], text)
             if isinstance(owner, (list, dict, tuple, frozenset, str, int, float, bool)) or owner is None:
                 args = [self.eval(a, p, key, depth) for a in e.args]
                 kwargs = {kw.name: self.eval(kw.value, p, key, depth) for kw in e.keywords if kw.name is not None}
@@ -333,7 +337,7 @@ class ExpressionEvaluator:
         show it writes none of them."""
         args = [self.eval(a, p, key, depth) for a in e.args]
         kwargs = [self.eval(kw.value, p, key, depth) for kw in e.keywords]
-        if fn is not None and not _may_write(fn):
+        if fn is not None and not _may_write(fn, self.world.pure_methods):
             return Unknown(text)
         havoc(p, [*receivers, *args, *kwargs], f"{text} not evaluated")
         return Unknown(text)
@@ -397,15 +401,25 @@ class ExpressionEvaluator:
 
 
 
-def _may_write(fn: FunctionFact) -> bool:
+# Python builtins that never change their arguments.
+_PURE_BUILTINS = frozenset({"getattr", "hasattr", "isinstance", "issubclass", "len", "type", "id", "repr", "str", "int",
+                            "float", "bool", "min", "max", "any", "all", "sorted", "tuple", "callable", "print"})
+
+
+def _may_write(fn: FunctionFact, pure_methods: frozenset[str] = frozenset()) -> bool:
     """From a function's facts (its body is not kept): whether it may change an object it
     is handed — it assigns an attribute or stores into a container of a parameter, or
-    hands a parameter (or calls a method of one) to code it calls."""
+    hands a parameter (or calls a method of one) to code it calls, other than the pure
+    builtins and ``pure_methods`` without arguments."""
     params = set(fn.param_names)
     if any(a.target[0] in params for a in fn.attr_assigns) or any(s[0] in params for s in fn.stores):
         return True
     for c in fn.calls:
+        if c.func and len(c.func) == 1 and c.func[0] in _PURE_BUILTINS and not c.star_args and not c.star_kwargs:
+            continue
         if c.func and c.func[0] in params and len(c.func) > 1:
+            if c.func[-1] in pure_methods and len(c.func) == 2 and not c.args and not c.keywords:
+                continue
             return True
         for x in [*c.args, *(k.value for k in c.keywords), *c.star_args, *c.star_kwargs]:
             if any(n.split(".")[0] in params for n in x.names):
