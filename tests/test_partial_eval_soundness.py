@@ -325,3 +325,13 @@ def f(cfg):
     paths = Evaluator(world).run(("m.py", "f"), world.facts.functions["f"], {"cfg": Obj("cfg", {"model_type": "a"}, closed=True)})
     a, after = paths[0].returned
     assert a == "a" and isinstance(after, Unknown)
+
+
+def test_a_set_changed_by_a_method_is_unknown():
+    src = """
+def f(cfg):
+    s = set()
+    s.add(cfg.model_type)
+    return "a" in s
+"""
+    assert isinstance(_one(src, "f", cfg=Obj("cfg", {"model_type": "a"}, closed=True)), Unknown)

@@ -300,6 +300,10 @@ class ExpressionEvaluator:
                 # A method of a builtin type the evaluator does not model: it may change its
                 # receiver (a list or dict) and, for all we know, its arguments.
                 havoc(p, [owner, *args, *kwargs.values()], f"{text} not evaluated")
+                if isinstance(owner, frozenset) and _is_chain(f.value):
+                    # A set is modelled as a frozenset: a method that may change it makes
+                    # the name or field holding it unknown (another alias is not found).
+                    self._forget(f.value, p, key, depth, text)
                 return Unknown(text)
             return self._opaque_call(e, p, key, depth, [owner], text)
         callee = self.eval(f, p, key, depth)
@@ -317,6 +321,14 @@ class ExpressionEvaluator:
             if target_fn is not None:
                 return self._invoke(callee.key, target_fn, e, p, key, depth, callee.self_obj)
         return self._opaque_call(e, p, key, depth, [callee], text)
+
+    def _forget(self, target: PExpr, p: Path, key: tuple[str, str], depth: int, text: str) -> None:
+        if isinstance(target, PName):
+            p.env[target.id] = Unknown(f"{target.id} ({text} not evaluated)")
+        elif isinstance(target, PAttr):
+            owner = self.eval(target.value, p, key, depth)
+            if isinstance(owner, Obj):
+                owner.fields[target.attr] = Unknown(f"{_text(target)} ({text} not evaluated)")
 
     def _update(self, owner: Obj, e: PCall, p: Path, key: tuple[str, str], depth: int, text: str) -> Value:
         """``config.update(d)`` / ``config.update(k=v)``: sets those fields; an update the
