@@ -107,6 +107,7 @@ class WrapperDropsStep(Rule):
                         column=call.col,
                         function=fkey[1],
                         callee=", ".join(callees),
+                        callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
                         message=(
                             f"{fkey[1]} receives {param} ({received}) but calls {shown} {how}; "
                             f"{callees[0]} selects {sel.container} by {param}, so every draft step uses layer 0"

@@ -79,7 +79,9 @@ class LoopPassesConstantStep(Rule):
     def _findings(self, analysis: Analysis, result: Any, when: str) -> Iterable[Finding]:
         for param in analysis.params:
             groups = analysis.loops.entry_groups(result, param)
-            if not groups or any(g.kind is StepKind.VARYING for g in groups):
+            # Only a loop whose every entry is known to hand over a constant (or nothing):
+            # one that varies, or that the analysis cannot classify, is not reported.
+            if not groups or any(k in (StepKind.VARYING, StepKind.UNKNOWN) for g in groups for k in g.kinds):
                 continue
             methods = sorted({g.entry.method for g in groups})
             classes = sorted({c for g in groups for c in g.classes if analysis.dispatch.pairing(result.func, c).paired})
@@ -99,6 +101,7 @@ class LoopPassesConstantStep(Rule):
                 column=result.loop.col,
                 function=result.func[1],
                 callee=", ".join(methods),
+                callee_key="",  # the loop is the identity; the entry methods grow with the classes
                 message=(
                     f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
                     f"{param} ({'/'.join(sorted({g.kind.value for g in groups}))}): every draft step selects layer 0, "

@@ -64,7 +64,7 @@ class InconsistentThreading(Rule):
                     continue
                 good = sorted({g.entry.method for g in threaded})
                 for g in groups:
-                    if g.kind is StepKind.VARYING:
+                    if g.kind in (StepKind.VARYING, StepKind.UNKNOWN):
                         continue
                     e = g.entry
                     caller = analysis.index.function((e.call_hop.path, e.call_hop.function))

@@ -80,6 +80,7 @@ class StepRejected(Rule):
                         column=call.col,
                         function=fkey[1],
                         callee=", ".join(callees),
+                        callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
                         message=(
                             f"passes {param} to {', '.join(callees)}, which take(s) no {param} and no **kwargs: "
                             f"TypeError at run time"

@@ -16,7 +16,7 @@ from test_partial_eval import _World
 
 from auditor.analyses.dispatch import Setting
 from auditor.analyses.partial_eval import MAX_PATHS, ClassRef, Evaluator, FuncRef, Obj, Unknown, World
-from auditor.facts import extract
+from auditor.facts.extract import extract
 from rules.mtp006_gate_reads_other_field import _tree
 
 
@@ -228,10 +228,10 @@ def f(cfg):
 def test_cross_module_constant_written_into_the_draft_config(tmp_path):
     """``from .m import N`` inside the override, then ``hf_config.update({"n": N})``."""
     from auditor.analyses.partial_eval import module_constant
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.index import Index
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.index.index import Index
+    from auditor.source.trees import DirectoryTree
 
     root = write_tree(tmp_path / "t", {
         "vllm/models/mimo_mtp.py": "_MIMO_NUM_MTP_LAYERS = 1\n_OTHER = [1, 2]\n_COMPUTED = len(_OTHER)\n",
@@ -287,3 +287,51 @@ def test_call_depth_cut_is_noted_and_unknown():
     assert isinstance(paths[0].returned, Unknown)
     assert isinstance(cfg.fields["x"], Unknown)
     assert any("call depth" in n for n in ev.notes) and paths[0].cuts
+
+
+def test_a_path_that_raises_is_noted_and_not_joined_into_the_config():
+    """An override that raises on some paths: the config is the join of the paths that do
+    not raise (a rejected config has none), and the raise is a note."""
+    src = """
+def override(hf_config):
+    n = getattr(hf_config, "n", 1)
+    types = getattr(hf_config, "types", None)
+    if types is None:
+        types = ["sliding"] * n
+    if len(types) != hf_config.mystery:
+        raise ValueError("one entry per layer")
+    hf_config.update({"architectures": ["M"], "types": types})
+    return hf_config
+"""
+    world = _FunctionsWorld(src)
+    ev = Evaluator(world)
+    hf = Obj("hf_config", {"n": 2, "mystery": Unknown("mystery")}, closed=True)
+    joined = ev.run_joined(("m.py", "override"), world.facts.functions["override"], {"hf_config": hf})
+    assert joined.raised is None and hf.fields["architectures"] == ["M"] and hf.fields["types"] == ["sliding"] * 2
+    assert any("raises" in n and "one entry per layer" in n for n in ev.notes)
+    assert any(d.value is None and "len(types)" in d.condition for d in joined.decisions)
+
+
+def test_an_unknown_method_of_a_config_makes_it_unknown_unless_it_is_a_declared_getter():
+    src = """
+def f(cfg):
+    cfg.get_text_config()
+    a = cfg.model_type
+    cfg.rewrite()
+    return (a, cfg.model_type)
+"""
+    world = _FunctionsWorld(src)
+    world.pure_methods = frozenset({"get_text_config"})
+    paths = Evaluator(world).run(("m.py", "f"), world.facts.functions["f"], {"cfg": Obj("cfg", {"model_type": "a"}, closed=True)})
+    a, after = paths[0].returned
+    assert a == "a" and isinstance(after, Unknown)
+
+
+def test_a_set_changed_by_a_method_is_unknown():
+    src = """
+def f(cfg):
+    s = set()
+    s.add(cfg.model_type)
+    return "a" in s
+"""
+    assert isinstance(_one(src, "f", cfg=Obj("cfg", {"model_type": "a"}, closed=True)), Unknown)

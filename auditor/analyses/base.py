@@ -90,6 +90,23 @@ class Analyses:
         return found
 
 
+class FixpointStack:
+    """The stack of unfinished queries shared by memos whose queries call each other
+    (``attr_types`` <-> ``returned_types``): a cycle through two memos is then one cycle,
+    iterated to one fixpoint, and a query that read an unfinished one of *either* memo is
+    not memoised — so no answer depends on which memo was asked first."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[object, Hashable]] = []  # (memo, key), outermost first
+        self.position: dict[tuple[object, Hashable], int] = {}
+        self.low: list[int] = []  # per frame: lowest stack position of an unfinished query it read
+        self.reentered: set[tuple[object, Hashable]] = set()
+        self.partial: dict[tuple[object, Hashable], object] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.frames)
+
+
 class FixpointMemo(Generic[K, V]):
     """Memo for recursive queries (a query may, through others, ask itself again).
 
@@ -100,11 +117,13 @@ class FixpointMemo(Generic[K, V]):
     through the query itself is never needed) the cycle simply answers ``bottom``.
     Either way, queries that read an unfinished value of an outer query are not memoised
     (their result may change when the outer one finishes), so a result never depends on
-    the order in which questions were asked.
+    the order in which questions were asked. Memos whose queries call each other share
+    one ``stack`` (:class:`FixpointStack`).
     """
 
     def __init__(
-        self, bottom: Callable[[], V], limits: Limits, name: str, max_rounds: int = 8, iterate: bool = True
+        self, bottom: Callable[[], V], limits: Limits, name: str, max_rounds: int = 8, iterate: bool = True,
+        stack: FixpointStack | None = None,
     ) -> None:
         self._iterate = iterate
         self._bottom = bottom
@@ -112,11 +131,7 @@ class FixpointMemo(Generic[K, V]):
         self._name = name
         self._max_rounds = max_rounds
         self._done: dict[K, V] = {}
-        self._partial: dict[K, V] = {}
-        self._position: dict[K, int] = {}
-        self._stack: list[K] = []
-        self._low: list[int] = []  # per frame: lowest stack position of an unfinished query it read
-        self._reentered: set[K] = set()
+        self.stack = stack if stack is not None else FixpointStack()
 
     def __contains__(self, key: K) -> bool:
         return key in self._done
@@ -125,44 +140,48 @@ class FixpointMemo(Generic[K, V]):
         done = self._done.get(key, _MISSING)
         if done is not _MISSING:
             return done  # type: ignore[return-value]
-        pos = self._position.get(key)
+        st = self.stack
+        frame = (self, key)
+        pos = st.position.get(frame)
         if pos is not None:  # a cycle: answer with what is known so far
-            self._reentered.add(key)
-            if self._low:
-                self._low[-1] = min(self._low[-1], pos)
-            return self._partial[key] if key in self._partial else self._bottom()
-        pos = len(self._stack)
-        self._position[key] = pos
-        self._stack.append(key)
-        self._low.append(pos)
+            st.reentered.add(frame)
+            if st.low:
+                st.low[-1] = min(st.low[-1], pos)
+            return st.partial[frame] if frame in st.partial else self._bottom()  # type: ignore[return-value]
+        pos = len(st.frames)
+        st.position[frame] = pos
+        st.frames.append(frame)
+        st.low.append(pos)
         try:
             rounds = 0
             while True:
-                self._reentered.discard(key)
+                st.reentered.discard(frame)
                 value = compute()
-                if not self._iterate or key not in self._reentered:
+                if not self._iterate or frame not in st.reentered:
                     break
-                previous = self._partial.get(key, self._bottom())
+                previous = st.partial.get(frame, self._bottom())
                 if value == previous:
                     break
                 rounds += 1
                 if rounds >= self._max_rounds:
                     self._limits.hit(f"{self._name} fixpoint rounds")
                     break
-                self._partial[key] = value
+                st.partial[frame] = value
+                # The queries that read the previous value were not memoised: recomputing
+                # this one asks them again with the new value.
         finally:
-            self._stack.pop()
-            del self._position[key]
-            low = self._low.pop()
-            self._partial.pop(key, None)
-            self._reentered.discard(key)
+            st.frames.pop()
+            del st.position[frame]
+            low = st.low.pop()
+            st.partial.pop(frame, None)
+            st.reentered.discard(frame)
         if low >= pos:
             self._done[key] = value  # depends on nothing unfinished
-        elif self._low:
-            self._low[-1] = min(self._low[-1], low)
+        elif st.low:
+            st.low[-1] = min(st.low[-1], low)
         return value
 
 
 _MISSING = object()
 
-__all__ = ["Analyses", "ClassKey", "FixpointMemo", "FuncKey", "Limits", "Provider"]
+__all__ = ["Analyses", "ClassKey", "FixpointMemo", "FixpointStack", "FuncKey", "Limits", "Provider"]

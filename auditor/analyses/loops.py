@@ -32,6 +32,12 @@ class StepKind(str, Enum):
     VARYING = "varying"  # changes with the draft step
     CONSTANT = "constant"  # the same value at every step
     ABSENT = "absent"  # not passed: the callee's default
+    UNKNOWN = "unknown"  # the analysis cannot tell (a call's result, a value the loop reassigns)
+
+
+# From the most to the least informative about a per-step step: a group or a class whose
+# entries differ takes the first kind among theirs.
+KIND_ORDER = (StepKind.VARYING, StepKind.UNKNOWN, StepKind.CONSTANT, StepKind.ABSENT)
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class EntryGroup:
     """The entries of one loop that enter the draft model at one call site."""
 
     entry: LoopEntry  # the first one (for its hops)
-    kind: StepKind  # varying if any entry is, else constant if any is, else absent
+    kind: StepKind  # the first of KIND_ORDER among its entries' kinds
     kinds: frozenset[StepKind]
     classes: frozenset[ClassKey]
 
@@ -89,6 +95,9 @@ class _Frame:
     entry_method: str
     attr_kinds: dict[str, StepKind]
     dict_kinds: dict[str, dict[str, StepKind]] = field(default_factory=dict)
+    # Names whose per-step value the analysis cannot tell (reassigned in the loop from
+    # something that does not follow the loop variable; derived from an unknown parameter).
+    unknown: set[str] = field(default_factory=set)
 
 
 class LoopProvider(Provider):
@@ -140,8 +149,10 @@ class LoopProvider(Provider):
         (a dispatch built that subclass); default: the class defining the loop."""
         loop_hop = self.hop(fkey, loop.line, f"draft loop: for … in {loop.iter.text}")
         result = LoopResult(fkey, loop, loop_hop)
-        varying = taint(fn, set(loop.targets))
-        frame = _Frame(fkey, fn, ctx or self.types.defining_class(fkey), varying, {}, {}, None, "", {})
+        # Loop-carried counters (``step += 1``) change every iteration, as the loop variable does.
+        varying = taint(fn, set(loop.targets) | set(loop.carried))
+        unknown = taint(fn, set(loop.assigned) - varying) - varying
+        frame = _Frame(fkey, fn, ctx or self.types.defining_class(fkey), varying, {}, {}, None, "", {}, unknown=unknown)
         seen: set[object] = set()
         for ci, call in enumerate(fn.calls):
             if loop.id in call.loops:
@@ -156,6 +167,8 @@ class LoopProvider(Provider):
         for n in expr.names:
             if n in frame.param_kinds:
                 return frame.param_kinds[n]
+        if frame.unknown.intersection(expr.names) or (expr.called is not None and not expr.constant):
+            return StepKind.UNKNOWN  # a value the loop reassigns, or what a call returns
         return StepKind.CONSTANT
 
     def _walk(self, frame: _Frame, ci: int, hops: tuple[Hop, ...], depth: int, result: LoopResult, seen: set[object]) -> None:
@@ -207,8 +220,7 @@ class LoopProvider(Provider):
                 if len(t) >= 3 and t[0] == "self" and t[-1] in self.params:
                     objs = [o for o, _ in self.calls.objects_of_chain(frame.ctx, t[1:-1], frame.model_class)]
                     if tgt.ctx in objs:
-                        varies = frame.varying.intersection(s.value.names)
-                        attr_kinds[t[-1]] = StepKind.VARYING if varies else StepKind.CONSTANT
+                        attr_kinds[t[-1]] = self._kind(frame, s.value)
             model_class = tgt.model_class or frame.model_class
             varying_src = {p for p, k in sub_frame_kinds.items() if k is StepKind.VARYING}
             varying_src |= {"self." + p for p, k in attr_kinds.items() if k is StepKind.VARYING}
@@ -221,8 +233,10 @@ class LoopProvider(Provider):
                 continue
             seen.add(state)
             entry_method = tgt.func[1].rpartition(".")[2] if entering else frame.entry_method
+            unknown_src = {p for p, k in sub_frame_kinds.items() if k is StepKind.UNKNOWN}
+            unknown_src |= {"self." + p for p, k in attr_kinds.items() if k is StepKind.UNKNOWN}
             sub = _Frame(tgt.func, callee, tgt.ctx, taint(callee, varying_src), sub_frame_kinds, callables, model_class,
-                         entry_method, attr_kinds, dict_kinds)
+                         entry_method, attr_kinds, dict_kinds, taint(callee, unknown_src) if unknown_src else set())
             if model_class is not None:
                 self._record_selections(sub, new_hops, result)
             for cj in range(len(callee.calls)):
@@ -258,7 +272,7 @@ class LoopProvider(Provider):
         if head in ("self", "super()") or head in frame.callables or head in frame.fn.assigns:
             return True
         for e in [*call.args, *(kw.value for kw in call.keywords), *call.star_kwargs, *call.star_args]:
-            if frame.varying.intersection(e.names) or any(n.startswith("self.") for n in e.names):
+            if (frame.varying | frame.unknown).intersection(e.names) or any(n.startswith("self.") for n in e.names):
                 return True
             ch = e.chain
             if ch and len(ch) == 1 and (ch[0] in frame.fn.dicts or ch[0] in frame.dict_kinds or ch[0] in frame.callables):
@@ -308,6 +322,6 @@ class LoopProvider(Provider):
         for k in sorted(grouped):
             entries = grouped[k]
             kinds = frozenset(e.kind for e in entries)
-            kind = next(s for s in (StepKind.VARYING, StepKind.CONSTANT, StepKind.ABSENT) if s in kinds or s is StepKind.ABSENT)
+            kind = next(s for s in KIND_ORDER if s in kinds or s is StepKind.ABSENT)
             out.append(EntryGroup(entries[0], kind, kinds, frozenset(e.model_class for e in entries)))
         return out

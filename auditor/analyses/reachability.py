@@ -51,6 +51,9 @@ class ReachabilityProvider(Provider):
             if others:
                 detail += f"; {', '.join(others)} still use(s) step 0"
             return LoopReach(loop_label, True, detail, list(varying[0].hops))
+        if any(s.kind is StepKind.UNKNOWN for s in fwd):
+            detail = f"the step that selects {fwd[0].container} cannot be classified per step (unknown)"
+            return LoopReach(loop_label, False, detail, list(fwd[0].hops))
         if fwd:
             kinds = "/".join(sorted({s.kind.value for s in fwd}))
             detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..facts.extract import ExprFact, FunctionFact
 from ..index.index import ClassKey, FuncKey, SymbolKind
-from .base import Analyses, FixpointMemo, Provider
+from .base import Analyses, FixpointMemo, FixpointStack, Provider
 from ..common.search_limits import limit
 
 REGISTRY: ClassKey = ("<registry>", "<draft models>")
@@ -36,9 +36,12 @@ class Container:
 class TypeProvider(Provider):
     def __init__(self, analyses: Analyses) -> None:
         super().__init__(analyses)
-        self._attrs: FixpointMemo[tuple[ClassKey, str], Types] = FixpointMemo(tuple, self.limits, "attribute types")
+        # attr_types and returned_types ask each other: one stack, one fixpoint.
+        stack = FixpointStack()
+        self._attrs: FixpointMemo[tuple[ClassKey, str], Types] = FixpointMemo(
+            tuple, self.limits, "attribute types", stack=stack)
         self._returns: FixpointMemo[tuple[FuncKey, ClassKey | None], Types] = FixpointMemo(
-            tuple, self.limits, "return types"
+            tuple, self.limits, "return types", stack=stack
         )
         self._held: dict[ClassKey, Types] = {}
         self._containers: dict[ClassKey, tuple[Container, ...]] = {}
@@ -75,7 +78,7 @@ class TypeProvider(Provider):
         return found
 
     def _attrs_unfinished(self) -> bool:
-        return bool(self._attrs._stack) or bool(self._returns._stack)
+        return bool(self._attrs.stack)
 
     def attr_types(self, cls: ClassKey, attr: str) -> Types:
         return self._attrs.query((cls, attr), lambda: self._attr_types(cls, attr))

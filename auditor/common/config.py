@@ -45,6 +45,10 @@ class Config:
     )
     # Functions that rewrite the target's hf config into the draft's (they write `override-field`).
     config_overrides: list[str] = field(default_factory=lambda: ["hf_config_override"])
+    # Methods of configuration objects that only read them (transformers' documented
+    # getters): the partial evaluator does not make a config unknown when code it cannot
+    # run calls one of these on it (any other such call may change the config).
+    pure_methods: list[str] = field(default_factory=lambda: ["get_text_config", "to_dict", "to_json_string"])
     override_field: list[str] = field(default_factory=lambda: ["architectures"])
     # Attribute/parameter names of the configuration objects the dispatch code reads.
     dispatch_roles: dict[str, str] = field(
@@ -99,7 +103,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
               "compile_condition_args",
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "validation_methods",
-              "plugin_register_calls"}
+              "plugin_register_calls", "pure_methods"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}
 _LIST_DICT_KEYS = {"dispatch_factories"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}

@@ -1,7 +1,8 @@
 """Content-addressed cache of per-file facts (JSON data only: never pickle).
 
 Entries live at ``<cache>/facts/<key[:2]>/<key>.json`` where ``key`` hashes the
-file's bytes, its path in the tree and the facts format version, so a file that
+file's bytes, its path in the tree, the facts format version, the records' schema and
+the extractor's own code, so a file that
 did not change between releases is analysed once. The path is part of the key
 because facts depend on it: relative imports are resolved against the file's
 module, so identical bytes at two paths (platform copies, a moved file) have
@@ -25,6 +26,7 @@ import msgspec
 from .. import __version__
 from ..common.atomic import write_atomic
 from ..common.cache_entry import seal, unseal
+from . import extract as facts_module
 from .extract import FACTS_VERSION, ModuleFacts
 
 
@@ -37,9 +39,17 @@ def schema_digest() -> str:
     return hashlib.sha256(schema).hexdigest()[:16]
 
 
+@lru_cache(maxsize=1)
+def extractor_digest() -> str:
+    """A digest of the extractor's own code (:mod:`auditor.facts.extract`, which imports nothing
+    else of ours): an extractor changed without a ``FACTS_VERSION`` bump writes under
+    other keys, so facts it would now extract differently are never served stale."""
+    return hashlib.sha256(Path(facts_module.__file__).read_bytes()).hexdigest()[:16]
+
+
 def content_key(data: bytes, path: str) -> str:
     h = hashlib.sha256()
-    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{schema_digest()}:{__version__}\0".encode())
+    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{schema_digest()}:{extractor_digest()}:{__version__}\0".encode())
     h.update(path.encode("utf-8", "surrogateescape") + b"\0")
     h.update(data)
     return h.hexdigest()

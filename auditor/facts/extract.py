@@ -120,6 +120,11 @@ class LoopFact(Struct, frozen=True):
     targets: tuple[str, ...]
     iter: ExprFact
     parents: tuple[int, ...] = ()
+    # Names and ``self.<attr>`` chains assigned in the loop's body (nested loops included),
+    # and those of them carried from one iteration to the next (``step += 1``,
+    # ``i = i + 1``: the value read is the previous iteration's).
+    assigned: tuple[str, ...] = ()
+    carried: tuple[str, ...] = ()
 
 
 # -- issue 12 (capture/compile): with-blocks, if-branches, decorator arguments --------
@@ -743,6 +748,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.subscripts: list[SubscriptFact] = []
         self.attr_assigns: list[AttrAssignFact] = []
         self.stores: list[Chain] = []
+        self._loop_writes: dict[int, dict[str, bool]] = {}  # loop id -> assigned name -> carried
         self.returns: list[ExprFact] = []
         self.loops: list[LoopFact] = []
         self.live: set[str] = set()
@@ -760,7 +766,18 @@ class _FunctionExtractor(ast.NodeVisitor):
         self._defs: dict[str, list[PExpr]] = {}
 
     # -- helpers -------------------------------------------------------
+    def _loop_write(self, name: str, carried: bool) -> None:
+        for loop_id in self._loop_stack:
+            writes = self._loop_writes.setdefault(loop_id, {})
+            writes[name] = writes.get(name, False) or carried
+
     def _bind(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
+        if isinstance(target, ast.Name) and self._loop_stack:
+            self._loop_write(target.id, value is not None and target.id in _names(value))
+        elif isinstance(target, ast.Attribute) and self._loop_stack:
+            ch = chain_of(target)
+            if ch and ch[0] == "self" and len(ch) == 2:
+                self._loop_write("self." + ch[1], value is not None and "self." + ch[1] in _names(value))
         if isinstance(target, ast.Name):
             defs = self._defs.setdefault(target.id, [])
             defs.append(pexpr(value, self.src) if value is not None and not self._loop_stack else POpaque(""))
@@ -832,6 +849,10 @@ class _FunctionExtractor(ast.NodeVisitor):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
+        if self._loop_stack:
+            ch = chain_of(node.target)
+            if ch and (len(ch) == 1 or ch[0] == "self" and len(ch) == 2):
+                self._loop_write(".".join(ch), True)
         if isinstance(node.target, ast.Name):
             self.assigns.setdefault(node.target.id, []).append(_expr(node.value, self.src))
             self.live.add(node.target.id)
@@ -864,9 +885,13 @@ class _FunctionExtractor(ast.NodeVisitor):
         )
         for t in targets:
             self.assigns.setdefault(t, []).append(ExprFact(text="<loop>", loop=loop_id))
+            self._loop_write(t, False)  # an enclosing loop's body assigns the inner loop's target
         self._loop_stack.append(loop_id)
         self.visit_block(node.body)
         self._loop_stack.pop()
+        writes = self._loop_writes.get(loop_id, {})
+        self.loops[loop_id] = msgspec.structs.replace(
+            self.loops[loop_id], assigned=tuple(sorted(writes)), carried=tuple(sorted(n for n, c in writes.items() if c)))
         for stmt in node.orelse:
             self.visit(stmt)
 

@@ -85,6 +85,11 @@ class Finding:
     # function, callee and the semantic key a rule chooses (never a line).
     fingerprint_key: str = ""
     fingerprint: str = ""
+    # The callee as it enters the fingerprint (None: ``callee``). A rule whose ``callee``
+    # lists what a call resolves to — one name per draft model family it can reach — gives
+    # the call itself here (or "" when ``fingerprint_key`` already names it), so the id
+    # never moves when the set of resolved targets or affected classes grows. Not in the JSON.
+    callee_key: str | None = field(default=None, compare=False)
     suppressed: bool = False
     parameter: str = ""  # the threaded parameter the finding is about (the autofix threads it)
     root: str = ""  # issue 13: the scanned root the path is relative to ("vllm", "vllm-ascend"); "" without plugins
@@ -93,7 +98,8 @@ class Finding:
     meaning: Meaning | None = field(default=None, compare=False)
 
     def finalize(self) -> "Finding":
-        key = "|".join([self.rule, self.path, self.function, self.callee, self.fingerprint_key])
+        callee = self.callee if self.callee_key is None else self.callee_key
+        key = "|".join([self.rule, self.path, self.function, callee, self.fingerprint_key])
         self.fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.affected_classes = sorted(set(self.affected_classes), key=lambda c: (c.path, c.name))
         return self

@@ -38,7 +38,7 @@ class FactoryRuns(DispatchPart):
         for k, v in setting.fields:
             hf.fields[k] = v
         decisions: list[Decision] = []
-        ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        ev = Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
         for okey in self.provider.location.overrides():
             fn = self.index.function(okey)
             if fn is None:
@@ -60,7 +60,7 @@ class FactoryRuns(DispatchPart):
         (vLLM runs the override over every draft config: ``n_predict`` from the layer count);
         what was given, the architecture included, is kept as given. Fields the override's
         paths would set differently are left out (unknown, not guessed)."""
-        ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        ev = Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
         out = given
         for okey in self.provider.location.overrides():
             fn = self.index.function(okey)
@@ -107,7 +107,7 @@ class FactoryRuns(DispatchPart):
         fn = self.index.function(fkey)
         if fn is None:
             return []
-        ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        ev = Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
         # A run may write the objects it is handed (a constructor it cannot run makes what
         # it receives unknown): each factory runs on its own copy of the configuration.
         world = copy.deepcopy(world)

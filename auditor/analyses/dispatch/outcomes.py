@@ -56,7 +56,7 @@ class StepRaise:
 
 class Outcomes(DispatchPart):
     def _evaluator(self) -> Evaluator:
-        return Evaluator(TreeWorld(self.index), self.limits.hit)
+        return Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
 
     def _env(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value],
              exprs: Iterable[PExpr]) -> Path:

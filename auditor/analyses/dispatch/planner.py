@@ -9,7 +9,7 @@ from typing import Sequence
 
 from ...index.index import ClassKey
 from ...model.findings import Finding, Hop, Meaning
-from ..loops import FORWARD_METHODS, LoopSelection, StepKind
+from ..loops import FORWARD_METHODS, KIND_ORDER, LoopSelection, StepKind
 from ..partial_eval import Obj
 from .model import Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
@@ -167,6 +167,9 @@ class Planner(DispatchPart):
             fl, hl = layer(fkind, i), layer(hkind, i)
             if fkind is None:
                 verdict, why = Verdict.UNKNOWN, f"{loop_label} reaches {model[1]} but no layer selection on the path"
+            elif fkind is StepKind.UNKNOWN or hkind is StepKind.UNKNOWN:
+                verdict, why = Verdict.UNKNOWN, f"{loop_label} hands {model[1]} a {param} the analysis cannot classify per step"
+                fl = hl = None
             elif lost_at is not None:
                 verdict, why = Verdict.LOST, lost_at[1]
             elif fkind is StepKind.VARYING:
@@ -186,7 +189,7 @@ class Planner(DispatchPart):
 
 def _kind(sels: list[LoopSelection]) -> StepKind | None:
     kinds = {s.kind for s in sels}
-    for k in (StepKind.VARYING, StepKind.CONSTANT, StepKind.ABSENT):
+    for k in KIND_ORDER:
         if k in kinds:
             return k
     return None

@@ -11,8 +11,9 @@ from ..partial_eval import ClassRef, FuncRef, Obj, Value, World, module_constant
 
 
 class TreeWorld(World):
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, pure_methods: Iterable[str] = ()) -> None:
         self.index = index
+        self.pure_methods = frozenset(pure_methods)
 
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.index.resolve(path, name):

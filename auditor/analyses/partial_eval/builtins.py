@@ -13,12 +13,12 @@ from .state import havoc
 from .values import ABSENT, Obj, Path, Unknown, Value, _Absent, describe, truth
 
 if TYPE_CHECKING:
-    from .evaluator import Evaluator
+    from .expressions import ExpressionEvaluator
 
 NOT_BUILTIN = object()
 
 
-def call_builtin(ev: "Evaluator", name: str, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value | object:
+def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value | object:
     """A call of a Python builtin the evaluator models (never the real one), or
     :data:`NOT_BUILTIN` for any other name."""
     args = e.args

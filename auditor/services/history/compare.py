@@ -11,8 +11,12 @@ from ...model.history import Delta
 
 
 def identity(f: Finding) -> tuple[str, str, str]:
-    """What survives a file move: rule, enclosing function and callee."""
-    return (f.rule, f.function, f.callee)
+    """What survives a file move: rule, enclosing function and the callee's method names
+    (a callee that lists the classes a call reaches, ``A.forward, B.forward``, grows with
+    them; its method names do not). Read from what the JSON keeps, so a finding loaded back
+    from a cache or a baseline has the same identity."""
+    methods = sorted({c.strip().rpartition(".")[2] for c in f.callee.split(",")})
+    return (f.rule, f.function, ", ".join(methods))
 
 
 def compare(base: list[Finding], head: list[Finding], base_ref: Optional[str] = None) -> Delta:

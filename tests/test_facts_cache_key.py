@@ -1,0 +1,68 @@
+"""The facts cache key follows the extractor's own code (issue 18): an extractor changed
+without a FACTS_VERSION bump must not be served the facts the old one wrote."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from scan_helpers import write_tree
+
+import auditor.facts.cache as cache
+from auditor.facts import extract as facts_module
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.index.index import Index
+from auditor.source.trees import DirectoryTree
+
+
+def _clear() -> None:
+    digest = getattr(cache, "extractor_digest", None)  # (absent before issue 18)
+    if digest is not None:
+        digest.cache_clear()
+
+
+def _load_all(root: Path, cache_dir: Path) -> FactsCache:
+    fc = FactsCache(cache_dir)
+    index = Index(DirectoryTree(root), Config(), fc)
+    for path in index.files:
+        index.load(path)
+    return fc
+
+
+def _changed_extractor(tmp_path: Path, monkeypatch) -> None:
+    """The extractor's module as another build would have it: same FACTS_VERSION, one
+    line of code more."""
+    edited = tmp_path / "facts_edited.py"
+    edited.write_bytes(Path(facts_module.__file__).read_bytes() + b"\n_ANOTHER_BUILD = True\n")
+    monkeypatch.setattr(facts_module, "__file__", str(edited))
+    _clear()
+
+
+def test_the_digest_is_of_the_extractor_source(tmp_path, monkeypatch):
+    _clear()
+    assert cache.extractor_digest() == hashlib.sha256(Path(facts_module.__file__).read_bytes()).hexdigest()[:16]
+    before = cache.content_key(b"x = 1\n", "vllm/a.py")
+    _changed_extractor(tmp_path, monkeypatch)
+    try:
+        assert cache.content_key(b"x = 1\n", "vllm/a.py") != before
+    finally:
+        monkeypatch.undo()
+        _clear()
+
+
+def test_facts_written_by_another_extractor_are_not_served(tmp_path, monkeypatch):
+    root = write_tree(tmp_path / "t", {"vllm/a.py": "def f(x):\n    return x\n", "vllm/b.py": "X = 1\n"})
+    cache_dir = tmp_path / "cache"
+    _clear()
+    first = _load_all(root, cache_dir)
+    assert first.misses and not first.hits
+    again = _load_all(root, cache_dir)
+    assert again.hits == first.misses and not again.misses  # the same extractor: served
+    _changed_extractor(tmp_path, monkeypatch)
+    try:
+        other = _load_all(root, cache_dir)
+        assert other.hits == 0 and other.misses == first.misses  # another extractor: extracted again
+    finally:
+        monkeypatch.undo()
+        _clear()
