@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--repo", type=Path, default=None, help="an existing imported repository (else one is built)")
     ap.add_argument("--out", type=Path, default=HERE / "history_results.md")
     args = ap.parse_args()
-    from auditor.fetch import fetch_release
+    from auditor.source.fetch import fetch_release
 
     with tempfile.TemporaryDirectory(prefix="mtp-hist-bench-") as tmpd:
         tmp = Path(tmpd)

@@ -34,18 +34,18 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from auditor.fetch import fetch_release  # noqa: E402
-from auditor.paths import default_cache_dir  # noqa: E402
+from auditor.source.fetch import fetch_release  # noqa: E402
+from auditor.common.paths import default_cache_dir  # noqa: E402
 
 TARGET_RATIO = 2.0
 
 ANALYSIS = r"""
 import sys, time
 from pathlib import Path
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.source import CombinedTree, DirectoryTree, Root, locate_plugin
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.source.trees import CombinedTree, DirectoryTree, Root, locate_plugin
 from rules import all_rules
 vllm_root, cache, plugin_root, plugin_name = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 started = time.perf_counter()

@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from auditor.fetch import default_cache_dir, fetch_release  # noqa: E402
+from auditor.source.fetch import default_cache_dir, fetch_release  # noqa: E402
 
 TARGETS = {"cold_s": 15.0, "warm_s": 2.0, "rss_mb": 1536.0, "lint_git_s": 3.0}
 LINT_FILE = "vllm/model_executor/models/deepseek_mtp.py"

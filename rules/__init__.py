@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import Rule
+from rules.base import Rule
 
 
 def all_rules() -> list[type[Rule]]:

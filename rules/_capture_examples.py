@@ -3,7 +3,7 @@ CUDA-graph wrapper, and the places that install it (kept tiny on purpose)."""
 
 from __future__ import annotations
 
-from ._examples import LOADER, PREDICTOR
+from rules._examples import LOADER, PREDICTOR
 
 # A draft model whose forward selects a layer by the step (the _examples predictor,
 # wrapped; ``decorator`` goes above the wrapper class).

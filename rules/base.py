@@ -19,12 +19,12 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable, Sequence
 
-from auditor.model import Finding, Severity
+from auditor.model.findings import Finding, Meaning, Severity
 
 if TYPE_CHECKING:
-    from auditor.analysis import Analysis
-    from auditor.autofix import Autofix
-    from auditor.suppress import SuppressionProblem
+    from auditor.analyses.analysis import Analysis
+    from auditor.fix.autofix import Autofix
+    from auditor.facts.suppressions import SuppressionProblem
 
 Files = dict[str, str]
 
@@ -55,6 +55,8 @@ class Rule:
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
     autofix: ClassVar["Autofix | None"] = None
+    # What every finding of this rule means for the step (analyses read this, never codes).
+    meaning: ClassVar[Meaning | None] = None
 
     @classmethod
     def doc(cls) -> str:

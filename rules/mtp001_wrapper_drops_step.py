@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Iterable
 
 from auditor.analyses import ArgSource, Selection, Target
-from auditor.analysis import Analysis
-from auditor.autofix import ThreadStepFix
-from auditor.model import ClassRef, Finding, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.fix.autofix import ThreadStepFix
+from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
-from ._examples import wrapper
-from .base import Invalid, Rule, Valid
+from rules._examples import wrapper
+from rules.base import Invalid, Rule, Valid
 
 
 class WrapperDropsStep(Rule):
@@ -36,6 +36,7 @@ class WrapperDropsStep(Rule):
     code = "MTP001"
     name = "wrapper-drops-step"
     severity = Severity.ERROR
+    meaning = Meaning.STEP_LOST
     summary = "Wrapper receives spec_step_idx but calls a layer-selecting callee without it"
     autofix = ThreadStepFix()
 

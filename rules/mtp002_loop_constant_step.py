@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from auditor.analyses import StepKind
-from auditor.analysis import Analysis
-from auditor.model import ClassRef, Finding, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.model.findings import ClassRef, Finding, Severity
 
-from ._examples import draft_tree
-from .base import Invalid, Rule, Valid
+from rules._examples import draft_tree
+from rules.base import Invalid, Rule, Valid
 
 
 class LoopPassesConstantStep(Rule):

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from auditor.analyses import StepKind
-from auditor.analysis import Analysis
-from auditor.model import ClassRef, Finding, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
-from ._examples import draft_tree, wrapper
-from .base import Invalid, Rule, Valid
+from rules._examples import draft_tree, wrapper
+from rules.base import Invalid, Rule, Valid
 
 _HEADS = wrapper(
     "return self.model(input_ids, positions, hidden_states, spec_step_idx)",
@@ -36,6 +36,7 @@ class InconsistentThreading(Rule):
     code = "MTP003"
     name = "inconsistent-threading"
     severity = Severity.ERROR
+    meaning = Meaning.STEP_LOST
     summary = "Draft loop passes spec_step_idx to some draft-model entries but not to others"
 
     VALID = [

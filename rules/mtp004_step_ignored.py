@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from auditor.analysis import Analysis
-from auditor.facts import FunctionFact
-from auditor.index import ClassKey, FuncKey
-from auditor.model import Finding, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.facts.extract import FunctionFact
+from auditor.index.index import ClassKey, FuncKey
+from auditor.model.findings import Finding, Severity
 
-from ._examples import PREDICTOR
-from .base import Invalid, Rule, Valid
+from rules._examples import PREDICTOR
+from rules.base import Invalid, Rule, Valid
 
 _PER_LAYER_HEADS = PREDICTOR + '''
 

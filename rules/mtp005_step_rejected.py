@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from auditor.analysis import Analysis
-from auditor.index import ClassKey
-from auditor.model import ClassRef, Finding, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.index.index import ClassKey
+from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
-from ._examples import draft_tree, wrapper
-from .base import Invalid, Rule, Valid
+from rules._examples import draft_tree, wrapper
+from rules.base import Invalid, Rule, Valid
 
 _NO_STEP_HEAD = wrapper(
     "return self.model(input_ids, positions, hidden_states, spec_step_idx)",
@@ -34,6 +34,7 @@ class StepRejected(Rule):
     code = "MTP005"
     name = "step-rejected"
     severity = Severity.ERROR
+    meaning = Meaning.CANNOT_TAKE
     summary = "spec_step_idx passed to a callee that cannot accept it (TypeError at run time)"
 
     VALID = [

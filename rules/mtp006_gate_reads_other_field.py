@@ -6,11 +6,11 @@ from typing import Iterable
 
 from auditor.analyses.dispatch import DispatchProvider, Family, Gate
 from auditor.analyses.reachability import COUNT_HINTS
-from auditor.analysis import Analysis
-from auditor.index import ClassKey
-from auditor.model import ClassRef, Finding, Hop, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.index.index import ClassKey
+from auditor.model.findings import ClassRef, Finding, Hop, Severity
 
-from .base import Invalid, Rule, Valid
+from rules.base import Invalid, Rule, Valid
 
 _SPEC = '''
 class SpeculativeConfig:

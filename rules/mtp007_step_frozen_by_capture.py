@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from auditor.analyses import CaptureProvider, FreezeKind, FrozenStep
-from auditor.analysis import Analysis
-from auditor.model import ClassRef, Finding, Hop, Severity
+from auditor.analyses.analysis import Analysis
+from auditor.model.findings import ClassRef, Finding, Hop, Meaning, Severity
 
-from ._capture_examples import KEYED, UNKEYED, compile_tree, loop_capture_tree, wrapper_tree
-from .base import Invalid, Rule, Valid
+from rules._capture_examples import KEYED, UNKEYED, compile_tree, loop_capture_tree, wrapper_tree
+from rules.base import Invalid, Rule, Valid
 
 
 class StepFrozenByCapture(Rule):
@@ -53,6 +53,7 @@ class StepFrozenByCapture(Rule):
     code = "MTP007"
     name = "step-frozen-by-capture"
     severity = Severity.ERROR
+    meaning = Meaning.STEP_FROZEN
     summary = "spec_step_idx reaches the layer selection only through a captured graph or compiled forward that does not key on it"
 
     VALID = [

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from auditor.model import Finding, Hop, Severity
-from auditor.suppress import ProblemKind, SuppressionProblem
+from auditor.model.findings import Finding, Hop, Severity
+from auditor.facts.suppressions import ProblemKind, SuppressionProblem
 
-from ._examples import wrapper
-from .base import Invalid, SuppressionRule, Valid
+from rules._examples import wrapper
+from rules.base import Invalid, SuppressionRule, Valid
 
 _DROP = "return self.model(input_ids, positions, hidden_states)"
 _MESSAGES = {

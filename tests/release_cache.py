@@ -14,7 +14,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from auditor.fetch import fetch_release
+from auditor.source.fetch import fetch_release
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

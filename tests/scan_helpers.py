@@ -5,10 +5,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import Scan, run_scan
-from auditor.source import DirectoryTree
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import Scan, run_scan
+from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
 

@@ -17,11 +17,11 @@ from auditor.analyses import (
     TypeProvider,
 )
 from auditor.analyses.flow import sources_for, taint
-from auditor.analysis import Analysis
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.index import Index
-from auditor.source import DirectoryTree
+from auditor.analyses.analysis import Analysis
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.index.index import Index
+from auditor.source.trees import DirectoryTree
 
 MODEL = '''
 import torch.nn as nn
@@ -241,7 +241,7 @@ class Proposer:
 def test_cache_key_follows_the_shape_of_the_fact_records(monkeypatch):
     """Facts written by a build whose records had other fields must not be read back (they
     would decode, with the new fields silently at their defaults)."""
-    import auditor.cache as cache
+    import auditor.facts.cache as cache
 
     before = cache.content_key(b"x = 1\n", "vllm/a.py")
     monkeypatch.setattr(cache, "schema_digest", lambda: "another-shape")

@@ -11,10 +11,10 @@ import pytest
 from scan_helpers import scan_tree, write_tree
 
 from auditor.analyses import CaptureProvider, FreezeKind, KeyKind
-from auditor.config import Config
-from auditor.facts import extract
-from auditor.engine import Scan
-from auditor.model import Finding, Severity
+from auditor.common.config import Config
+from auditor.facts.extract import extract
+from auditor.engine.scan import Scan
+from auditor.model.findings import Finding, Severity
 from rules._capture_examples import (
     CONTEXT,
     GRAPHS,

@@ -7,7 +7,7 @@ import pytest
 from scan_helpers import by_rule, scan_release
 
 from auditor.analyses import CaptureProvider, KeyKind
-from auditor.model import Finding
+from auditor.model.findings import Finding
 
 pytestmark = pytest.mark.release
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from scan_helpers import scan_tree, write_tree
 
-from auditor.config import Config, load_config
-from auditor.errors import ConfigError
+from auditor.common.config import Config, load_config
+from auditor.common.errors import ConfigError
 from rules._examples import wrapper
 
 BAD = {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)")}

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor import fetch
-from auditor.errors import FetchError
-from auditor.fetch import (
+from auditor.source import fetch
+from auditor.common.errors import FetchError
+from auditor.source.fetch import (
     COMPLETE_MARKER,
     configured_index_url,
     default_cache_dir,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from scan_helpers import by_rule, scan_tree, write_tree
 
-from auditor.config import Config
-from auditor.fix import apply_fixes
+from auditor.common.config import Config
+from auditor.services.fix import apply_fixes
 from rules import all_rules
 
 SRC = '''

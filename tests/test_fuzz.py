@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import run_scan
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
 from auditor.output import render
-from auditor.source import DirectoryTree
+from auditor.source.trees import DirectoryTree
 from rules import all_rules
 from rules._examples import draft_tree, wrapper
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import git
 import pytest
 
-from auditor.errors import GitError
-from auditor.gittree import GitTree, NoVllmInTree, commits_between, list_release_tags, resolve_commit
-from auditor.source import FileTooLarge
+from auditor.common.errors import GitError
+from auditor.source.gittree import GitTree, NoVllmInTree, commits_between, list_release_tags, resolve_commit
+from auditor.source.trees import FileTooLarge
 
 ACTOR = git.Actor("Test", "test@example.invalid")
 
@@ -106,7 +106,7 @@ def test_symlinks_and_submodules_are_problems(repo):
 
 
 def test_too_large_blob(repo, monkeypatch):
-    import auditor.gittree as gt
+    import auditor.source.gittree as gt
 
     monkeypatch.setattr(gt, "MAX_FILE_BYTES", 10)
     tree = GitTree(repo, "HEAD")

@@ -12,11 +12,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.config import Config
-from auditor.errors import AuditError, GitError, UsageError
-from auditor.cli_history import bisect_command, diff_command, history_command
-from auditor.history import ResultCache, compare, run_bisect, run_diff, run_history
-from auditor.model import Finding, Severity
+from auditor.common.config import Config
+from auditor.common.errors import AuditError, GitError, UsageError
+from auditor.cli.history import bisect_command, diff_command, history_command
+from auditor.services.history import ResultCache, compare, run_bisect, run_diff, run_history
+from auditor.model.findings import Finding, Severity
 from rules import all_rules
 from rules._examples import draft_tree, wrapper
 
@@ -193,7 +193,7 @@ def test_result_cache_reused_and_corrupt_entry_recomputed(synth, cache):
     assert first.timing["scanned"] == 4 and first.timing["from_cache"] == 0
     second = run_history(path, cache_dir=cache, workers=1, rules=all_rules())
     assert second.timing["scanned"] == 0 and second.timing["from_cache"] == 4
-    from auditor.history_report import render
+    from auditor.output.history import render
 
     assert render(first, "json") == render(second, "json")  # a cached result is the same result
     entries = sorted((cache / "results").rglob("*.json"))
@@ -242,7 +242,7 @@ def test_history_cli_formats(synth, cache, tmp_path):
 def test_progress_bar_on_a_terminal(synth, cache, monkeypatch, capsys):
     import sys
 
-    from auditor.progress import Progress
+    from auditor.common.progress import Progress
 
     path, _ = synth
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
@@ -400,7 +400,7 @@ def release_history(tmp_path_factory):
     """Two history runs over an imported release repository, with a cold cache first."""
     from release_cache import release_cache_dir
 
-    from auditor.releases_import import import_releases
+    from auditor.source.releases import import_releases
 
     base = tmp_path_factory.mktemp("releases")
     repo = base / "releases.git"
@@ -454,7 +454,7 @@ def test_release_history_multi_module_speculator_appears(release_history):
     assert not any(present[:first]) and all(present[first:])
     assert all(threads(r) for r in hist.releases[first:])
     assert not any(threads(r) for r in hist.releases[:first])
-    from auditor.history_report import to_json
+    from auditor.output.history import to_json
 
     doc = to_json(hist)
     row = next(c for c in doc["layer_matrix"]["classes"] if c["name"] == "DeepSeekMTP")
@@ -478,7 +478,7 @@ def test_release_history_no_flapping_from_code_moves(release_history):
 @pytest.mark.release
 def test_release_history_second_run_is_5x_faster(release_history):
     _, first, second, t_first, t_second = release_history
-    from auditor.history_report import render
+    from auditor.output.history import render
 
     assert render(first, "json") == render(second, "json")
     assert second.timing["from_cache"] == len(RELEASES) and second.timing["scanned"] == 0

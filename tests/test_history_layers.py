@@ -14,8 +14,9 @@ import git
 import pytest
 from test_history import assert_one_line_error, commit, invoke
 
-from auditor.errors import UsageError
-from auditor.history.layers import PlanCache, render, run_layer_history
+from auditor.common.errors import UsageError
+from auditor.output.layer_history import render
+from auditor.services.history.layers import PlanCache, run_layer_history
 from rules import all_rules
 from rules.mtp006_gate_reads_other_field import _tree
 
@@ -179,7 +180,7 @@ REAL = ["0.26.0", "0.30.0", "0.33.0"]
 def real_layer_history(tmp_path_factory):
     from release_cache import release_cache_dir
 
-    from auditor.releases_import import import_releases
+    from auditor.source.releases import import_releases
 
     base = tmp_path_factory.mktemp("real-layers")
     repo = base / "releases.git"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_history import build_repo
 
-from auditor.history import run_history
-from auditor.history_report import chart_svg, render, to_json
+from auditor.services.history import run_history
+from auditor.output.history import chart_svg, render, to_json
 from rules import all_rules
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

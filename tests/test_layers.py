@@ -64,10 +64,10 @@ def cache_env(tmp_path):
 def planned_scan(root: Path, settings, config=None):
     """A scan that asks for the plans in its loading phase (as `layers` does), then the
     plans again with the scan's findings."""
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.engine import run_scan
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.source.trees import DirectoryTree
     from rules import all_rules
 
     def before_freeze(analysis):
@@ -185,7 +185,7 @@ def test_bad_input_is_one_line_exit_2(tree, cache_env, args, fragment):
 def test_dispatch_names_come_from_the_configuration(tmp_path):
     """vLLM's names are only defaults: a tree whose factory has another name is planned
     once [tool.mtp-audit] names it, and not before."""
-    from auditor.config import load_config
+    from auditor.common.config import load_config
 
     files = _tree()
     files["vllm/spec_decode/__init__.py"] = files["vllm/spec_decode/__init__.py"].replace("def init_speculator", "def make_drafter")
@@ -208,8 +208,8 @@ def test_dispatch_names_come_from_the_configuration(tmp_path):
     ],
 )
 def test_bad_dispatch_configuration_names_the_key(tmp_path, body, needle):
-    from auditor.config import load_config
-    from auditor.errors import ConfigError
+    from auditor.common.config import load_config
+    from auditor.common.errors import ConfigError
 
     p = tmp_path / "pyproject.toml"
     p.write_text("[tool.mtp-audit]\n" + body)

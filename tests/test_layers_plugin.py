@@ -12,10 +12,10 @@ from pathlib import Path
 from scan_helpers import write_tree
 
 from auditor.analyses.dispatch import Plan, Setting
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.layers_cli import plan_tree
-from auditor.source import CombinedTree, DirectoryTree, Root, locate_plugin
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.services.layers import plan_tree
+from auditor.source.trees import CombinedTree, DirectoryTree, Root, locate_plugin
 from rules import all_rules
 from rules.mtp006_gate_reads_other_field import _tree
 

@@ -24,10 +24,10 @@ def _plan(version: str, runner: str, arch: str, fields, k: int = 3) -> Plan:
     """As `layers` plans: asked in the scan's loading phase, then with its findings."""
     from release_cache import release_cache_dir, release_root
 
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.engine import run_scan
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.source.trees import DirectoryTree
     from rules import all_rules
 
     setting = Setting(runner, k, architecture=arch, fields=fields)

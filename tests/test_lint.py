@@ -182,7 +182,7 @@ def test_fix_refuses_what_would_raise_type_error(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from scan_helpers import scan_tree, write_tree
 
-    from auditor.fix import apply_fixes
+    from auditor.services.fix import apply_fixes
 
     # The wrapper's self.model is one of two classes; one cannot take the step.
     src = '''

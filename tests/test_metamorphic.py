@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pytest
 
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.source import DirectoryTree
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
 pytestmark = pytest.mark.release

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from auditor import __version__
-from auditor.model import (
+from auditor.model.findings import (
     ClassReachability,
     ClassRef,
     Finding,

@@ -10,7 +10,7 @@ import ast
 import msgspec
 
 from auditor.analyses.partial_eval import ClassRef, Evaluator, Instance, Obj, Unknown, World
-from auditor.facts import FunctionFact, _Source, extract, stmt_tree
+from auditor.facts.extract import FunctionFact, _Source, extract, stmt_tree
 
 
 def _with_bodies(src: str):

@@ -38,11 +38,11 @@ from functools import lru_cache
 
 import pytest
 
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import Scan, run_scan
-from auditor.fetch import fetch_release
-from auditor.source import CombinedTree, DirectoryTree, Root, locate_plugin
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import Scan, run_scan
+from auditor.source.fetch import fetch_release
+from auditor.source.trees import CombinedTree, DirectoryTree, Root, locate_plugin
 from release_cache import release_cache_dir
 from rules import all_rules
 
@@ -210,7 +210,7 @@ def test_plugin_scan_is_deterministic():
 @lru_cache(maxsize=None)
 def ascend_plans() -> tuple:
     from auditor.analyses.dispatch import Setting
-    from auditor.layers_cli import plan_tree
+    from auditor.services.layers import plan_tree
 
     root = fetch_release(PLUGIN_VERSION, release_cache_dir(), progress=False, project=PLUGIN)
     tree = CombinedTree([Root("vllm", _vllm_tree(), False), Root(PLUGIN, locate_plugin(root, name=PLUGIN), True)])

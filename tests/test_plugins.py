@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from auditor.analyses import PluginProvider
-from auditor.analysis import Analysis
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import Scan, run_scan
-from auditor.index import Index
-from auditor.source import CombinedTree, DirectoryTree, Root, locate_plugin
+from auditor.analyses.analysis import Analysis
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import Scan, run_scan
+from auditor.index.index import Index
+from auditor.source.trees import CombinedTree, DirectoryTree, Root, locate_plugin
 from rules import all_rules
 from scan_helpers import write_tree
 
@@ -235,7 +235,7 @@ def test_plugin_without_entry_points_uses_its_packages(tmp_path):
 
 
 def test_two_roots_with_the_same_package_are_refused(tmp_path):
-    from auditor.errors import UsageError
+    from auditor.common.errors import UsageError
 
     fx = make(tmp_path, module_level_patch(THREADS))
     plugin = locate_plugin(fx.plugin)
@@ -467,7 +467,7 @@ def test_plugin_release_is_fetched_verified_and_cached(monkeypatch, tmp_path):
 
     from test_fetch import FakeIndex
 
-    from auditor.fetch import fetch_release
+    from auditor.source.fetch import fetch_release
 
     files = {f"vllm_myplug-1.0/{k}": v.encode() for k, v in {**module_level_patch(DROPS), "pyproject.toml": PLUGIN_PYPROJECT,
                                                            "PKG-INFO": "Metadata-Version: 2.1\nName: vllm_myplug\nVersion: 1.0\n"}.items()}

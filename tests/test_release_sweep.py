@@ -26,12 +26,12 @@ import pytest
 from packaging.version import Version
 from release_cache import REPO_ROOT, release_cache_dir, release_root
 
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.errors import FetchError
-from auditor.model import ScanResult, Severity
-from auditor.source import DirectoryTree
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.common.errors import FetchError
+from auditor.model.findings import ScanResult, Severity
+from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
 pytestmark = pytest.mark.release
@@ -67,7 +67,7 @@ def _cached_versions() -> list[str]:
 
 
 def _index_versions() -> list[str]:
-    from auditor.fetch import list_sdists
+    from auditor.source.fetch import list_sdists
 
     sdists, _ = list_sdists()
     return [s.version for s in sdists if not s.yanked and _in_range(s.version)]

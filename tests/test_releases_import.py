@@ -12,10 +12,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from auditor.errors import AuditError, FetchError, GitError
-from auditor.fetch import COMPLETE_MARKER, METADATA_FILE
-from auditor.gittree import GitTree, list_release_tags
-from auditor.releases_import import import_command, import_releases, run_import
+from auditor.common.errors import AuditError, FetchError, GitError
+from auditor.source.fetch import COMPLETE_MARKER, METADATA_FILE
+from auditor.source.gittree import GitTree, list_release_tags
+from auditor.cli.releases import import_command
+from auditor.source.releases import import_releases, run_import
 
 
 def fake_release(cache: Path, version: str, body: str = "", upload: str | None = "2025-01-02T03:04:05Z") -> Path:

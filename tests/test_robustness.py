@@ -32,15 +32,15 @@ from scan_helpers import scan_tree, write_tree
 from test_fetch import FakeIndex, closed_port, make_sdist
 from test_scan_cli import BAD_WRAPPER, GOOD_WRAPPER, run_cli
 
-import auditor.source as source_mod
-from auditor.cache import FactsCache, content_key
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.errors import AuditError, GitError
-from auditor.facts import FACTS_VERSION
-from auditor.gittree import GitTree, NoVllmInTree
+import auditor.source.trees as source_mod
+from auditor.facts.cache import FactsCache, content_key
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.common.errors import AuditError, GitError
+from auditor.facts.extract import FACTS_VERSION
+from auditor.source.gittree import GitTree, NoVllmInTree
 from auditor.output import render
-from auditor.source import DirectoryTree
+from auditor.source.trees import DirectoryTree
 
 WRAPPER_TEXT = BAD_WRAPPER["vllm/models/m_mtp.py"]
 EXPECTED = ("MTP001", "vllm/models/m_mtp.py")  # the finding every hostile tree still yields
@@ -204,7 +204,7 @@ def test_special_entries_symlink_loops_fifo_bad_names(tmp_path):
 
 UNREADABLE_WRAPPER = """
 import errno, os, sys
-import auditor.source as s
+import auditor.source.trees as s
 real_open, real_scandir = open, os.scandir
 def deny(path, *a, **k):
     if str(path).endswith(("secret.py",)):

@@ -101,10 +101,10 @@ def test_platform_copies_stay_distinct():
 
 
 def test_scan_is_deterministic():
-    from auditor.cache import FactsCache
-    from auditor.config import Config
-    from auditor.engine import run_scan
-    from auditor.source import DirectoryTree
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.source.trees import DirectoryTree
     from release_cache import release_root
 
     root = release_root("0.22.1")

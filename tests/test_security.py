@@ -14,10 +14,10 @@ from rules import all_rules
 from scan_helpers import scan_tree, write_tree
 from test_scan_cli import BAD_WRAPPER, run_cli
 
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.source import DirectoryTree
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.source.trees import DirectoryTree
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER_TEXT = BAD_WRAPPER["vllm/models/m_mtp.py"]
@@ -107,10 +107,10 @@ def hook(event, args):
     elif event in ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn"):
         events.append((event, repr(args)[:200]))
 sys.addaudithook(hook)
-from auditor.cache import FactsCache
-from auditor.config import Config
-from auditor.engine import run_scan
-from auditor.source import DirectoryTree
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.source.trees import DirectoryTree
 from rules import all_rules
 before = set(sys.modules)
 result = run_scan(DirectoryTree(__import__("pathlib").Path(root)), Config(), all_rules(), FactsCache(None), 1).result

@@ -14,9 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Generic, Hashable, TypeVar
 
-from ..config import Config
-from ..index import ClassKey, FuncKey, Index
-from ..model import Hop
+from ..common.config import Config
+from ..index.index import ClassKey, FuncKey, Index
+from ..model.findings import Hop
 
 P = TypeVar("P", bound="Provider")
 K = TypeVar("K", bound=Hashable)

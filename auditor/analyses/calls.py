@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable
 
-from ..facts import CallFact, Chain, ExprFact, FunctionFact, ParamKind
-from ..index import ClassKey, FuncKey, SymbolKind
+from ..facts.extract import CallFact, Chain, ExprFact, FunctionFact, ParamKind
+from ..index.index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, Provider
 from .registry import RegistryProvider
 from .types import REGISTRY, TypeProvider

@@ -36,9 +36,9 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ..facts import BranchFact, CallFact, Chain, ExprFact, FunctionFact
-from ..index import ClassKey, FuncKey, SymbolKind
-from ..model import Hop
+from ..facts.extract import BranchFact, CallFact, Chain, ExprFact, FunctionFact
+from ..index.index import ClassKey, FuncKey, SymbolKind
+from ..model.findings import Hop
 from .base import Analyses, Provider
 from .calls import CallProvider, Target
 from .flow import taint

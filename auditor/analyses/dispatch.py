@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import msgspec
 
-from ..facts import (
+from ..facts.extract import (
     Chain,
     ModuleFacts,
     FunctionFact,
@@ -48,8 +48,8 @@ from ..facts import (
     Stmt,
     chain_of,
 )
-from ..index import ClassKey, FuncKey, SymbolKind
-from ..model import ClassReachability, Finding, Hop, LoopReach
+from ..index.index import ClassKey, FuncKey, SymbolKind
+from ..model.findings import ClassReachability, Finding, Hop, LoopReach, Meaning
 from .base import Analyses, Provider
 from .loops import FORWARD_METHODS, LoopProvider, LoopResult, LoopSelection, StepKind
 from .partial_eval import (
@@ -1121,10 +1121,10 @@ def _last(sel: LoopSelection) -> str:
 
 
 def _finding_on(sels: list[LoopSelection], findings: Sequence[Finding], model: ClassKey) -> tuple[str, str] | None:
-    """The finding (MTP001/MTP003) that loses the step on these selections' paths."""
+    """The finding that loses the step (``Meaning.STEP_LOST``) on these selections' paths."""
     on_path = {(h.path, h.function) for s in sels for h in s.hops}
     for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
-        if f.rule in ("MTP001", "MTP003") and (f.path, f.function) in on_path:
+        if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in on_path:
             return f.fingerprint, f"{f.rule} at {f.path}:{f.line} {f.function}: {f.message}"
     if sels:
         h = sels[0].hops[-1]

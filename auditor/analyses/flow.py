@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..facts import CallFact, FunctionFact, SubscriptFact
-from ..index import ClassKey, FuncKey
-from ..model import Hop
+from ..facts.extract import CallFact, FunctionFact, SubscriptFact
+from ..index.index import ClassKey, FuncKey
+from ..model.findings import Hop
 from .base import Analyses, FixpointMemo, Provider
 from .calls import ArgSource, CallProvider, Target
 

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..facts import CallFact, ExprFact, FunctionFact, LoopFact
-from ..index import ClassKey, FuncKey
-from ..model import Hop
+from ..facts.extract import CallFact, ExprFact, FunctionFact, LoopFact
+from ..index.index import ClassKey, FuncKey
+from ..model.findings import Hop
 from .base import Analyses, Provider
 from .calls import ArgSource, CallProvider, Callables, Obj, PassKind
 from .flow import FlowProvider, selecting_subscripts, sources_for, taint

@@ -24,7 +24,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
-from ..facts import (
+from ..facts.extract import (
     FunctionFact,
     PAttr,
     PBinOp,

@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from ..facts import AttrAssignFact, CallFact, Chain, ExprFact, FunctionFact
-from ..index import ClassKey, FuncKey, SymbolKind
+from ..facts.extract import AttrAssignFact, CallFact, Chain, ExprFact, FunctionFact
+from ..index.index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, Provider
 
 # A dotted assignment (``Owner.attr = value``) is found by its ``.attr =`` part, then the
@@ -279,7 +279,7 @@ class PluginProvider(Provider):
         """Which of these functions (names per defining file) the plugin runs: named by
         one of its ``vllm.*_plugins`` entry points, or referred to in its code (the name
         outside its own ``def``: in its own file first, else in any plugin file's text)."""
-        from ..source import plugin_entry_points
+        from ..source.trees import plugin_entry_points
 
         found: set[str] = set()
         roots = getattr(self.index.tree, "plugin_roots", [])

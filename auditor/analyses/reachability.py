@@ -3,8 +3,8 @@ layer *i* there (the reachability table of a scan report)."""
 
 from __future__ import annotations
 
-from ..index import ClassKey
-from ..model import ClassRef, ClassReachability, LoopReach
+from ..index.index import ClassKey
+from ..model.findings import ClassRef, ClassReachability, LoopReach
 from .base import Analyses, Provider
 from .loops import FORWARD_METHODS, LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider

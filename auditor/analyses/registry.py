@@ -4,8 +4,8 @@ runs as part of one (its MRO and the modules it holds, recursively)."""
 
 from __future__ import annotations
 
-from ..index import ClassKey, FuncKey, SymbolKind
-from ..model import ClassRef
+from ..index.index import ClassKey, FuncKey, SymbolKind
+from ..model.findings import ClassRef
 from .base import Analyses, Provider
 from .plugins import PluginProvider
 from .types import REGISTRY, TypeProvider

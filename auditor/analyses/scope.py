@@ -5,8 +5,8 @@ resolution happened to load files."""
 
 from __future__ import annotations
 
-from ..facts import FunctionFact
-from ..index import FuncKey
+from ..facts.extract import FunctionFact
+from ..index.index import FuncKey
 from .base import Analyses, Provider
 from .loops import LoopProvider
 from .registry import RegistryProvider

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..facts import ExprFact, FunctionFact
-from ..index import ClassKey, FuncKey, SymbolKind
+from ..facts.extract import ExprFact, FunctionFact
+from ..index.index import ClassKey, FuncKey, SymbolKind
 from .base import Analyses, FixpointMemo, Provider
 
 REGISTRY: ClassKey = ("<registry>", "<draft models>")

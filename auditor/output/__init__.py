@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.model import ScanResult
+from auditor.model.findings import ScanResult
 
 from . import github, json_format, sarif, text
 

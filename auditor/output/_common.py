@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from auditor.model import ClassReachability, Finding, Problem, ScanResult, Severity
+from auditor.model.findings import ClassReachability, Finding, Problem, ScanResult, Severity
 
 if TYPE_CHECKING:
     from rules.base import Rule

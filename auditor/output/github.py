@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.model import Finding, Problem, ScanResult, Severity
+from auditor.model.findings import Finding, Problem, ScanResult, Severity
 
 from ._common import rule_index, rule_title, sorted_findings, sorted_problems
 

@@ -11,7 +11,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from auditor.model import ScanResult
+from auditor.model.findings import ScanResult
 
 from ._common import sorted_findings, sorted_problems, sorted_reachability
 

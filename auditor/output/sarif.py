@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from auditor import __version__
-from auditor.model import Finding, Hop, Problem, ScanResult, Severity
+from auditor.model.findings import Finding, Hop, Problem, ScanResult, Severity
 
 from ._common import sorted_findings, sorted_problems
 

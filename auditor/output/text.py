@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from auditor.model import Finding, Hop, ScanResult, Severity
+from auditor.model.findings import Finding, Hop, ScanResult, Severity
 
 from ._common import (
     rule_index,

@@ -1,0 +1,86 @@
+"""The static side of a *forced* run: which layer is selected when the draft loop hands the
+draft model step ``i`` (what `mtp-audit runtime check --force-step-idx` does at run time).
+
+The plan's own steps answer "what runs as shipped". Forcing changes one thing: the loop's
+call into the draft model's entry method (``forward``; the head methods) now carries the step.
+From there the path to the layer selection is the same one the shipped plan explored, so the
+forced layer at step ``i`` is ``i mod N`` when no finding that loses the step
+(``Meaning.STEP_LOST``) lies on that path from the model class's entry on, else 0 (the callee's default). The head
+follows the same rule on the head-method path; a model with one shared head has none (null).
+Nothing here special-cases a model: it reuses the dispatch provider's explored loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .dispatch import DispatchProvider, Plan
+from .loops import LoopSelection
+from ..model.findings import Finding, Meaning
+
+
+@dataclass(frozen=True)
+class ForcedStep:
+    step: int
+    forward_layer: int | None
+    head_layer: int | None
+
+
+@dataclass(frozen=True)
+class ForcedPlan:
+    steps: tuple[ForcedStep, ...]
+    why: str
+
+
+def _model_hops_lose(sels: list[LoopSelection], mro: list[tuple[str, str]], findings: Sequence[Finding]) -> Finding | None:
+    """A step-losing finding on a selection path, from the model class's entry method on
+    (hops before it belong to the drafter, which forcing bypasses). The entry method may be
+    inherited: any class of the model's MRO starts the model's part of the path."""
+    on_path: set[tuple[str, str]] = set()
+    for s in sels:
+        hops = list(s.hops)
+        start = next((i for i, h in enumerate(hops)
+                      if any(h.path == c[0] and h.function.startswith(f"{c[1]}.") for c in mro)), None)
+        if start is None:
+            continue
+        on_path |= {(h.path, h.function) for h in hops[start:]}
+    for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
+        if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in on_path:
+            return f
+    return None
+
+
+def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Finding]) -> ForcedPlan | None:
+    """None when the shipped plan has no drafter, model class or loop reaching it."""
+    model, proposer = plan.model_class, plan.proposer
+    if model is None or proposer is None:
+        return None
+    # The loop the shipped plan reported (memoised by the dispatch provider).
+    path = dispatch.model_path(proposer, model)
+    if path is None:
+        return None
+    fwd, heads = list(path.forward), list(path.heads)
+    n = plan.num_mtp_layers
+    mro = list(dispatch.index.mro(model))
+    fwd_lost = _model_hops_lose(fwd, mro, findings)
+    head_lost = _model_hops_lose(heads, mro, findings)
+
+    def layer(present: bool, lost: Finding | None, i: int) -> int | None:
+        if not present:
+            return None
+        if lost is not None:
+            return 0
+        return i % n if n else i
+
+    steps = tuple(ForcedStep(i, layer(bool(fwd), fwd_lost, i), layer(bool(heads), head_lost, i))
+                  for i in range(plan.setting.k))
+    whys = []
+    for what, sel, lost in (("forward", fwd, fwd_lost), ("head", heads, head_lost)):
+        if not sel:
+            whys.append(f"{what}: no selection ({'one shared head' if what == 'head' else 'unknown'})")
+        elif lost is not None:
+            whys.append(f"{what}: step lost at {lost.rule} {lost.path}:{lost.line} {lost.function} -> layer 0")
+        else:
+            whys.append(f"{what}: the step reaches {sel[0].container} -> layer i mod {n}")
+    return ForcedPlan(steps, "; ".join(whys))

@@ -1,0 +1,5 @@
+"""``python -m auditor.cli``."""
+
+from .app import main
+
+main()

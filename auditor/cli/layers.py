@@ -1,0 +1,59 @@
+"""``mtp-audit layers``: which MTP layer runs at each draft step, for one model and one
+configuration, per runner — with the dispatch decisions that lead there. The work is
+:func:`auditor.services.layers.layers_document`; the JSON form is documented and
+versioned in ``docs/layers.md``."""
+
+from __future__ import annotations
+
+from .options import (
+    AllOpt,
+    ArchOpt,
+    CacheDirOpt,
+    ConfigOpt,
+    HfConfigOpt,
+    KOpt,
+    LayerCountOpt,
+    LayersFormat,
+    LayersFormatOpt,
+    MethodOpt,
+    NoCacheOpt,
+    OutputOpt,
+    PathArg,
+    PlanInstalledOpt,
+    PlanPluginOpt,
+    PlanPluginReleaseOpt,
+    PlanReleaseOpt,
+    PlatformOpt,
+    RunnerOpt,
+    SetOpt,
+)
+
+
+def layers_command(
+    path: PathArg = None,
+    installed: PlanInstalledOpt = False,
+    release: PlanReleaseOpt = None,
+    arch: ArchOpt = None,
+    hf_config: HfConfigOpt = None,
+    k: KOpt = None,
+    all_: AllOpt = False,
+    layers: LayerCountOpt = 3,
+    runner: RunnerOpt = None,
+    method: MethodOpt = "mtp",
+    set_: SetOpt = None,
+    platform: PlatformOpt = "cuda",
+    format: LayersFormatOpt = LayersFormat.text,
+    output: OutputOpt = None,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    config: ConfigOpt = None,
+    plugin: PlanPluginOpt = None,
+    plugin_release: PlanPluginReleaseOpt = None,
+) -> None:
+    """Which MTP layer runs at each draft step for one model and configuration, and why."""
+    from ..common.atomic import emit
+    from ..services.layers import layers_document
+
+    text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
+                           format.value, cache_dir, no_cache, config, plugin, plugin_release)
+    emit(text, output)

@@ -1,0 +1,158 @@
+"""``mtp-audit scan``, ``graph`` and ``explain``: one scan of a tree (:mod:`auditor.services.scan`),
+reported, exported as a call graph, or one finding shown hop by hop."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from ..common.atomic import emit
+from ..common.progress import Progress
+from .app import EXIT_CLEAN, EXIT_FINDINGS
+from .options import (
+    BaselineOpt,
+    CacheDirOpt,
+    ConfigOpt,
+    ExitZeroOpt,
+    FormatOpt,
+    GraphFormat,
+    IgnoreOpt,
+    InstalledOpt,
+    NoCacheOpt,
+    OutputFormat,
+    OutputOpt,
+    PathArg,
+    PluginOpt,
+    PluginReleaseOpt,
+    QuietOpt,
+    ReleaseOpt,
+    SelectOpt,
+    WorkersOpt,
+)
+
+def report_fixed_baseline(fixed: list[str], baseline: Optional[Path]) -> None:
+    """Say which baseline entries are fixed (their findings are gone) and can be removed."""
+    if fixed:
+        typer.echo(
+            f"mtp-audit: {len(fixed)} baseline entr{'y is' if len(fixed) == 1 else 'ies are'} fixed and can be removed "
+            f"({', '.join(fixed[:5])}{' …' if len(fixed) > 5 else ''}): "
+            f"run `mtp-audit baseline create` again to shrink {baseline}",
+            err=True,
+        )
+
+
+def scan(
+    path: PathArg = None,
+    installed: InstalledOpt = False,
+    release: ReleaseOpt = None,
+    format: FormatOpt = OutputFormat.text,
+    output: OutputOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    exit_zero: ExitZeroOpt = False,
+    reachability: Annotated[
+        bool, typer.Option("--reachability", help="Text report: add the table of which MTP layers each draft loop reaches.")
+    ] = False,
+    fail_on_parse_error: Annotated[
+        bool, typer.Option("--fail-on-parse-error", help="Exit 1 when a file cannot be parsed (it is listed either way).")
+    ] = False,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    config: ConfigOpt = None,
+    workers: WorkersOpt = None,
+    baseline: BaselineOpt = None,
+    quiet: QuietOpt = False,
+    plugin: PluginOpt = None,
+    plugin_release: PluginReleaseOpt = None,
+) -> None:
+    """Find where spec_step_idx is lost on its way to the MTP layers.
+
+    Scans a vLLM tree (PATH, --installed or --release) and reports every place a draft
+    step index is dropped between the speculative draft loop and the MTP layer selection.
+    Exit 1 when there are findings, 2 on bad input."""
+    from ..output import render
+    from ..services.scan import PARSE_FAILURES, apply_baseline, scan_target
+
+    scan_, cfg = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, Progress(quiet),
+                             reuse_result=True, plugins=plugin, plugin_releases=plugin_release)
+    result = scan_.result
+    report_fixed_baseline(apply_baseline(result, baseline, list(result.findings), cfg), baseline)
+    emit(render(result, format.value, color=output is None and sys.stdout.isatty(), reachability=reachability), output)
+    active = [f for f in result.findings if not f.suppressed]
+    unparsed = [p for p in result.problems if p.kind in PARSE_FAILURES]
+    failed = (active and not exit_zero) or (fail_on_parse_error and unparsed)
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_CLEAN)
+
+
+def graph(
+    path: PathArg = None,
+    installed: InstalledOpt = False,
+    release: ReleaseOpt = None,
+    format: Annotated[GraphFormat, typer.Option("--format", "-f", metavar="FORMAT", help="Graph format: dot, json (node-link) or graphml.")] = GraphFormat.dot,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write the graph to FILE instead of stdout.")] = None,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    config: ConfigOpt = None,
+    plugin: PluginOpt = None,
+    plugin_release: PluginReleaseOpt = None,
+) -> None:
+    """Export the call graph the analysis examined.
+
+    Nodes are functions; edges say how the step index is passed along each call."""
+    from ..output.graph import render_graph
+    from ..services.scan import scan_target
+
+    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None,
+                           plugins=plugin, plugin_releases=plugin_release)
+    assert scan_.analysis is not None
+    emit(render_graph(scan_.analysis.graph.build_graph(), format.value), output)
+
+
+def explain(
+    finding_id: Annotated[str, typer.Argument(metavar="ID", show_default=False, help="A finding's id (as `scan` prints it) or a unique prefix of it.")],
+    path: PathArg = None,
+    installed: InstalledOpt = False,
+    release: ReleaseOpt = None,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    config: ConfigOpt = None,
+    plugin: PluginOpt = None,
+    plugin_release: PluginReleaseOpt = None,
+) -> None:
+    """Show one finding's call chain with the code at every hop."""
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    from ..services.scan import find_finding, scan_target
+
+    scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None,
+                           plugins=plugin, plugin_releases=plugin_release)
+    assert scan_.analysis is not None
+    f = find_finding(scan_, finding_id)
+    # Piped or redirected: no width limit, so that code lines are never cut or folded.
+    tty = sys.stdout.isatty()
+    console = Console(highlight=False, soft_wrap=True, width=None if tty else 10_000)
+    console.print(f"[bold]{f.rule}[/] {f.severity.value} {f.path}:{f.line}:{f.column + 1} {f.function}")
+    console.print(f.message, markup=False)
+    if f.affected_classes:
+        console.print("affected: " + ", ".join(str(c) for c in f.affected_classes), markup=False)
+    tree = scan_.analysis.index.tree
+    for i, hop in enumerate(f.trace, 1):
+        console.print(f"\n[bold]{i}.[/] {hop.path}:{hop.line} {hop.function} — {hop.note}", markup=True)
+        try:
+            lines = tree.read(hop.path).decode("utf-8", "replace").splitlines()
+        except OSError:
+            continue
+        start = max(1, hop.line - 2)
+        code = "\n".join(lines[start - 1 : hop.line + 2])
+        if tty:
+            console.print(Syntax(code, "python", line_numbers=True, start_line=start, highlight_lines={hop.line}, word_wrap=True))
+        else:
+            width = len(str(start + code.count("\n")))
+            for n, text in enumerate(code.split("\n"), start):
+                marker = ">" if n == hop.line else " "
+                sys.stdout.write(f"{marker}{n:>{width}} {text}\n")
+    sys.stdout.flush()

@@ -1,0 +1,159 @@
+"""Analysis settings: vLLM's conventions, overridable from ``[tool.mtp-audit]`` in pyproject.toml."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass
+class Config:
+    # Keyword arguments threaded from draft loops to layer selection.
+    threaded_params: list[str] = field(default_factory=lambda: ["spec_step_idx"])
+    # A `for` loop whose iterable mentions one of these counts is a draft loop.
+    draft_loop_counts: list[str] = field(
+        default_factory=lambda: ["num_speculative_tokens", "num_speculative_steps", "num_spec_tokens"]
+    )
+    # Functions that build the draft model from the architecture registry.
+    loaders: list[str] = field(default_factory=lambda: ["get_model"])
+    # Module-level tables mapping architecture -> (module, class) for draft models.
+    registry_tables: list[str] = field(default_factory=lambda: ["_SPECULATIVE_DECODING_MODELS"])
+    # -- issue 12 (capture/compile) --
+    # Calls and context managers that capture a CUDA graph (torch's API; a dotted name
+    # matches a call chain ending in it), and the method that replays one.
+    graph_capture_apis: list[str] = field(default_factory=lambda: ["torch.cuda.graph", "capture_begin"])
+    graph_replay_apis: list[str] = field(default_factory=lambda: ["replay"])
+    # Class decorators that compile a model's forward (vLLM's, with its argument names).
+    compile_decorators: list[str] = field(default_factory=lambda: ["support_torch_compile"])
+    # ... their keyword arguments naming the arguments compiled as dynamic (dict keys),
+    # and the one holding a condition under which the class is compiled at all.
+    compile_dynamic_args: list[str] = field(default_factory=lambda: ["dynamic_arg_dims", "mark_unbacked_dims"])
+    compile_condition_args: list[str] = field(default_factory=lambda: ["enable_if"])
+    # --- issue 11 (dispatch): vLLM's names, found in the code under these names ---
+    # Functions that pick the drafter per runner (if/elif chains that build a proposer).
+    dispatch_factories: dict[str, list[str]] = field(
+        default_factory=lambda: {"v1": ["GPUModelRunner.__init__"], "v2": ["init_speculator"]}
+    )
+    # Functions that rewrite the target's hf config into the draft's (they write `override-field`).
+    config_overrides: list[str] = field(default_factory=lambda: ["hf_config_override"])
+    override_field: list[str] = field(default_factory=lambda: ["architectures"])
+    # Attribute/parameter names of the configuration objects the dispatch code reads.
+    dispatch_roles: dict[str, str] = field(
+        default_factory=lambda: {
+            "root": "vllm_config",
+            "speculative": "speculative_config",
+            "method": "method",
+            "k": "num_speculative_tokens",
+            "draft": "draft_model_config",
+            "hf": "hf_config",
+        }
+    )
+    # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
+    platform_dirs: dict[str, str] = field(
+        default_factory=lambda: {"cuda": "nvidia", "rocm": "amd", "xpu": "xpu", "cpu": "cpu"}
+    )
+    head_methods: list[str] = field(default_factory=lambda: ["compute_logits", "get_top_tokens"])
+    proposer_entries: list[str] = field(default_factory=lambda: ["propose"])
+    # Speculative methods that load MTP draft models (a scan pairs draft loops with MTP
+    # classes only through drafters the factories build for these methods).
+    mtp_methods: list[str] = field(default_factory=lambda: ["mtp"])
+    # --- end issue 11 ---
+    # Calls by which a platform plugin registers a model class for an architecture
+    # (``ModelRegistry.register_model("Arch", "pkg.mod:Class")``; issue 13).
+    plugin_register_calls: list[str] = field(default_factory=lambda: ["register_model"])
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    severity: dict[str, str] = field(default_factory=dict)
+
+    def runners(self) -> tuple[str, ...]:
+        """The model runners a plan can be asked for: those with drafter factories."""
+        return tuple(self.dispatch_factories)
+
+    def platforms(self) -> tuple[str, ...]:
+        """The platforms a plan can be asked for: those with per-platform model copies."""
+        return tuple(self.platform_dirs)
+
+    def rule_enabled(self, code: str) -> bool:
+        if self.select and not any(code.startswith(s) for s in self.select):
+            return False
+        return not any(code.startswith(s) for s in self.ignore)
+
+
+_LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
+              "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
+              "compile_condition_args",
+              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods",
+              "plugin_register_calls"}
+_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}
+_LIST_DICT_KEYS = {"dispatch_factories"}
+_TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
+_SEVERITIES = {"error", "warning", "note"}
+
+
+def load_config(pyproject: Path | None) -> Config:
+    cfg = Config()
+    if pyproject is None or not pyproject.is_file():
+        return cfg
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{pyproject}: cannot read configuration: {exc}") from None
+    section = data.get("tool", {}).get("mtp-audit")
+    if section is None:
+        return cfg
+    if not isinstance(section, dict):
+        raise ConfigError(f"{pyproject}: [tool.mtp-audit] must be a table")
+    return apply_settings(cfg, section, str(pyproject))
+
+
+def apply_settings(cfg: Config, section: dict[str, Any], origin: str) -> Config:
+    for key, value in section.items():
+        name = _TOML_NAMES.get(key) or (key if key in {f.name for f in fields(Config)} else None)
+        if name is None:
+            known = ", ".join(sorted(_TOML_NAMES))
+            raise ConfigError(f"{origin}: unknown key tool.mtp-audit.{key} (known: {known})")
+        if name in _LIST_KEYS:
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(f"{origin}: tool.mtp-audit.{key} must be a list of non-empty strings")
+            if name == "threaded_params" and not value:
+                raise ConfigError(f"{origin}: tool.mtp-audit.{key} must name at least one parameter")
+            setattr(cfg, name, list(value))
+        elif name in _STR_DICT_KEYS or name in _LIST_DICT_KEYS:
+            _check_dict(name, key, value, origin, lists=name in _LIST_DICT_KEYS)
+            merged = dict(getattr(cfg, name))
+            merged.update(value)
+            setattr(cfg, name, merged)
+        elif name == "severity":
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v in _SEVERITIES for k, v in value.items()
+            ):
+                raise ConfigError(
+                    f"{origin}: tool.mtp-audit.severity must map rule codes to one of error, warning, note"
+                )
+            cfg.severity = dict(value)
+    return cfg
+
+
+def _check_dict(name: str, key: str, value: Any, origin: str, lists: bool) -> None:
+    """issue 11: tables of strings (or of lists of strings)."""
+    def ok(v: Any) -> bool:
+        if lists:
+            return isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+        return isinstance(v, str) and bool(v)
+
+    if not isinstance(value, dict) or not all(isinstance(k, str) and ok(v) for k, v in value.items()):
+        what = "lists of non-empty strings" if lists else "non-empty strings"
+        raise ConfigError(f"{origin}: tool.mtp-audit.{key} must map names to {what}")
+    if name == "dispatch_roles":
+        unknown = set(value) - {"root", "speculative", "method", "k", "draft", "hf"}
+        if unknown:
+            raise ConfigError(f"{origin}: tool.mtp-audit.{key} has unknown role(s) {', '.join(sorted(unknown))}")

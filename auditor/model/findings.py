@@ -1,0 +1,267 @@
+"""Result types shared by the engine, the rules and every output format.
+
+Everything here is plain data with a stable JSON form (``to_json``/``from_json``),
+so reports can be diffed, cached and compared across releases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+JSON_SCHEMA_VERSION = 1
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 3, "warning": 2, "note": 1}[self.value]
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a finding's call chain: where it is and what happens there."""
+
+    path: str
+    line: int
+    function: str
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Hop":
+        return cls(data["path"], int(data["line"]), data["function"], data.get("note", ""))
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    """A class identified by the file that defines it (names repeat across platform copies)."""
+
+    path: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.path}::{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ClassRef":
+        return cls(data["path"], data["name"])
+
+
+class Meaning(str, Enum):
+    """What a finding says about the step, as a rule declares it (``Rule.meaning``): what
+    analyses may rely on, instead of rule codes."""
+
+    STEP_LOST = "step-lost"  # the step is lost at this site on its way to the layer selection
+    CANNOT_TAKE = "cannot-take"  # a class on the path cannot accept the step
+    STEP_FROZEN = "step-frozen"  # a capture (compile, CUDA graph) freezes the step
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: Severity
+    path: str
+    line: int
+    column: int
+    function: str
+    callee: str
+    message: str
+    trace: list[Hop] = field(default_factory=list)
+    affected_classes: list[ClassRef] = field(default_factory=list)
+    # Identity of the finding independent of line numbers: rule, file, enclosing
+    # function, callee and the semantic key a rule chooses (never a line).
+    fingerprint_key: str = ""
+    fingerprint: str = ""
+    suppressed: bool = False
+    parameter: str = ""  # the threaded parameter the finding is about (the autofix threads it)
+    root: str = ""  # issue 13: the scanned root the path is relative to ("vllm", "vllm-ascend"); "" without plugins
+    # What the finding means for the step, stamped by the engine from its rule's declaration;
+    # not part of the JSON or of a finding's identity.
+    meaning: Meaning | None = field(default=None, compare=False)
+
+    def finalize(self) -> "Finding":
+        key = "|".join([self.rule, self.path, self.function, self.callee, self.fingerprint_key])
+        self.fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
+        self.affected_classes = sorted(set(self.affected_classes), key=lambda c: (c.path, c.name))
+        return self
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.path, self.line, self.column, self.rule, self.fingerprint)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity.value,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "function": self.function,
+            "callee": self.callee,
+            "message": self.message,
+            "trace": [h.to_json() for h in self.trace],
+            "affected_classes": [c.to_json() for c in self.affected_classes],
+            "fingerprint": self.fingerprint,
+            **({"suppressed": True} if self.suppressed else {}),
+            **({"parameter": self.parameter} if self.parameter else {}),
+            **({"root": self.root} if self.root else {}),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        return cls(
+            rule=data["rule"],
+            severity=Severity(data["severity"]),
+            path=data["path"],
+            line=int(data["line"]),
+            column=int(data["column"]),
+            function=data["function"],
+            callee=data["callee"],
+            message=data["message"],
+            trace=[Hop.from_json(h) for h in data.get("trace", [])],
+            affected_classes=[ClassRef.from_json(c) for c in data.get("affected_classes", [])],
+            fingerprint=data.get("fingerprint", ""),
+            suppressed=bool(data.get("suppressed", False)),
+            parameter=str(data.get("parameter", "")),
+            root=str(data.get("root", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file the scan could not analyse (it is listed and skipped, never fatal)."""
+
+    path: str
+    kind: str  # "parse-error", "decode-error", "unreadable", "too-large", "symlink", ...
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Problem":
+        return cls(data["path"], data["kind"], data["message"])
+
+
+@dataclass
+class LoopReach:
+    """How one draft loop reaches one MTP model class."""
+
+    loop: str  # "path:line Class.method"
+    steps_reach_layers: bool  # True: step i selects layer i; False: every step selects layer 0
+    detail: str
+    trace: list[Hop] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "loop": self.loop,
+            "step_i_reaches_layer_i": self.steps_reach_layers,
+            "detail": self.detail,
+            "trace": [h.to_json() for h in self.trace],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LoopReach":
+        return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"], [Hop.from_json(h) for h in data["trace"]])
+
+
+@dataclass
+class ClassReachability:
+    model_class: ClassRef
+    architectures: list[str]
+    layer_count_fields: list[str]
+    loops: list[LoopReach] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "class": self.model_class.to_json(),
+            "architectures": self.architectures,
+            "layer_count_fields": self.layer_count_fields,
+            "loops": [lp.to_json() for lp in self.loops],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ClassReachability":
+        return cls(
+            ClassRef.from_json(data["class"]),
+            list(data["architectures"]),
+            list(data["layer_count_fields"]),
+            [LoopReach.from_json(lp) for lp in data["loops"]],
+        )
+
+
+@dataclass(frozen=True)
+class ScanRoot:
+    """Issue 13: one root of a scan with platform plugins (vLLM's, or a plugin's)."""
+
+    name: str  # "vllm", or the plugin's distribution name ("vllm-ascend")
+    location: str  # the directory (or release label) scanned
+    packages: tuple[str, ...]  # the top-level packages it holds: paths under them belong to it
+    plugin: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "location": self.location, "packages": list(self.packages), "plugin": self.plugin}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ScanRoot":
+        return cls(data["name"], data["location"], tuple(data["packages"]), bool(data["plugin"]))
+
+
+@dataclass
+class ScanResult:
+    """Everything one scan produced; ``to_json`` is the documented ``--format json`` document."""
+
+    root: str
+    findings: list[Finding] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    reachability: list[ClassReachability] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    roots: list[ScanRoot] = field(default_factory=list)  # issue 13: empty without plugins
+
+    def root_of(self, path: str) -> ScanRoot | None:
+        top = path.split("/", 1)[0]
+        return next((r for r in self.roots if top in r.packages), None)
+
+    def sort(self) -> "ScanResult":
+        self.findings.sort(key=Finding.sort_key)
+        self.problems.sort(key=lambda p: (p.path, p.kind))
+        self.reachability.sort(key=lambda r: (r.model_class.path, r.model_class.name))
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        from .. import __version__
+
+        return {
+            "version": JSON_SCHEMA_VERSION,
+            "tool": {"name": "mtp-audit", "version": __version__},
+            "root": self.root,
+            "findings": [f.to_json() for f in self.findings],
+            "problems": [p.to_json() for p in self.problems],
+            "reachability": [r.to_json() for r in self.reachability],
+            "stats": self.stats,
+            **({"roots": [r.to_json() for r in self.roots]} if self.roots else {}),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ScanResult":
+        if data.get("version") != JSON_SCHEMA_VERSION:
+            raise ValueError(f"unsupported scan result version {data.get('version')!r}")
+        return cls(
+            root=data["root"],
+            findings=[Finding.from_json(f) for f in data["findings"]],
+            problems=[Problem.from_json(p) for p in data["problems"]],
+            reachability=[ClassReachability.from_json(r) for r in data["reachability"]],
+            stats=dict(data.get("stats", {})),
+            roots=[ScanRoot.from_json(r) for r in data.get("roots", [])],
+        )

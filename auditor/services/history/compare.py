@@ -1,0 +1,68 @@
+"""Comparing the findings of two revisions: introduced, fixed, persisting (and moved)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional
+
+from ...model.findings import Finding
+from ...model.history import Delta
+
+
+def identity(f: Finding) -> tuple[str, str, str]:
+    """What survives a file move: rule, enclosing function and callee."""
+    return (f.rule, f.function, f.callee)
+
+
+def compare(base: list[Finding], head: list[Finding], base_ref: Optional[str] = None) -> Delta:
+    """Introduced, fixed and persisting findings between two revisions.
+
+    Fingerprints first (line moves are invisible to them); then leftover findings with
+    the same rule, function and callee on both sides are paired as moved (persisting).
+    """
+    base_fp = {f.fingerprint: f for f in base}
+    head_fp = {f.fingerprint: f for f in head}
+    delta = Delta(base_ref)
+    introduced = [f for f in head if f.fingerprint not in base_fp]
+    fixed = [f for f in base if f.fingerprint not in head_fp]
+    persisted = [f for f in head if f.fingerprint in base_fp]
+    # Leftovers are paired in two passes: same rule, function and callee in another file
+    # (a move), then same rule, file and function with another callee (the same defect
+    # now reaching more or fewer callees). Either way the defect persists.
+    still_introduced = sorted(introduced, key=Finding.sort_key)
+    for key in (identity, lambda f: (f.rule, f.path, f.function)):
+        gone: dict[tuple[str, ...], list[Finding]] = defaultdict(list)
+        taken = set(delta.moved.values())
+        for f in fixed:
+            if f.fingerprint not in taken:
+                gone[key(f)].append(f)
+        left = []
+        for f in still_introduced:
+            candidates = gone.get(key(f))
+            if candidates:
+                # prefer the candidate in a file of the same name (a directory move)
+                candidates.sort(key=lambda o: (Path(o.path).name != Path(f.path).name, o.path, o.line))
+                delta.moved[f.fingerprint] = candidates.pop(0).fingerprint
+                persisted.append(f)
+            else:
+                left.append(f)
+        still_introduced = left
+    moved_old = set(delta.moved.values())
+    delta.introduced = sorted(still_introduced, key=Finding.sort_key)
+    delta.fixed = sorted((f for f in fixed if f.fingerprint not in moved_old), key=Finding.sort_key)
+    delta.persisted = sorted(persisted, key=Finding.sort_key)
+    return delta
+
+
+def find(findings: list[Finding], fingerprint: str, ident: Optional[tuple[str, str, str]] = None) -> Optional[Finding]:
+    for f in findings:
+        if f.fingerprint == fingerprint:
+            return f
+    if ident is not None:  # the same defect after its file moved
+        for f in findings:
+            if identity(f) == ident:
+                return f
+    return None
+
+

@@ -1,0 +1,208 @@
+"""``layers``: plan which MTP layer runs at each draft step for the settings a command asks
+about (one model and configuration, or every registered architecture x runner), with the
+scan that makes the plans, and the cache of finished documents.
+
+The analysis is :class:`auditor.analyses.dispatch.DispatchProvider`; the documents are
+rendered by :mod:`auditor.output.layers`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+from ..analyses.analysis import Analysis
+from ..analyses.dispatch import DispatchProvider, Plan, Setting
+from ..analyses.forced_plan import ForcedPlan, forced_plan
+from ..common.errors import UsageError
+from ..output.layers import LAYERS_FORMAT_VERSION
+
+if TYPE_CHECKING:
+    from ..common.config import Config
+    from ..engine.scan import RuleClass
+    from ..facts.cache import FactsCache
+    from ..source.trees import SourceTree
+
+RUNNERS = ("v1", "v2")
+
+
+def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
+    """``FIELD=VALUE``: the value is read as JSON (3, true, null, [..]) or else as a string."""
+    out: list[tuple[str, Any]] = []
+    for item in values:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--set takes FIELD=VALUE (a Python identifier, '='), got {item!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        out.append((name, value))
+    return tuple(out)
+
+
+def read_hf_config(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except OSError as exc:
+        raise UsageError(f"cannot read --hf-config {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"--hf-config {path} is not a JSON file: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--hf-config {path} must hold a JSON object (a model's config.json)")
+    return text
+
+
+def check_architecture(dispatch: DispatchProvider, arch: str) -> None:
+    known = dispatch.architectures()
+    if arch in known:
+        return
+    close = difflib.get_close_matches(arch, known, n=5, cutoff=0.4)
+    hint = f"closest registered: {', '.join(close)}" if close else f"{len(known)} are registered (see `layers --all`)"
+    raise UsageError(f"unknown draft architecture {arch!r}; {hint}")
+
+
+def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: Any) -> list[Plan]:
+    return [dispatch.plan(s, findings) for s in settings]
+
+
+def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str = "mtp",
+                    platform: str = "cuda", fields: tuple[tuple[str, Any], ...] = ()) -> list[Setting]:
+    """``--all``: every registered MTP architecture x runner, each given ``layers`` on its
+    own layer-count field."""
+    settings: list[Setting] = []
+    for name, _cls in dispatch.mtp_architectures():
+        count = dispatch.layer_count_field(name, platform)
+        extra = ((count, layers),) if count else ()
+        settings.extend(Setting(r, k, method, platform, name, extra + fields) for r in runners)
+    return settings
+
+
+def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
+              choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None) -> list[Plan]:
+    """Scan ``tree`` and plan the settings ``choose`` picks. Exploring a drafter may parse
+    more files: the plans are made once while the index still loads, then again with the
+    scan's findings (everything is memoised by then)."""
+    return plan_tree_forced(tree, cfg, rules, facts, choose, workers, forced=False)[0]
+
+
+def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
+                     choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None,
+                     forced: bool = True) -> tuple[list[Plan], list[ForcedPlan | None]]:
+    """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
+    the model step i; see :mod:`auditor.forced_plan`)."""
+    from ..engine.scan import run_scan
+
+    settings: list[Setting] = []
+
+    def plan_before_freeze(analysis: Analysis) -> None:
+        dispatch = analysis.get(DispatchProvider)
+        settings.extend(choose(dispatch))
+        for s in settings:
+            dispatch.plan(s)
+
+    scan = run_scan(tree, cfg, rules, facts, workers, before_freeze=plan_before_freeze)
+    assert scan.analysis is not None
+    dispatch = scan.analysis.get(DispatchProvider)
+    plans = make_plans(dispatch, settings, scan.result.findings)
+    views: list[ForcedPlan | None] = [forced_plan(dispatch, p, scan.result.findings) if forced else None for p in plans]
+    return plans, views
+
+
+class RenderedCache:
+    """``layers`` documents of unchanged trees (``<cache>/layers/``); a miss is recomputed."""
+
+    def __init__(self, root: Optional[Path]) -> None:
+        from ..engine.result_cache import KeyedFiles
+
+        self.files = KeyedFiles(root, "layers", ".txt")
+
+    @staticmethod
+    def key(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], question: str) -> str:
+        from ..engine.scan import rule_files, tree_digest
+        from ..engine.result_cache import result_key
+
+        # The document is planned here and rendered by output/layers.py: both sources are part of the key.
+        from ..output import layers as renderer
+
+        return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg,
+                          [*rule_files(rules), Path(__file__), Path(renderer.__file__)], [r.code for r in rules])
+
+    def get(self, key: str) -> Optional[str]:
+        return self.files.read(key)
+
+    def put(self, key: str, text: str) -> None:
+        self.files.write(key, text)
+
+
+def check_choice(option: str, value: str, choices: Sequence[str], command: str) -> str:
+    """``value`` when it is one of ``choices`` (from the configuration), else the usage error
+    the command line gives for any other bad choice."""
+    if value not in choices:
+        known = ", ".join(repr(c) for c in choices)
+        raise UsageError(f"invalid value for '{option}': {value!r} is not one of {known} (see `mtp-audit {command} --help`)")
+    return value
+
+
+def layers_document(
+    path: Optional[Path], installed: bool, release: Optional[str], arch: Optional[str], hf_config: Optional[Path],
+    k: Optional[int], all_: bool, layers: int, runner: Optional[str], method: str, set_: Optional[list[str]],
+    platform: str, fmt: str, cache_dir: Optional[Path], no_cache: bool, config: Optional[Path],
+    plugin: Optional[list[Path]], plugin_release: Optional[list[str]],
+) -> str:
+    """The ``layers`` document for one question: planned (or read from the cache of
+    documents of unchanged trees) and rendered in ``fmt``."""
+    from ..common.progress import Progress
+    from ..facts.cache import FactsCache
+    from ..output.layers import render, render_matrix
+    from .settings import cache_root, load_settings, registered_rules
+    from .targets import open_target, with_plugins
+
+    if all_:
+        if arch is not None or hf_config is not None:
+            raise UsageError("--all plans every registered architecture: leave out --arch and --hf-config")
+        k = 3 if k is None else k
+    elif (arch is None) == (hf_config is None):
+        raise UsageError("give exactly one of --arch DRAFT_ARCH or --hf-config config.json (or --all)")
+    if k is None:
+        raise UsageError("give --k K (num_speculative_tokens)")
+    steps: int = k
+    fields = parse_set(set_ or [])
+    target = read_hf_config(hf_config) if hf_config is not None else None
+    vllm_tree = open_target(path, installed, release, cache_dir, Progress(quiet=True))
+    cfg = load_settings(getattr(vllm_tree, "root", None), config, None, None)
+    if runner is not None:
+        check_choice("--runner", runner, cfg.runners(), "layers")
+    check_choice("--platform", platform, cfg.platforms(), "layers")
+    tree = with_plugins(vllm_tree, plugin, plugin_release, cache_dir, Progress(quiet=True))
+    runners = [runner] if runner is not None else list(cfg.runners())
+
+    def choose(dispatch: DispatchProvider) -> list[Setting]:
+        if all_:
+            return matrix_settings(dispatch, runners, steps, layers, method, platform, fields)
+        if arch is not None:
+            check_architecture(dispatch, arch)
+        return [Setting(r, steps, method, platform, arch, fields, target) for r in runners]
+
+    rules = registered_rules()
+    root = cache_root(no_cache, cache_dir)
+    # An unchanged tree asked the same question gives the same document: keep it, keyed like a
+    # scan's cached result (tree, tool, rules, configuration) plus everything asked here.
+    question = json.dumps(
+        {"all": all_, "arch": arch, "target": target, "k": steps, "layers": layers, "runners": runners, "method": method,
+         "platform": platform, "set": [list(f) for f in fields], "format": fmt, "label": tree.label},
+        sort_keys=True, default=str,
+    )
+    cached = RenderedCache(root)
+    key = cached.key(tree, cfg, rules, question)
+    text = cached.get(key)
+    if text is None:
+        plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose)
+        text = (render_matrix(plans, fmt, tree.label, steps, layers, forced) if all_
+                else render(plans, fmt, tree.label, forced))
+        cached.put(key, text)
+    return text
