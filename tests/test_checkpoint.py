@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor import checkpoint
+from auditor.output import checkpoint as checkpoint_text
+from auditor.services import checkpoint as checkpoint_plan
+from auditor.source import checkpoint
 from runtime_check import archs
 
 DTYPE_BYTES = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
@@ -92,7 +94,7 @@ def test_deepseek_v3_layout_mtp_layer_is_the_one_after_the_decoder(deepseek_v3: 
     (layer,) = ck.layers
     want = sum(checkpoint.read_header(deepseek_v3 / "model-00003-of-00003.safetensors").values())
     assert (layer.index, layer.prefix, layer.bytes, layer.tensors) == (0, "model.layers.61", want, 11)
-    doc = checkpoint.checkpoint_json(ck, _plan("v1", 1, [0, 0, 0], [0, 0, 0]))
+    doc = checkpoint_plan.checkpoint_json(ck, _plan("v1", 1, [0, 0, 0], [0, 0, 0]))
     assert doc["mtp_layers"] == [{"index": 0, "prefix": "model.layers.61", "tensors": 11, "bytes": want,
                                   "built": True, "runs": True}]
     assert doc["dead_weight_bytes"] == 0
@@ -119,7 +121,7 @@ def test_qwen3_5_layout_separate_mtp_module_under_text_config(tmp_path: Path) ->
                                                                  (1, "mtp.layers.1", 64 * 64 * 2 + 64 * 64 * 2)]
     assert ck.shared_mtp_bytes == 64 * 128 * 2 + 64 * 2 + 64 * 2
     # The class builds 1 layer (the config's count): layer 1 is never built, dead weight.
-    doc = checkpoint.checkpoint_json(ck, _plan("v1", 1, [0, 0, 0]))
+    doc = checkpoint_plan.checkpoint_json(ck, _plan("v1", 1, [0, 0, 0]))
     assert [(r["index"], r["built"], r["runs"]) for r in doc["mtp_layers"]] == [(0, True, True), (1, False, False)]
     assert doc["dead_weight_bytes"] == ck.layers[1].bytes
     assert doc["dead_weight_gb"] == round(ck.layers[1].bytes / 1e9, 3)
@@ -140,19 +142,20 @@ def test_synthesized_checkpoints(arch: str, tmp_path: Path) -> None:
     assert ck.total_bytes == sizes
     assert [l.index for l in ck.layers] == [0, 1, 2]
     assert len({l.bytes for l in ck.layers}) == 1  # the three layers are alike
-    v1 = checkpoint.checkpoint_json(ck, _plan("v1", 3, [0, 0, 0]))
+    v1 = checkpoint_plan.checkpoint_json(ck, _plan("v1", 3, [0, 0, 0]))
     assert [r["runs"] for r in v1["mtp_layers"]] == [True, False, False]
     assert v1["dead_weight_bytes"] == 2 * ck.layers[0].bytes
-    v2 = checkpoint.checkpoint_json(ck, _plan("v2", 3, [0, 1, 2]))
+    v2 = checkpoint_plan.checkpoint_json(ck, _plan("v2", 3, [0, 1, 2]))
     assert v2["dead_weight_bytes"] == 0 and all(r["runs"] for r in v2["mtp_layers"])
-    unknown = checkpoint.checkpoint_json(ck, _plan("v2", 3, [0, None, None]))
+    unknown = checkpoint_plan.checkpoint_json(ck, _plan("v2", 3, [0, None, None]))
     assert [r["runs"] for r in unknown["mtp_layers"]] == [True, None, None]
     assert unknown["dead_weight_bytes"] == 0 and unknown["undecided_bytes"] == 2 * ck.layers[0].bytes
 
 
 def test_text_names_dead_weight(deepseek_v3: Path) -> None:
     ck = checkpoint.read_checkpoint(deepseek_v3)
-    text = checkpoint.render_text(ck, [_plan("v1", 0, [None])])
+    plan = _plan("v1", 0, [None])
+    text = checkpoint_text.render_text(ck, [plan], [checkpoint_plan.checkpoint_json(ck, plan)])
     assert "MTP layer 0 (model.layers.61.*)" in text and "NEVER BUILT" in text
 
 
@@ -218,3 +221,47 @@ def test_reads_headers_only(deepseek_v3: Path, monkeypatch: pytest.MonkeyPatch) 
     ck = checkpoint.read_checkpoint(deepseek_v3)
     headers = sum(8 + struct.unpack("<Q", real_open(deepseek_v3 / f, "rb").read(8))[0] for f in ck.files)
     assert sum(reads) == headers < ck.total_bytes
+
+
+def _synth_model(tmp_path: Path, arch: str) -> Path:
+    a = archs.ARCHS[arch]
+    cfg = a.build_config(3)
+    model = tmp_path / arch
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(cfg))
+    write_safetensors(model / "model.safetensors", {n: ("BF16", s) for n, s in a.build_tensors(cfg)})
+    return model
+
+
+def _layers(*args: str) -> "subprocess.CompletedProcess[str]":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "auditor.cli", "layers", *args], capture_output=True, text=True,
+                          timeout=600, cwd=Path(__file__).resolve().parents[1])
+
+
+@pytest.mark.release
+def test_layers_model_on_vllm_0_32_0(tmp_path: Path) -> None:
+    """`layers --model DIR` on the real 0.32.0 source: the synthetic GLM-4 MoE checkpoint (3 MTP
+    layers, K=3) runs only layer 0 on V1 (layers 1, 2 dead weight) and every layer on V2 --
+    what the engine shows (tests/runtime/test_observer_serve.py)."""
+    from tests.release_cache import release_root
+
+    model = _synth_model(tmp_path, "glm4_moe")
+    root = str(release_root("0.32.0"))
+    r = _layers(root, "--model", str(model), "--k", "3", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    plans = {p["runner"]: p for p in json.loads(r.stdout)["plans"]}
+    layer = checkpoint.read_checkpoint(model).layers[0].bytes
+    v1, v2 = plans["v1"]["checkpoint"], plans["v2"]["checkpoint"]
+    assert [(x["index"], x["built"], x["runs"]) for x in v1["mtp_layers"]] == [(0, True, True), (1, True, False),
+                                                                             (2, True, False)]
+    assert v1["dead_weight_bytes"] == 2 * layer and v2["dead_weight_bytes"] == 0
+    text = _layers(root, "--model", str(model), "--k", "3")
+    assert text.returncode == 0, text.stderr
+    assert "MTP layer 1 (model.layers.3.*): " in text.stdout and "never runs" in text.stdout
+    bad = _layers(root, "--model", str(tmp_path / "none"), "--k", "3")
+    assert bad.returncode == 2 and "no such directory" in bad.stderr
+    both = _layers(root, "--model", str(model), "--hf-config", str(model / "config.json"), "--k", "3")
+    assert both.returncode == 2 and "leave out --hf-config" in both.stderr

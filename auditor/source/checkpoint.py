@@ -1,6 +1,6 @@
-"""Checkpoint-aware plans (`mtp-audit layers --model DIR`): which MTP layers a checkpoint
-physically carries, how many bytes each holds, which the draft model class builds and which
-run under the plan -- the rest is dead weight.
+"""A model checkpoint as input (`mtp-audit layers --model DIR`): which MTP layers it physically
+carries and how many bytes each holds. services/checkpoint.py joins them with a plan (built,
+runs, dead weight); output/checkpoint.py renders the text.
 
 Reads only `config.json` and the safetensors headers (an 8-byte little-endian header length,
 then a JSON header naming every tensor's dtype, shape and byte range), of `model.safetensors`
@@ -27,41 +27,22 @@ from __future__ import annotations
 import json
 import re
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ..common.errors import UsageError
+from ..model.checkpoint import Checkpoint, MtpLayer
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 MTP_SEGMENT_MARKER = "mtp"  # a path segment containing this names a separate MTP module
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the format's own limit on the JSON header
-GB = 10**9
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
 class CheckpointError(UsageError):
     """A model directory that cannot be read as a checkpoint: one line, exit 2."""
-
-
-@dataclass(frozen=True)
-class MtpLayer:
-    index: int
-    prefix: str  # e.g. "model.layers.61" or "mtp.layers.0"
-    bytes: int
-    tensors: int
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    path: str
-    files: list[str]
-    total_bytes: int
-    num_hidden_layers: int | None
-    layers: list[MtpLayer] = field(default_factory=list)
-    shared_mtp_bytes: int = 0  # MTP-module tensors outside any one layer (mtp.fc, mtp.norm, ...)
 
 
 def read_header(path: Path) -> dict[str, int]:
@@ -199,72 +180,3 @@ def read_checkpoint(model_dir: Path) -> Checkpoint:
     n = _num_hidden_layers(cfg)
     layers, shared = mtp_layers(tensors, n)
     return Checkpoint(str(model_dir), files, sum(tensors.values()), n, layers, shared)
-
-
-def checkpoint_json(ckpt: Checkpoint, plan: dict[str, Any]) -> dict[str, Any]:
-    """The `checkpoint` object of one plan (one runner): per MTP layer present, whether the
-    plan's draft model class builds it (num_mtp_layers) and whether a draft step runs its
-    forward or its head. Unknown stays unknown (null), and is not counted as dead weight."""
-    built_n = plan.get("num_mtp_layers")
-    steps = plan.get("steps") or []
-    used = {s.get(k) for s in steps for k in ("forward_layer", "head_layer")}
-    unknown_steps = any(s.get("forward_layer") is None for s in steps) or not steps
-    rows = []
-    dead = unknown = 0
-    for layer in ckpt.layers:
-        built = None if not isinstance(built_n, int) else layer.index < built_n
-        runs: bool | None
-        if built is False:
-            runs = False
-        elif layer.index in used:
-            runs = True
-        else:
-            runs = None if unknown_steps else False
-        if built is False or runs is False:
-            dead += layer.bytes
-        elif built is None or runs is None:
-            unknown += layer.bytes
-        rows.append({"index": layer.index, "prefix": layer.prefix, "tensors": layer.tensors, "bytes": layer.bytes,
-                     "built": built, "runs": runs})
-    return {
-        "path": ckpt.path,
-        "files": ckpt.files,
-        "total_bytes": ckpt.total_bytes,
-        "num_hidden_layers": ckpt.num_hidden_layers,
-        "mtp_layers": rows,
-        "mtp_shared_bytes": ckpt.shared_mtp_bytes,
-        "dead_weight_bytes": dead,
-        "dead_weight_gb": round(dead / GB, 3),
-        "undecided_bytes": unknown,
-    }
-
-
-def attach(doc: dict[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
-    """A `layers -f json` document with each plan's `checkpoint` object added."""
-    for plan in doc["plans"] if "plans" in doc else [doc]:
-        plan["checkpoint"] = checkpoint_json(ckpt, plan)
-    return doc
-
-
-def _size(n: int) -> str:
-    return f"{n:,} bytes ({n / GB:.3f} GB)"
-
-
-def render_text(ckpt: Checkpoint, plans: list[dict[str, Any]]) -> str:
-    lines = [f"Checkpoint {ckpt.path}: {len(ckpt.layers)} MTP layer{'s' if len(ckpt.layers) != 1 else ''} present "
-             f"({', '.join(l.prefix + '.*' for l in ckpt.layers) or 'none'}), {len(ckpt.files)} file(s), "
-             f"{_size(ckpt.total_bytes)} in all"]
-    if ckpt.shared_mtp_bytes:
-        lines.append(f"   shared MTP weights (outside the layers): {_size(ckpt.shared_mtp_bytes)}")
-    for plan in plans:
-        c = checkpoint_json(ckpt, plan)
-        lines.append(f"   {plan.get('runner')} (draft model {(plan.get('model_class') or {}).get('class') or '?'}, "
-                     f"builds {plan.get('num_mtp_layers') if plan.get('num_mtp_layers') is not None else '?'} "
-                     f"layer(s), K={plan.get('k')}):")
-        for row in c["mtp_layers"]:
-            built = {True: "built", False: "NEVER BUILT", None: "built: unknown"}[row["built"]]
-            runs = {True: "runs", False: "never runs", None: "runs: unknown"}[row["runs"]]
-            lines.append(f"      MTP layer {row['index']} ({row['prefix']}.*): {row['bytes']:,} bytes, {built}, {runs}")
-        lines.append(f"      dead weight: {_size(c['dead_weight_bytes'])}"
-                     + (f"; undecided: {_size(c['undecided_bytes'])}" if c["undecided_bytes"] else ""))
-    return "\n".join(lines) + "\n"
