@@ -13,9 +13,9 @@ the process that loads the draft model it then
 - every MTP_AUDIT_OBSERVE_INTERVAL seconds (default 30) in which there were drafting calls
   (a daemon thread; an idle server writes nothing new), and when the process exits cleanly,
   appends one JSON line: the cumulative counts since load and what was observed (vLLM version,
-  runner, drafter, draft model class, K, engine mode). vLLM's default shutdown
-  (--shutdown-timeout 0) kills the worker with SIGKILL: no exit line then, the last interval
-  line holds the counts up to the last interval.
+  runner, drafter, draft model class, K, engine mode). vLLM's shutdown may SIGKILL the worker
+  (always with the default --shutdown-timeout 0, sometimes after a drain time): no exit line
+  then; the last interval line holds the counts up to the last interval.
 
 It must never take the server down: every step is guarded, and on an error it logs one
 warning and disables itself (drafting then runs exactly as without it).
