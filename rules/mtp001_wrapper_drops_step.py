@@ -77,6 +77,8 @@ class WrapperDropsStep(Rule):
                     # One finding per call site, whatever the registry fan-out behind it.
                     dropped: dict[str, tuple[Target, ArgSource | None, Selection]] = {}
                     for tgt in calls.targets(fkey, fn, ctx, ci):
+                        if tgt.model_class is not None and not analysis.dispatch.pairing(fkey, tgt.model_class).paired:
+                            continue  # dispatch never builds this drafter for that model (no route)
                         b = calls.bind(call, fn, tgt)
                         if b.forwards_kwargs and not named:
                             continue
@@ -93,7 +95,8 @@ class WrapperDropsStep(Rule):
                     callees = sorted(dropped)
                     _, src, sel = dropped[callees[0]]
                     how = "without it" if src is None else f"with the constant {src.expr.text}"
-                    classes = set(analysis.registry.affected_models(fkey))
+                    classes = {c for c in analysis.registry.affected_models(fkey)
+                               if analysis.dispatch.pairing(fkey, (c.path, c.name)).paired}
                     classes.update(ClassRef(*t.model_class) for t, _, _ in dropped.values() if t.model_class is not None)
                     shown = callees[0] + (f" (and {len(callees) - 1} more)" if len(callees) > 1 else "")
                     yield Finding(

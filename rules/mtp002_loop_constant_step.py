@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from auditor.analyses import StepKind
 from auditor.analyses.analysis import Analysis
@@ -48,40 +48,64 @@ class LoopPassesConstantStep(Rule):
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
+        seen: set[tuple[tuple[str, str], int]] = set()
         for result in analysis.loops.loop_results():
             # Dispatch (issue 11): a loop of a drafter no MTP dispatch builds is not reported
             # against MTP classes; one behind a gate says when it runs.
             pairing = analysis.dispatch.pairing(result.func)
             if not pairing.paired:
                 continue
+            seen.add((result.func, result.loop.id))
             when = f"; reached only when {pairing.condition}" if pairing.condition else ""
-            for param in analysis.params:
-                groups = analysis.loops.entry_groups(result, param)
-                if not groups or any(g.kind is StepKind.VARYING for g in groups):
-                    continue
-                methods = sorted({g.entry.method for g in groups})
-                classes = sorted({c for g in groups for c in g.classes})
-                first = groups[0].entry
-                sel = next(
-                    (s for s in result.selections if s.model_class == first.model_class and s.method == first.method),
-                    None,
-                )
-                trace = list(sel.hops) if sel else list(first.hops)
-                yield Finding(
-                    rule=self.code,
-                    severity=self.severity,
-                    path=result.func[0],
-                    line=result.loop.line,
-                    column=result.loop.col,
-                    function=result.func[1],
-                    callee=", ".join(methods),
-                    message=(
-                        f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
-                        f"{param} ({'/'.join(sorted({g.kind.value for g in groups}))}): every draft step selects layer 0, "
-                        f"so layers 1..N-1 are never used (EAGLE-style reuse, intentional per vLLM maintainers)" + when
-                    ),
-                    trace=trace,
-                    affected_classes=[ClassRef(*c) for c in classes],
-                    fingerprint_key=f"{param}|loop:{result.loop.iter.text}",
-                    parameter=param,
-                )
+            yield from self._findings(analysis, result, when)
+        # Issue 18: loops MTP drafters run with ``self`` of a subclass (the V2 runner's default
+        # eagle-style MTP speculator runs its base class's loops): once per loop, with the
+        # routes it covers.
+        groups: dict[tuple[tuple[str, str], int], list[tuple[Any, Any]]] = {}
+        for rt, res in analysis.dispatch.dispatched_loops():
+            if (res.func, res.loop.id) not in seen:
+                groups.setdefault((res.func, res.loop.id), []).append((rt, res))
+        for _key, group in sorted(groups.items()):
+            routes = list(dict.fromkeys(rt for rt, _ in group))
+            if any(not rt.conditions for rt in routes):
+                when = ""
+            else:
+                alts = [f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in routes[:2]]
+                more = f", or {len(routes) - 2} more" if len(routes) > 2 else ""
+                when = "; reached only when " + " or ".join(alts) + more
+            as_ = ", ".join(sorted({rt.drafter[1] for rt in routes}))
+            yield from self._findings(analysis, group[0][1], when + f" (run as {as_})")
+
+    def _findings(self, analysis: Analysis, result: Any, when: str) -> Iterable[Finding]:
+        for param in analysis.params:
+            groups = analysis.loops.entry_groups(result, param)
+            if not groups or any(g.kind is StepKind.VARYING for g in groups):
+                continue
+            methods = sorted({g.entry.method for g in groups})
+            classes = sorted({c for g in groups for c in g.classes if analysis.dispatch.pairing(result.func, c).paired})
+            if not classes:
+                continue  # no route runs this loop against these model classes
+            first = groups[0].entry
+            sel = next(
+                (s for s in result.selections if s.model_class == first.model_class and s.method == first.method),
+                None,
+            )
+            trace = list(sel.hops) if sel else list(first.hops)
+            yield Finding(
+                rule=self.code,
+                severity=self.severity,
+                path=result.func[0],
+                line=result.loop.line,
+                column=result.loop.col,
+                function=result.func[1],
+                callee=", ".join(methods),
+                message=(
+                    f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
+                    f"{param} ({'/'.join(sorted({g.kind.value for g in groups}))}): every draft step selects layer 0, "
+                    f"so layers 1..N-1 are never used (EAGLE-style reuse, intentional per vLLM maintainers)" + when
+                ),
+                trace=trace,
+                affected_classes=[ClassRef(*c) for c in classes],
+                fingerprint_key=f"{param}|loop:{result.loop.iter.text}",
+                parameter=param,
+            )

@@ -57,11 +57,14 @@ class StepRejected(Rule):
                         continue
                     rejecting: dict[str, set[ClassKey]] = {}
                     for tgt in calls.targets(fkey, fn, ctx, ci):
+                        if tgt.model_class is not None and not analysis.dispatch.pairing(fkey, tgt.model_class).paired:
+                            continue  # dispatch never builds this drafter for that model (no route)
                         if param in calls.bind(call, fn, tgt).unknown_keywords:
                             classes = rejecting.setdefault(tgt.func[1], set())
                             if tgt.model_class:
                                 classes.add(tgt.model_class)
-                            classes.update((ref.path, ref.name) for ref in analysis.registry.affected_models(tgt.func))
+                            classes.update((ref.path, ref.name) for ref in analysis.registry.affected_models(tgt.func)
+                                           if analysis.dispatch.pairing(fkey, (ref.path, ref.name)).paired)
                     if not rejecting:
                         continue
                     callees = sorted(rejecting)

@@ -8,7 +8,7 @@ from auditor.analyses.dispatch import DispatchProvider, Family, Gate
 from auditor.analyses.reachability import COUNT_HINTS
 from auditor.analyses.analysis import Analysis
 from auditor.index.index import ClassKey
-from auditor.model.findings import ClassRef, Finding, Hop, Severity
+from auditor.model.findings import Meaning, ClassRef, Finding, Hop, Severity
 
 from rules.base import Invalid, Rule, Valid
 
@@ -129,6 +129,7 @@ class GateReadsOtherField(Rule):
     """
 
     code = "MTP006"
+    meaning = Meaning.GATE_CLOSED
     name = "gate-reads-other-field"
     severity = Severity.WARNING
     summary = "a dispatch gate reads a config field the draft model family never sets: the per-step drafter is never built"

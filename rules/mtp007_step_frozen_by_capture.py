@@ -81,6 +81,8 @@ class StepFrozenByCapture(Rule):
         capture = analysis.get(CaptureProvider)
         groups: dict[tuple[str, ...], list[FrozenStep]] = {}
         for fs in capture.frozen_steps():
+            if not analysis.dispatch.pairing(fs.loop, fs.model_class).paired:
+                continue  # no route runs this loop against this model class
             if fs.kind is FreezeKind.GRAPH and fs.installation is not None:
                 i = fs.installation
                 key: tuple[str, ...] = ("graph", fs.param, i.site[0], i.site[1], str(i.line), i.slot_text, i.via[0].path,

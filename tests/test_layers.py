@@ -110,10 +110,13 @@ def test_k_smaller_than_the_layer_count_closes_the_gate(tree):
 
 
 def test_other_field_never_opens_the_gate(tree):
-    plan = _plan(tree, Setting("v2", 3, architecture="QwenMTP", fields=(("mtp_num_hidden_layers", 3),)))
+    scan, (plan,) = planned_scan(tree, [Setting("v2", 3, architecture="QwenMTP", fields=(("mtp_num_hidden_layers", 3),))])
     assert plan.proposer is not None and plan.proposer[1] == "EagleStyleSpeculator"
     assert [s.forward_layer for s in plan.steps] == [0, 0, 0]
-    assert {s.verdict for s in plan.steps} == {"constant — eagle-style by design"}
+    # The constant is explained by the gate that never opens for QwenMTP: its MTP006 finding.
+    mtp006 = [f for f in scan.result.findings if f.rule == "MTP006" and any(c.name == "QwenMTP" for c in f.affected_classes)]
+    assert mtp006
+    assert {s.verdict for s in plan.steps} == {f"constant — gate never opens (MTP006 {mtp006[0].fingerprint})"}
     gate = next(d for d in plan.decisions if "use_multi_module_mtp" in d.condition)
     assert gate.value is False
 
@@ -233,7 +236,7 @@ def test_all_is_the_matrix_of_every_registered_mtp_architecture_and_runner(tree,
     r = run_cli("layers", str(tree), "--all", "--k", "2", "--runner", "v2", env=cache_env)
     assert r.returncode == 0, r.stderr
     assert "| `DeepMTPModel` | `DeepMTP` | V2 | `MultiModuleSpeculator` | 0,1 | -,- | threaded |" in r.stdout
-    assert "| `QwenMTP` | `QwenMTP` | V2 | `EagleStyleSpeculator` | 0,0 | -,- | constant — eagle-style by design |" in r.stdout
+    assert "| `QwenMTP` | `QwenMTP` | V2 | `EagleStyleSpeculator` | 0,0 | -,- | constant — gate never opens (MTP006 " in r.stdout
     r = run_cli("layers", str(tree), "--all", "--arch", "QwenMTP", env=cache_env)
     assert r.returncode == 2 and "leave out --arch" in r.stderr
 
@@ -294,3 +297,53 @@ def test_an_unchanged_tree_answers_from_the_cache_and_a_change_is_seen(tree, cac
     src.write_text(src.read_text().replace("spec_step_idx=step", "spec_step_idx=0"))
     edited = run_cli(*args, env=cache_env)
     assert edited.returncode == 0 and edited.stdout != first.stdout
+
+
+# vLLM 0.18.0 / 0.22.1: the V2 factory has one supported case and raises otherwise.
+_ONE_CASE_FACTORY = '''
+def init_speculator(vllm_config):
+    speculative_config = vllm_config.speculative_config
+    assert speculative_config is not None
+    if speculative_config.method == "mtp":
+        from vllm.spec_decode.speculators import EagleStyleSpeculator
+
+        return EagleStyleSpeculator(vllm_config)
+    raise NotImplementedError(f"{speculative_config.method} is not supported yet.")
+'''
+
+
+def test_a_factory_with_one_supported_case_that_raises_otherwise_is_a_factory(tmp_path):
+    files = _tree()
+    files["vllm/spec_decode/__init__.py"] = _ONE_CASE_FACTORY
+    root = write_tree(tmp_path / "t", files)
+    plan = _plan(root, Setting("v2", 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),)))
+    assert not any("no dispatch factory" in n for n in plan.notes), plan.notes
+    assert plan.proposer == ("vllm/spec_decode/speculators.py", "EagleStyleSpeculator")
+    assert [(s.forward_layer, s.verdict) for s in plan.steps] == [(0, "constant — eagle-style by design")] * 2
+    # Another method takes the raising path: no drafter.
+    other = _plan(root, Setting("v2", 2, method="ngram", architecture="DeepMTPModel"))
+    assert other.proposer is None
+
+
+def test_speculative_config_engine_mode_and_a_model_directory_on_the_command_line(tree, cache_env, tmp_path):
+    spec = '{"method": "mtp", "num_speculative_tokens": 2, "draft_sample_method": "probabilistic"}'
+    r = run_cli("layers", str(tree), "--speculative-config", spec, "--arch", "DeepMTPModel",
+                "--set", "num_nextn_predict_layers=2", "--runner", "v2", "--format", "json", env=cache_env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["k"] == 2 and doc["method"] == "mtp" and doc["outcome"] == "plan" and doc["rejections"] == []
+    assert doc["raises_at_step"] is None and "compiled" in doc
+    r = run_cli("layers", str(tree), "--speculative-config", spec, "--k", "3", "--arch", "DeepMTPModel", env=cache_env)
+    assert r.returncode == 2 and "disagree" in r.stderr
+    r = run_cli("layers", str(tree), "--k", "2", "--arch", "DeepMTPModel", "--engine-mode", "jit", env=cache_env)
+    assert r.returncode == 2 and "--engine-mode" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("layers", str(tree), "--k", "2", "--arch", "DeepMTPModel", "--runner", "v2", "--engine-mode", "eager",
+                "--format", "json", env=cache_env)
+    assert r.returncode == 0 and "compiled" not in json.loads(r.stdout)
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text('{"model_type": "deep", "num_nextn_predict_layers": 2}')
+    r = run_cli("layers", str(tree), "--hf-config", str(model_dir), "--k", "2", "--runner", "v2", "--format", "json",
+                env=cache_env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["architecture"] == "DeepMTPModel"

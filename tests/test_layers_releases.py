@@ -99,9 +99,15 @@ def test_0_30_v2_deepseek_heads_stay_at_layer_0():
     assert all(s.verdict.startswith("lost at ") and s.verdict[len("lost at "):] in mtp003 for s in plan.steps)
 
 
-def test_0_22_has_no_v2_factory_and_no_mtp006():
+def test_0_22_v2_factory_with_one_case_builds_the_eagle_speculator_and_no_mtp006():
+    # init_speculator: `if speculative_config.use_eagle(): return EagleSpeculator(...)`, else raise (issue 18:
+    # was "no dispatch factory for runner v2 found").
     plan = _plan("0.22.1", "v2", "DeepSeekMTPModel", DEEPSEEK)
-    assert plan.proposer is None and any("runner v2" in n for n in plan.notes)
+    assert plan.proposer is not None and plan.proposer[1] == "EagleSpeculator"
+    assert not any("no dispatch factory" in n for n in plan.notes)
+    assert [s.forward_layer for s in plan.steps] == [0, 0, 0] and {s.verdict for s in plan.steps} == {CONSTANT}
+    taken = next(d for d in plan.decisions if "use_eagle" in d.condition)
+    assert taken.value is True and taken.function == "init_speculator"
     assert not by_rule(scan_release("0.22.1"), "MTP006")
 
 
@@ -146,6 +152,11 @@ def test_0_33_scan_precision_from_dispatch():
     v2 = [lp for lp in qwen.loops if "TargetDependentARSpeculator" in lp.loop and "MTPSpeculator" in lp.loop]
     assert v2 and not any(lp.steps_reach_layers for lp in v2)
     assert "use_multi_module_mtp() is False (V2 builds MTPSpeculator)" in v2[0].detail
+    # Issue 18: the V2 default eagle-style MTP loop (run as MTPSpeculator) is an MTP002 too, once
+    # per loop, with the routes it covers (was: only in the reachability table).
+    v2_mtp002 = [f for f in by_rule(scan, "MTP002") if f.function == "TargetDependentARSpeculator._generate_fused_drafts"]
+    assert len(v2_mtp002) == 1 and "(V2 builds MTPSpeculator)" in v2_mtp002[0].message
+    assert "run as Gemma4Speculator, MTPSpeculator" in v2_mtp002[0].message
     # Findings behind a gate say when they are reached.
     mtp005 = [f for f in by_rule(scan, "MTP005") if f.function == "MultiModuleMTPSpeculator.get_draft_top_tokens"]
     assert mtp005 and "reached only when speculative_config.use_gemma4_mtp() is False and " \

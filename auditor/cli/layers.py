@@ -10,6 +10,7 @@ from .options import (
     ArchOpt,
     CacheDirOpt,
     ConfigOpt,
+    EngineModeOpt,
     HfConfigOpt,
     KOpt,
     LayerCountOpt,
@@ -27,6 +28,7 @@ from .options import (
     PlatformOpt,
     RunnerOpt,
     SetOpt,
+    SpecConfigOpt,
 )
 
 
@@ -51,6 +53,8 @@ def layers_command(
     config: ConfigOpt = None,
     plugin: PlanPluginOpt = None,
     plugin_release: PlanPluginReleaseOpt = None,
+    speculative_config: SpecConfigOpt = None,
+    engine_mode: EngineModeOpt = "both",
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
     from ..common.atomic import emit
@@ -65,10 +69,12 @@ def layers_command(
 
         def plan(fmt: str) -> str:
             return layers_document(path, installed, release, None, model / "config.json", k, False, layers, runner,
-                                   method, set_, platform, fmt, cache_dir, no_cache, config, plugin, plugin_release)
+                                   method, set_, platform, fmt, cache_dir, no_cache, config, plugin, plugin_release,
+                                   speculative_config=speculative_config, engine_mode=engine_mode)
 
         emit(checkpoint_layers_document(model, format.value, plan), output)
         return
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
-                           format.value, cache_dir, no_cache, config, plugin, plugin_release)
+                           format.value, cache_dir, no_cache, config, plugin, plugin_release,
+                           speculative_config=speculative_config, engine_mode=engine_mode)
     emit(text, output)

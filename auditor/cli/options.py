@@ -135,6 +135,13 @@ RunnerOpt = Annotated[
     Optional[str], typer.Option("--runner", metavar=_choices(RUNNERS), help=f"{' or '.join(RUNNERS)} (default: both).")
 ]
 MethodOpt = Annotated[str, typer.Option("--method", help="speculative method.")]
+SpecConfigOpt = Annotated[Optional[str], typer.Option(
+    "--speculative-config", metavar="JSON",
+    help="The speculative config exactly as `vllm serve --speculative-config` takes it (JSON text, @file or a file path): "
+         "method, num_speculative_tokens and options such as draft_sample_method, use_local_argmax_reduction.")]
+EngineModeOpt = Annotated[str, typer.Option(
+    "--engine-mode", metavar="eager|compiled|both",
+    help="Which engine the answer is for: eager, compiled (torch.compile + CUDA graphs, vLLM's default) or both.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", metavar="FIELD=VALUE", help="A draft hf-config field (repeatable).")]
 PlatformOpt = Annotated[
     str, typer.Option("--platform", metavar=_choices(PLATFORMS), help="Which per-platform model copy is imported.")

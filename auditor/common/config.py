@@ -55,8 +55,13 @@ class Config:
             "k": "num_speculative_tokens",
             "draft": "draft_model_config",
             "hf": "hf_config",
+            "model": "model_config",  # issue 18: a draft model is built with the draft's config in this role
+            "draft_name": "model",  # issue 18: the speculative config names its draft model here (set for MTP)
         }
     )
+    # Issue 18: methods of the speculative-config class whose guarded raises reject a
+    # configuration (``layers`` answers ``rejected`` with the message and file:line).
+    validation_methods: list[str] = field(default_factory=lambda: ["__post_init__", "_verify_args"])
     # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
     platform_dirs: dict[str, str] = field(
         default_factory=lambda: {"cuda": "nvidia", "rocm": "amd", "xpu": "xpu", "cpu": "cpu"}
@@ -91,7 +96,7 @@ class Config:
 _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
               "compile_condition_args",
-              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods",
+              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "validation_methods",
               "plugin_register_calls"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}
 _LIST_DICT_KEYS = {"dispatch_factories"}

@@ -24,7 +24,7 @@ from typing import Union
 
 import msgspec
 
-FACTS_VERSION = 11  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 14  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 _TEXT_LIMIT = 100
@@ -165,6 +165,24 @@ class DecoratorFact(Struct, frozen=True):
 # ---------------------------------------------------------------------------------
 
 
+class CheckFact(Struct, frozen=True):
+    """``assert test, msg`` (issue 18: an assert on a route that fails for a step or a config)."""
+
+    line: int
+    test: "PExpr"
+    message: str = ""
+
+
+class GuardedRaise(Struct, frozen=True):
+    """``raise X(...)`` and the tests of the ``if`` arms around it, outermost first
+    (issue 18: validation that rejects a configuration)."""
+
+    line: int
+    exc: str  # the raised expression, as written (shortened)
+    guards: tuple["PExpr", ...] = ()
+    negated: tuple[bool, ...] = ()  # per guard: the ``else`` arm (the test is false there)
+
+
 class FunctionFact(Struct, frozen=True):
     name: str
     qualname: str
@@ -189,6 +207,12 @@ class FunctionFact(Struct, frozen=True):
     withs: tuple[WithFact, ...] = ()
     branches: tuple[BranchFact, ...] = ()
     body: tuple["Stmt", ...] = ()  # statement tree, only for branching functions and predicates
+    checks: tuple[CheckFact, ...] = ()  # issue 18: asserts with line, test and message
+    raises: tuple[GuardedRaise, ...] = ()  # issue 18: raises inside ``if`` arms, with their guards
+    local_defs: dict[str, "PExpr"] = {}  # issue 18: locals assigned exactly once (outside loops), their value
+    # Containers the function stores into or deletes from (``x.y[k] = v`` -> ``("x", "y")``):
+    # with ``attr_assigns`` and ``calls``, what a call of it may change in its arguments.
+    stores: tuple[Chain, ...] = ()
 
     @property
     def param_names(self) -> list[str]:
@@ -254,7 +278,7 @@ class ModuleFacts(Struct, frozen=True):
 
 
 # --- issue 11 (dispatch): statement trees of branching functions -------------------
-# The partial evaluator (auditor/analyses/partial_eval.py) runs factories, predicates
+# The partial evaluator (auditor/analyses/partial_eval/) runs factories, predicates
 # and config-override code over a concrete configuration. It needs the branch guards,
 # returns and config writes of a function in order, with their expressions as small
 # trees; anything it cannot evaluate is kept as its text only (``POpaque``).
@@ -363,8 +387,9 @@ class SRaise(StmtBase, tag="raise", frozen=True):
 
 
 class SAssign(StmtBase, tag="set", frozen=True):
-    targets: tuple[PExpr, ...]  # names and attribute chains; anything else is POpaque
+    targets: tuple[PExpr, ...]  # names, attribute chains and subscripts; anything else is POpaque
     value: PExpr
+    aug: bool = False  # ``t op= v``: ``value`` is ``t op v``, and a list/dict target is updated in place
 
 
 class SExpr(StmtBase, tag="expr", frozen=True):
@@ -376,6 +401,9 @@ class SOpaque(StmtBase, tag="opaque", frozen=True):
 
     writes: tuple[PExpr, ...] = ()
     returns: bool = False  # it holds a return or raise
+    # Values it may change in place: receivers and arguments of its calls, containers it
+    # stores into or deletes from (the evaluator makes everything reachable from them unknown).
+    mutated: tuple[PExpr, ...] = ()
 
 
 Stmt = Union[SIf, SReturn, SRaise, SAssign, SExpr, SOpaque]
@@ -438,22 +466,38 @@ def pexpr(node: ast.AST, src: "_Source", depth: int = 0) -> PExpr:
     return POpaque(src.segment(node))
 
 
-def _writes(stmts: list[ast.stmt], src: "_Source") -> tuple[tuple[PExpr, ...], bool]:
-    """Targets a statement list may assign, and whether it can return or raise."""
+def _writes(stmts: list[ast.stmt], src: "_Source") -> tuple[tuple[PExpr, ...], bool, tuple[PExpr, ...]]:
+    """Targets a statement list may assign, whether it can return or raise, and the
+    values it may change in place (call receivers and arguments, containers stored into)."""
     out: list[PExpr] = []
+    mutated: list[PExpr] = []
     returns = False
     for stmt in stmts:
         for node in ast.walk(stmt):
             if isinstance(node, (ast.Return, ast.Raise)):
                 returns = True
-            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                out.extend(pexpr(t, src) for t in targets if isinstance(t, (ast.Name, ast.Attribute)))
-            elif isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name):
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for t in targets:
+                    for sub in ast.walk(t):
+                        if isinstance(sub, (ast.Name, ast.Attribute)) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                            out.append(pexpr(sub, src))
+                        elif isinstance(sub, ast.Subscript) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                            mutated.append(pexpr(sub.value, src))
+                    if isinstance(node, ast.AugAssign) and isinstance(t, (ast.Name, ast.Attribute)):
+                        mutated.append(pexpr(t, src))  # xs += [...] extends the list in place
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                out.extend(pexpr(n, src) for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                out.extend(pexpr(n, src) for n in ast.walk(node.optional_vars) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
                 out.append(PName(node.target.id))
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
-                out.append(pexpr(node.func.value, src))  # obj.update(...) may write any field of obj
-    return tuple(out), returns
+            elif isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Attribute):
+                    mutated.append(pexpr(node.func.value, src))
+                mutated.extend(pexpr(a.value if isinstance(a, ast.Starred) else a, src) for a in node.args)
+                mutated.extend(pexpr(k.value, src) for k in node.keywords)
+    return tuple(out), returns, tuple(mutated)
 
 
 def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
@@ -470,7 +514,10 @@ def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             out.append(SAssign(stmt.lineno, (pexpr(stmt.target, src),), pexpr(stmt.value, src)))
         elif isinstance(stmt, ast.AugAssign):
-            out.append(SAssign(stmt.lineno, (pexpr(stmt.target, src),), POpaque(src.segment(stmt))))
+            target = pexpr(stmt.target, src)
+            op = _BIN_OPS.get(type(stmt.op))
+            value: PExpr = PBinOp(op, target, pexpr(stmt.value, src)) if op else POpaque(src.segment(stmt))
+            out.append(SAssign(stmt.lineno, (target,), value, aug=True))
         elif isinstance(stmt, ast.Expr):
             if not (isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)):  # docstrings
                 out.append(SExpr(stmt.lineno, pexpr(stmt.value, src)))
@@ -479,8 +526,8 @@ def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
         elif isinstance(stmt, (ast.Pass, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Assert)):
             continue
         else:
-            writes, returns = _writes([stmt], src)
-            out.append(SOpaque(stmt.lineno, writes, returns))
+            writes, returns, mutated = _writes([stmt], src)
+            out.append(SOpaque(stmt.lineno, writes, returns, mutated))
     return tuple(out)
 
 
@@ -491,7 +538,9 @@ def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     * predicates — at most 8 statements, ending in a ``return`` of a comparison,
       boolean operation or call (``return min(n, k) > 1``);
     * factories — an ``if`` chain where two or more branches build an object
-      (``return Cls(...)`` / ``self.x = Cls(...)``, a capitalised name);
+      (``return Cls(...)`` / ``self.x = Cls(...)``, a capitalised name), or one branch
+      builds one and the function otherwise raises (``if c: return Cls(...)`` then
+      ``raise NotImplementedError(...)``: a factory with one supported case);
     * config-override code — a branch that calls ``<x>.update({...})`` with a literal dict.
     """
     body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
@@ -512,7 +561,8 @@ def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
                     return True
             if builds >= 2:
                 return True
-    return False
+    # One building branch, and the function raises when it is not taken.
+    return builds == 1 and any(isinstance(s, ast.Raise) for s in body)
 
 
 def _builds_object(stmt: ast.stmt) -> bool:
@@ -692,6 +742,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.dicts: dict[str, list[DictEntry]] = {}
         self.subscripts: list[SubscriptFact] = []
         self.attr_assigns: list[AttrAssignFact] = []
+        self.stores: list[Chain] = []
         self.returns: list[ExprFact] = []
         self.loops: list[LoopFact] = []
         self.live: set[str] = set()
@@ -702,10 +753,17 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.withs: list[WithFact] = []
         self.branches: list[BranchFact] = []
         self._branch_stack: list[int] = []
+        # -- issue 18 (outcomes) --
+        self.checks: list[CheckFact] = []
+        self.raises: list[GuardedRaise] = []
+        self._guards: list[tuple[PExpr, bool]] = []
+        self._defs: dict[str, list[PExpr]] = {}
 
     # -- helpers -------------------------------------------------------
     def _bind(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
         if isinstance(target, ast.Name):
+            defs = self._defs.setdefault(target.id, [])
+            defs.append(pexpr(value, self.src) if value is not None and not self._loop_stack else POpaque(""))
             values = self.assigns.setdefault(target.id, [])
             if value is not None:
                 for alt in _alternatives(value):
@@ -786,6 +844,9 @@ class _FunctionExtractor(ast.NodeVisitor):
     def _visit_target(self, t: ast.AST) -> None:
         # Reads inside a store target (x[i] = ..., self.a.b = ...) are live reads.
         if isinstance(t, ast.Subscript):
+            ch = chain_of(t.value)
+            if ch:
+                self.stores.append(ch)
             self.visit(t.value)
             self.visit(t.slice)
         elif isinstance(t, ast.Attribute):
@@ -839,9 +900,11 @@ class _FunctionExtractor(ast.NodeVisitor):
                 branch = BranchFact(len(self.branches), stmt.lineno, self._tests(stmt.test), True)
                 self.branches.append(branch)
                 self._branch_stack.append(branch.id)
+                self._guards.append((pexpr(stmt.test, self.src), True))
                 pushed += 1
         for _ in range(pushed):
             self._branch_stack.pop()
+            self._guards.pop()
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
@@ -852,8 +915,10 @@ class _FunctionExtractor(ast.NodeVisitor):
             branch = BranchFact(len(self.branches), node.lineno, tests, negated)
             self.branches.append(branch)
             self._branch_stack.append(branch.id)
+            self._guards.append((pexpr(node.test, self.src), negated))
             self.visit_block(body)
             self._branch_stack.pop()
+            self._guards.pop()
 
     visit_AsyncWith = visit_With
 
@@ -874,10 +939,25 @@ class _FunctionExtractor(ast.NodeVisitor):
         if not any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)) for n in ast.walk(node.value)):
             self.dead.update(_names(node.value))
             return
+        if isinstance(node.value, ast.Subscript):
+            # `self.layers[str(i)]` as a statement: the element is looked up and thrown away,
+            # so it selects nothing (the calls inside it still run).
+            self.visit(node.value.value)
+            self.visit(node.value.slice)
+            return
         self.visit(node.value)
 
     def visit_Assert(self, node: ast.Assert) -> None:
         self.asserts.append(_expr(node.test, self.src))
+        msg = node.msg.value if isinstance(node.msg, ast.Constant) and isinstance(node.msg.value, str) else (
+            self.src.segment(node.msg) if node.msg is not None else "")
+        self.checks.append(CheckFact(node.lineno, pexpr(node.test, self.src), msg))
+        self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        if self._guards and node.exc is not None:
+            self.raises.append(GuardedRaise(node.lineno, self.src.segment(node.exc),
+                                            tuple(g for g, _ in self._guards), tuple(n for _, n in self._guards)))
         self.generic_visit(node)
 
     # -- expressions ---------------------------------------------------
@@ -957,6 +1037,10 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         withs=tuple(ex.withs),
         branches=tuple(ex.branches),
         body=stmt_tree(node.body, src) if _keeps_body(node) else (),
+        stores=tuple(dict.fromkeys(ex.stores)),
+        checks=tuple(ex.checks),
+        raises=tuple(ex.raises),
+        local_defs={k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
     )
 
 

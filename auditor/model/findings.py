@@ -66,6 +66,7 @@ class Meaning(str, Enum):
     STEP_LOST = "step-lost"  # the step is lost at this site on its way to the layer selection
     CANNOT_TAKE = "cannot-take"  # a class on the path cannot accept the step
     STEP_FROZEN = "step-frozen"  # a capture (compile, CUDA graph) freezes the step
+    GATE_CLOSED = "gate-closed"  # a dispatch gate never opens for the classes listed (issue 18)
 
 
 @dataclass

@@ -15,7 +15,10 @@ LAYERS_FORMAT_VERSION = 1
 FORMATS = ("text", "json", "markdown", "html")
 
 
-def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None) -> dict[str, Any]:
+ENGINE_MODES = ("eager", "compiled", "both")
+
+
+def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, engine_mode: str = "both") -> dict[str, Any]:
     s = plan.setting
     doc = {
         "version": LAYERS_FORMAT_VERSION,
@@ -44,6 +47,15 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None) -> 
         "alternatives": [{"class": c[1], "path": c[0]} for c in plan.alternatives],
         "notes": list(plan.notes),
     }
+    # Issue 18: the outcome (plan, rejected, raises at step i) and the compiled view.
+    doc.update(plan.outcome_json())
+    if engine_mode in ("compiled", "both"):
+        c = plan.compiled
+        doc["compiled"] = None if c is None else {
+            "mode": c.mode, "frozen_steps": list(c.frozen_steps), "findings": list(c.findings), "why": c.why,
+            "steps": [{"step": st.step, "forward_layer": st.forward_layer, "head_layer": st.head_layer, "verdict": st.verdict}
+                      for st in c.steps],
+        }
     # The forced view (auditor/forced_plan.py): what runs when the loop hands the model step i.
     doc["forced"] = None if forced is None else {
         "why": forced.why,
@@ -60,7 +72,7 @@ def _layer(v: int | None) -> str:
     return "-" if v is None else str(v)
 
 
-def render_text(plans: list[Plan], tree_label: str) -> str:
+def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -> str:
     out: list[str] = []
     for plan in plans:
         s = plan.setting
@@ -78,7 +90,15 @@ def render_text(plans: list[Plan], tree_label: str) -> str:
             n = "unknown number of" if plan.num_mtp_layers is None else str(plan.num_mtp_layers)
             via = f" ({plan.layer_field})" if plan.layer_field else ""
             out.append(f"  model class: {plan.model_class[1]} ({plan.model_class[0]}); {n} MTP layers{via}")
-        if plan.steps:
+        if plan.outcome == "rejected":
+            for rej in plan.rejections:
+                out.append(f"  rejected:    {rej.path}:{rej.line} {rej.function} ({rej.when}): {rej.message}")
+        if plan.step_raise is not None:
+            sr = plan.step_raise
+            out.append(f"  raises:      at step {sr.step}: {sr.path}:{sr.line} {sr.function}: {sr.message}")
+        if plan.steps and engine_mode in ("eager", "both"):
+            if engine_mode == "both":
+                out.append("  eager:")
             out.append("  step  forward  head  verdict")
             for st in plan.steps:
                 out.append(f"  {st.step:<5} {_layer(st.forward_layer):<8} {_layer(st.head_layer):<5} {st.verdict}")
@@ -87,6 +107,15 @@ def render_text(plans: list[Plan], tree_label: str) -> str:
                 out.append(f"  why: {whys[0]}")
             else:
                 out += [f"  why (step {st.step}): {st.why}" for st in plan.steps]
+        view = plan.compiled
+        if view is not None and engine_mode in ("compiled", "both"):
+            frozen = ", ".join(str(i) for i in view.frozen_steps) or "none"
+            out.append(f"  compiled (torch.compile + CUDA graphs, vLLM's default): frozen steps: {frozen}")
+            if engine_mode == "compiled" or view.frozen_steps:
+                out.append("  step  forward  head  verdict")
+                for st in view.steps:
+                    out.append(f"  {st.step:<5} {_layer(st.forward_layer):<8} {_layer(st.head_layer):<5} {st.verdict}")
+            out.append(f"  why (compiled): {view.why}")
         if plan.decisions:
             out.append("  decisions:")
             for d in plan.decisions:
@@ -208,17 +237,18 @@ def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) 
     return "\n".join(out) + "\n"
 
 
-def render(plans: list[Plan], fmt: str, tree_label: str, forced: list[ForcedPlan | None] | None = None) -> str:
+def render(plans: list[Plan], fmt: str, tree_label: str, forced: list[ForcedPlan | None] | None = None,
+           engine_mode: str = "both") -> str:
     if fmt == "html":
         return render_html(plans, tree_label, plans[0].setting.k if plans else 0, None)
     if fmt == "json":
         fs = forced or [None] * len(plans)
-        docs = [plan_json(p, tree_label, f) for p, f in zip(plans, fs)]
+        docs = [plan_json(p, tree_label, f, engine_mode) for p, f in zip(plans, fs)]
         doc: dict[str, Any] = docs[0] if len(docs) == 1 else {"version": LAYERS_FORMAT_VERSION, "plans": docs}
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if fmt == "markdown":
         return render_markdown(plans, tree_label)
-    return render_text(plans, tree_label)
+    return render_text(plans, tree_label, engine_mode)
 
 
 def _short(plan: Plan) -> tuple[str, str, str, str]:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from ..analyses.analysis import Analysis
 from ..analyses.dispatch import DispatchProvider, Plan, Setting
+from ..analyses.dispatch.inputs import CONFIG_NAME, parse_speculative_config
 from ..analyses.forced_plan import ForcedPlan, forced_plan
 from ..common.errors import UsageError
-from ..output.layers import LAYERS_FORMAT_VERSION
+from ..output.layers import ENGINE_MODES, LAYERS_FORMAT_VERSION
 
 if TYPE_CHECKING:
     from ..common.config import Config
@@ -45,6 +46,11 @@ def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
 
 
 def read_hf_config(path: Path) -> str:
+    """A target ``config.json``, given as the file or a model directory holding one."""
+    if path.is_dir():
+        if not (path / CONFIG_NAME).is_file():
+            raise UsageError(f"--hf-config {path} is a directory without {CONFIG_NAME}")
+        path = path / CONFIG_NAME
     try:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text)
@@ -153,6 +159,7 @@ def layers_document(
     k: Optional[int], all_: bool, layers: int, runner: Optional[str], method: str, set_: Optional[list[str]],
     platform: str, fmt: str, cache_dir: Optional[Path], no_cache: bool, config: Optional[Path],
     plugin: Optional[list[Path]], plugin_release: Optional[list[str]],
+    speculative_config: Optional[str] = None, engine_mode: str = "both",
 ) -> str:
     """The ``layers`` document for one question: planned (or read from the cache of
     documents of unchanged trees) and rendered in ``fmt``."""
@@ -168,6 +175,16 @@ def layers_document(
         k = 3 if k is None else k
     elif (arch is None) == (hf_config is None):
         raise UsageError("give exactly one of --arch DRAFT_ARCH or --hf-config config.json (or --all)")
+    check_choice("--engine-mode", engine_mode, ENGINE_MODES, "layers")
+    options: tuple[tuple[str, Any], ...] = ()
+    if speculative_config is not None:
+        # Exactly what `vllm serve --speculative-config` takes: method and K, and options set as given.
+        spec = parse_speculative_config(speculative_config)
+        if spec.k is not None and k is not None and spec.k != k:
+            raise UsageError(f"--k {k} and --speculative-config num_speculative_tokens {spec.k} disagree: give one")
+        k = spec.k if spec.k is not None else k
+        method = spec.method or method
+        options = spec.options
     if k is None:
         raise UsageError("give --k K (num_speculative_tokens)")
     steps: int = k
@@ -186,7 +203,7 @@ def layers_document(
             return matrix_settings(dispatch, runners, steps, layers, method, platform, fields)
         if arch is not None:
             check_architecture(dispatch, arch)
-        return [Setting(r, steps, method, platform, arch, fields, target) for r in runners]
+        return [Setting(r, steps, method, platform, arch, fields, target, options) for r in runners]
 
     rules = registered_rules()
     root = cache_root(no_cache, cache_dir)
@@ -194,7 +211,8 @@ def layers_document(
     # scan's cached result (tree, tool, rules, configuration) plus everything asked here.
     question = json.dumps(
         {"all": all_, "arch": arch, "target": target, "k": steps, "layers": layers, "runners": runners, "method": method,
-         "platform": platform, "set": [list(f) for f in fields], "format": fmt, "label": tree.label},
+         "platform": platform, "set": [list(f) for f in fields], "format": fmt, "label": tree.label,
+         "options": [list(o) for o in options], "engine_mode": engine_mode},
         sort_keys=True, default=str,
     )
     cached = RenderedCache(root)
@@ -203,6 +221,6 @@ def layers_document(
     if text is None:
         plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose)
         text = (render_matrix(plans, fmt, tree.label, steps, layers, forced) if all_
-                else render(plans, fmt, tree.label, forced))
+                else render(plans, fmt, tree.label, forced, engine_mode))
         cached.put(key, text)
     return text

@@ -1,0 +1,113 @@
+"""A drafter's draft loops, explored with ``self`` of the drafter, and what they hand the
+draft models per step."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...facts.extract import FunctionFact
+from ...index.index import ClassKey, FuncKey
+from ..loops import FORWARD_METHODS, LoopResult, StepKind
+from .model import ModelPath
+from .part import DispatchPart
+
+if TYPE_CHECKING:
+    from .provider import DispatchProvider
+
+
+class DrafterLoops(DispatchPart):
+    def __init__(self, provider: DispatchProvider) -> None:
+        super().__init__(provider)
+        self._loop_memo: dict[tuple[ClassKey, FuncKey, int], LoopResult] = {}
+        self._per_step: dict[ClassKey, bool] = {}
+
+    def explored(self, cls: ClassKey) -> bool:
+        """Whether a loop of drafter ``cls`` was explored (it may have parsed files)."""
+        return any(k[0] == cls for k in self._loop_memo)
+
+    def entry_methods(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
+        """Methods reachable through ``self.m()`` calls from the drafter's entry methods."""
+        todo = self.provider.plugin_dispatch.plugin_entries(cls) or list(self.config.proposer_entries)
+        bound = self._bound_methods(cls)
+        seen: set[str] = set()
+        out: list[tuple[FuncKey, FunctionFact]] = []
+        while todo:
+            name = todo.pop(0)
+            if name in seen:
+                continue
+            seen.add(name)
+            found = self.index.method(cls, name)
+            if found is None:
+                continue
+            owner, fn = found
+            out.append(((owner[0], f"{owner[1]}.{name}"), fn))
+            for call in fn.calls:
+                if call.func and len(call.func) == 2 and call.func[0] == "self":
+                    todo.append(call.func[1])
+            # A bound method kept in an attribute and called through it later
+            # (``self._runnable = self._run_draft`` ... ``partial(self._runnable, ...)()``).
+            for read in fn.live:
+                if read.startswith("self."):
+                    todo += bound.get(read[5:], [])
+        return out
+
+    def _bound_methods(self, cls: ClassKey) -> dict[str, list[str]]:
+        """``self.attr = self.m`` in the class hierarchy's methods: attr -> [m]."""
+        out: dict[str, list[str]] = {}
+        for c in self.index.mro(cls):
+            for fn in self.index.methods(c).values():
+                for a in fn.attr_assigns:
+                    ch = a.value.chain
+                    if (len(a.target) == 2 and a.target[0] == "self" and ch and len(ch) == 2 and ch[0] == "self"
+                            and self.index.method(cls, ch[1]) is not None):
+                        out.setdefault(a.target[1], []).append(ch[1])
+        return out
+
+    def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
+        """The first draft loop of ``proposer`` that reaches ``model`` (the one a plan reports),
+        with the selections it reaches in the model's forward and in its heads."""
+        for r in self.drafter_loops(proposer):
+            if any(e.model_class == model for e in r.entries):
+                sels = [s for s in r.selections if s.model_class == model]
+                return ModelPath(
+                    r,
+                    tuple(s for s in sels if s.method in FORWARD_METHODS),
+                    tuple(s for s in sels if s.method in self.config.head_methods),
+                )
+        return None
+
+    def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
+        """The draft loops an instance of ``cls`` runs, explored with ``self`` of that class."""
+        methods = self.entry_methods(cls)
+        if not any(self.loops.loops_in(fn) for _, fn in methods):
+            methods = []
+            for c in self.index.mro(cls):
+                for name, fn in sorted(self.index.methods(c).items()):
+                    methods.append(((c[0], f"{c[1]}.{name}"), fn))
+        out = []
+        for fkey, fn in sorted(methods, key=lambda m: (m[0], m[1].line)):
+            for loop in self.loops.loops_in(fn):
+                memo_key = (cls, fkey, loop.id)
+                res = self._loop_memo.get(memo_key)
+                if res is None and self.types.defining_class(fkey) == cls:
+                    # Explored already by the loop provider, with the same ``self``.
+                    res = next((r for r in self.loops.loop_results() if r.func == fkey and r.loop.id == loop.id), None)
+                if res is None:
+                    res = self.loops.explore_loop(fkey, fn, loop, ctx=cls)
+                self._loop_memo[memo_key] = res
+                out.append(res)
+        return out
+
+    def threads_per_step(self, cls: ClassKey) -> bool:
+        """A loop of the drafter hands a threaded parameter that varies per step to a draft model."""
+        found = self._per_step.get(cls)
+        if found is None:
+            found = any(e.kind is StepKind.VARYING for r in self.drafter_loops(cls) for e in r.entries)
+            self._per_step[cls] = found
+        return found
+
+    def selects_per_step(self, drafter: ClassKey, model: ClassKey) -> bool:
+        """A loop of the drafter reaches a layer selection of ``model`` through ``forward``
+        (the model picks a layer by the step, so the per-step drafter matters to it)."""
+        return any(s.model_class == model and s.method in FORWARD_METHODS
+                   for r in self.drafter_loops(drafter) for s in r.selections)

@@ -1,0 +1,66 @@
+"""The compiled view of a plan (issue 18, ``layers --engine-mode``): vLLM's default engine
+compiles the draft model (torch.compile) and replays CUDA graphs. The capture/compile
+analysis (:mod:`auditor.analyses.capture`) says where a per-step value stops mattering on the
+plan's own loop (explored with ``self`` of the plan's drafter): a compiled ``forward`` that
+does not mark the step dynamic, or a graph whose key leaves it out. Then every step gets
+the layer of the first traced (captured) step — step 0's — on the frozen methods, and the
+view names the finding that says so (a finding of meaning ``STEP_FROZEN``: MTP007)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ...model.findings import Finding, Meaning
+from ..capture import FreezeKind, FrozenStep
+from ..loops import FORWARD_METHODS
+from .model import EngineView, Plan, StepPlan
+from .part import DispatchPart
+
+
+class EngineModes(DispatchPart):
+    def compiled(self, plan: Plan, findings: Sequence[Finding]) -> EngineView | None:
+        """None when the plan has no drafter, model class or loop (nothing to compile)."""
+        model, proposer = plan.model_class, plan.proposer
+        if model is None or proposer is None or not plan.steps or plan.outcome == "rejected":
+            return None
+        path = self.provider.drafting.model_path(proposer, model)
+        if path is None:
+            return None
+        frozen = [fs for fs in self.provider.capture.frozen_in(path.loop, proposer) if fs.model_class == model]
+        if not frozen:
+            return EngineView("compiled", plan.steps, (), (), "no compiled forward or captured graph on this route "
+                                                                "leaves the step out: as eager")
+        fwd = any(fs.method in FORWARD_METHODS for fs in frozen)
+        head = any(fs.method in self.config.head_methods for fs in frozen)
+        first = plan.steps[0]
+        ids = tuple(dict.fromkeys(f"{f.rule} {f.fingerprint}" for fs in frozen for f in findings if _explains(f, fs)))
+        cite = f" ({', '.join(ids)})" if ids else ""
+        steps: list[StepPlan] = []
+        changed: list[int] = []
+        for s in plan.steps:
+            fl = first.forward_layer if fwd and s.forward_layer is not None else s.forward_layer
+            hl = first.head_layer if head and s.head_layer is not None else s.head_layer
+            if (fl, hl) != (s.forward_layer, s.head_layer):
+                changed.append(s.step)
+                steps.append(StepPlan(s.step, fl, hl, f"frozen at step 0's layer{cite}", _why(frozen[0])))
+            else:
+                steps.append(s)
+        return EngineView("compiled", tuple(steps), tuple(changed), ids, _why(frozen[0]))
+
+
+def _explains(f: Finding, fs: FrozenStep) -> bool:
+    if f.meaning is not Meaning.STEP_FROZEN:
+        return False
+    if fs.kind is FreezeKind.COMPILE and fs.compiled is not None:
+        return (f.path, f.function) == fs.compiled.cls
+    inst = fs.installation
+    return inst is not None and (f.path, f.line) == (inst.site[0], inst.line)
+
+
+def _why(fs: FrozenStep) -> str:
+    if fs.kind is FreezeKind.COMPILE and fs.compiled is not None:
+        return (f"{fs.compiled.cls[1]} is compiled by {fs.compiled.decorator} and {fs.param} is not a dynamic argument: "
+                f"the first traced step's layer runs at every step")
+    inst = fs.installation
+    where = f"{inst.wrapper.name} at {inst.site[0]}:{inst.line}" if inst is not None else "a captured graph"
+    return f"{where} replays the kernels captured at the first step: {fs.param} is not in its key"

@@ -1,0 +1,186 @@
+"""One concrete configuration through the dispatch code: the draft config (given, or the
+target's run through the override functions) and the drafters a runner's factory builds."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import msgspec
+
+from ...facts.extract import PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import Hop
+from ..partial_eval import Decision, Evaluator, Instance, Obj, Path, Unknown, Value
+from .model import Setting
+from .syntax import TreeWorld, to_obj
+from .part import DispatchPart
+
+
+class FactoryRuns(DispatchPart):
+    def draft_config(self, setting: Setting) -> tuple[Obj | None, list[Decision], list[str]]:
+        """The draft's hf config: given (``--arch``/``--set``) or the target's config run
+        through the override code (``--hf-config``)."""
+        notes: list[str] = []
+        hf_label = self.roles["hf"]
+        field_name = self.config.override_field[0]
+        if setting.target_config is None:
+            fields: dict[str, Value] = {}
+            if setting.architecture:
+                # What the override code writes for this family (literals), then --set.
+                fields.update(self.provider.family_facts.family_fields(setting.architecture))
+                fields[field_name] = [setting.architecture]
+            fields.update(dict(setting.fields))
+            given = Obj(hf_label, fields, closed=True)
+            return self._derived(given, notes), [], notes
+        data = json.loads(setting.target_config)
+        hf = to_obj(hf_label, data)
+        for k, v in setting.fields:
+            hf.fields[k] = v
+        decisions: list[Decision] = []
+        ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        for okey in self.provider.location.overrides():
+            fn = self.index.function(okey)
+            if fn is None:
+                continue
+            params = [p.name for p in fn.params if p.name not in ("self", "cls")]
+            arg = hf_label if hf_label in params else (params[0] if params else hf_label)
+            # Every path, joined: a field the paths write differently is unknown.
+            p = ev.run_joined(okey, fn, {arg: hf})
+            decisions += [d for d in p.decisions if d.value is not False]
+            if isinstance(p.returned, Obj):
+                hf = p.returned
+            if p.raised:
+                notes.append(f"{okey[1]} raises for this config: {p.raised}")
+        notes += ev.notes
+        return hf, decisions, notes
+
+    def _derived(self, given: Obj, notes: list[str]) -> Obj:
+        """A given draft config with the fields vLLM's override code derives from it added
+        (vLLM runs the override over every draft config: ``n_predict`` from the layer count);
+        what was given, the architecture included, is kept as given. Fields the override's
+        paths would set differently are left out (unknown, not guessed)."""
+        ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        out = given
+        for okey in self.provider.location.overrides():
+            fn = self.index.function(okey)
+            if fn is None:
+                continue
+            params = [p.name for p in fn.params if p.name not in ("self", "cls")]
+            arg = self.roles["hf"] if self.roles["hf"] in params else (params[0] if params else self.roles["hf"])
+            p = ev.run_joined(okey, fn, {arg: copy.deepcopy(out)})
+            if p.raised or not isinstance(p.returned, Obj):
+                continue
+            added = {k: v for k, v in p.returned.fields.items()
+                     if k not in out.fields and not isinstance(v, (Unknown, Obj))}
+            if added:
+                out = Obj(out.label, {**out.fields, **added}, closed=True)
+        return out
+
+    def world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
+        r = self.roles
+        draft = Obj(r["draft"], {r["hf"]: hf})
+        field_name = self.config.override_field[0]
+        if field_name in hf.fields:
+            draft.fields[field_name] = hf.fields[field_name]
+        spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft},
+                   cls=self.provider.location.spec_config_class())
+        spec.fields.update(dict(setting.options))
+        root = Obj(r["root"], roles={r["speculative"]: spec})
+        return {"speculative": spec, "root": root}
+
+    def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
+        """Drafters the runner's factory can build for this configuration, each with the
+        branches that lead to it (more than one only when a guard is unknown)."""
+        hf, _, notes = self.draft_config(setting)
+        assert hf is not None
+        world = self.world(setting, hf)
+        factories = self.provider.location.factories().get(setting.runner, [])
+        if not factories:
+            return [], notes + [f"no dispatch factory for runner {setting.runner} found in this tree"]
+        out: list[tuple[ClassKey, Hop, list[Decision]]] = []
+        for fkey in factories:
+            out += self.run_factory(fkey, world)
+        return out, notes
+
+    def run_factory(self, fkey: FuncKey, world: dict[str, Obj]) -> list[tuple[ClassKey, Hop, list[Decision]]]:
+        fn = self.index.function(fkey)
+        if fn is None:
+            return []
+        ev = Evaluator(TreeWorld(self.index), self.limits.hit)
+        # A run may write the objects it is handed (a constructor it cannot run makes what
+        # it receives unknown): each factory runs on its own copy of the configuration.
+        world = copy.deepcopy(world)
+        args: dict[str, Value] = {}
+        for p in fn.params:
+            if p.name == "self":
+                owner = self.types.defining_class(fkey)
+                args["self"] = Obj("self", cls=owner, roles={self.roles["root"]: world["root"],
+                                                              self.roles["speculative"]: world["speculative"]})
+            elif p.name == self.roles["root"]:
+                args[p.name] = world["root"]
+            elif p.name == self.roles["speculative"]:
+                args[p.name] = world["speculative"]
+            elif p.name == self.roles["method"]:
+                # A factory handed the method itself (``get_x(method, vllm_config, ...)``).
+                args[p.name] = world["speculative"].fields.get(self.roles["method"], Unknown(p.name))
+        relevant = self._dispatch_ifs(fkey, fn.body)
+        # Only the dispatch chain and local names are run: the factory's other statements
+        # (a runner's __init__ builds much else) cannot change which drafter it builds.
+        pruned = msgspec.structs.replace(fn, body=self._prune(fkey, fn.body, relevant))
+        out: list[tuple[ClassKey, Hop, list[Decision]]] = []
+        for path in ev.run(fkey, pruned, args):
+            built = self._drafter_of(path)
+            if built is not None:
+                cls, line = built
+                chain = [d for d in path.decisions if d.line in relevant]
+                out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
+        return out
+
+    def _prune(self, fkey: FuncKey, body: tuple[Stmt, ...], relevant: set[int]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in body:
+            if isinstance(s, SIf):
+                if s.line in relevant:
+                    out.append(msgspec.structs.replace(s, body=self._prune(fkey, s.body, relevant),
+                                                       orelse=self._prune(fkey, s.orelse, relevant)))
+            elif isinstance(s, SAssign) and all(isinstance(t, PName) for t in s.targets):
+                out.append(s)
+            elif isinstance(s, (SReturn, SRaise)):
+                out.append(s)
+            elif isinstance(s, SAssign) and isinstance(s.value, PCall):
+                cls = self.provider.location.resolve_class(fkey[0], s.value.func)
+                if cls is not None and self.provider.location.is_drafter(cls):
+                    out.append(s)
+        return tuple(out)
+
+    def _dispatch_ifs(self, fkey: FuncKey, body: tuple[Stmt, ...]) -> set[int]:
+        """Lines of the ``if`` statements that enclose or precede (elif) a drafter build:
+        the decision chain; the factory's other branches are left out."""
+        lines: set[int] = set()
+
+        def visit(stmts: tuple[Stmt, ...]) -> bool:
+            found = False
+            for s in stmts:
+                if isinstance(s, SIf):
+                    inner = visit(s.body) | visit(s.orelse)
+                    if inner:
+                        lines.add(s.line)
+                        found = True
+                elif isinstance(s, (SReturn, SAssign)) and isinstance(s.value, PCall):
+                    cls = self.provider.location.resolve_class(fkey[0], s.value.func)
+                    if cls is not None and self.provider.location.is_drafter(cls):
+                        found = True
+            return found
+
+        visit(body)
+        return lines
+
+    def _drafter_of(self, path: Path) -> tuple[ClassKey, int] | None:
+        found: tuple[ClassKey, int] | None = None
+        for _target, value, line in path.built:
+            if isinstance(value, Instance) and self.provider.location.is_drafter(value.cls):
+                found = (value.cls, line)
+        if isinstance(path.returned, Instance) and self.provider.location.is_drafter(path.returned.cls):
+            found = (path.returned.cls, path.returned.line)
+        return found

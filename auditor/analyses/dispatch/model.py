@@ -1,0 +1,185 @@
+"""The dispatch analysis's results: settings, plans, routes, gates and families."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import Hop
+from ..loops import LoopResult, LoopSelection
+from ..partial_eval import Decision
+from .outcomes import Rejection, StepRaise
+
+
+@dataclass(frozen=True)
+class ModelPath:
+    """A draft loop that reaches a model class, and the layer selections it reaches there."""
+
+    loop: LoopResult
+    forward: tuple[LoopSelection, ...]  # selected in forward / __call__
+    heads: tuple[LoopSelection, ...]  # selected in a head method (compute_logits, get_top_tokens)
+
+
+class Verdict(str, Enum):
+    THREADED = "threaded"
+    CONSTANT = "constant — eagle-style by design"
+    LOST = "lost"  # rendered "lost at <finding id>"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The concrete configuration a plan is made for."""
+
+    runner: str
+    k: int
+    method: str = "mtp"
+    platform: str = "cuda"
+    architecture: str | None = None  # a registered draft architecture (--arch)
+    fields: tuple[tuple[str, Any], ...] = ()  # draft hf-config fields (--set)
+    target_config: str | None = None  # the target's config.json text (--hf-config)
+    # Issue 18: further speculative-config options (``--speculative-config``: draft_sample_method,
+    # use_local_argmax_reduction, parallel_drafting, ...), set on the speculative config as given.
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    path: str
+    line: int
+    function: str
+    condition: str
+    value: bool | None
+    fields: tuple[str, ...]
+    depends_on: str = ""
+    taken: bool | None = None
+
+    @classmethod
+    def of(cls, d: Decision) -> "DecisionRow":
+        return cls(d.path, d.line, d.function, d.condition, d.value, d.fields, d.depends_on, d.taken)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    step: int
+    forward_layer: int | None
+    head_layer: int | None
+    verdict: str
+    why: str
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """A plan under one engine mode (issue 18, ``layers --engine-mode``)."""
+
+    mode: str  # "compiled": torch.compile and CUDA graphs, vLLM's default
+    steps: tuple[StepPlan, ...]
+    frozen_steps: tuple[int, ...]  # steps whose layer differs from the eager plan
+    findings: tuple[str, ...]  # fingerprints of the findings that explain it
+    why: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    setting: Setting
+    architecture: str | None
+    proposer: ClassKey | None
+    proposer_site: Hop | None
+    loop: Hop | None
+    model_class: ClassKey | None
+    num_mtp_layers: int | None
+    layer_field: str | None
+    steps: tuple[StepPlan, ...]
+    decisions: tuple[DecisionRow, ...]
+    alternatives: tuple[ClassKey, ...] = ()  # other drafters an unknown branch could build
+    notes: tuple[str, ...] = ()
+    # Issue 18: "plan", "rejected" (a validation raises before any step) or "raises" (an
+    # assert on the route fails at a draft step).
+    outcome: str = "plan"
+    rejections: tuple[Rejection, ...] = ()
+    step_raise: StepRaise | None = None
+    compiled: EngineView | None = None  # the plan under torch.compile and CUDA graphs (made with findings)
+
+    @property
+    def raises_at_step(self) -> int | None:
+        return self.step_raise.step if self.step_raise is not None else None
+
+    def outcome_json(self) -> dict[str, Any]:
+        """The outcome keys of the layers JSON contract (docs/layers.md)."""
+        r = self.step_raise
+        return {
+            "outcome": self.outcome,
+            "rejections": [{"path": x.path, "line": x.line, "function": x.function, "message": x.message, "when": x.when}
+                           for x in self.rejections],
+            "raises_at_step": self.raises_at_step,
+            "raise": None if r is None else {"step": r.step, "path": r.path, "line": r.line, "function": r.function,
+                                             "message": r.message},
+        }
+
+
+@dataclass(frozen=True)
+class Route:
+    """A drafter a runner's factory can build for an MTP method, whatever the draft
+    config and K; ``conditions`` are the guards it depends on (value unknown), with the
+    side the route takes."""
+
+    runner: str
+    drafter: ClassKey
+    site: Hop
+    conditions: tuple[DecisionRow, ...]
+
+    def describe(self) -> str:
+        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """A drafter a runner's factory builds for one MTP draft architecture (and so for its
+    registered model classes); ``conditions``: the guards left unknown, with the side taken."""
+
+    runner: str
+    architecture: str
+    models: tuple[ClassKey, ...]
+    drafter: ClassKey
+    site: Hop
+    conditions: tuple[DecisionRow, ...]
+
+    def describe(self) -> str:
+        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How a function of a drafter class is paired with MTP draft models by dispatch."""
+
+    paired: bool  # some MTP route builds a drafter whose class hierarchy holds it
+    condition: str  # "" when reached unconditionally (or not a drafter's code); else when it is reached
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A factory branch that builds ``proposer`` when ``predicate`` holds, and the
+    draft hf-config field the predicate reads with a default."""
+
+    factory: FuncKey
+    line: int
+    condition: str
+    predicate: FuncKey
+    field: str
+    default: str
+    read_line: int
+    proposer: ClassKey
+
+
+@dataclass(frozen=True)
+class Family:
+    """One branch of a config-override function that picks draft architectures."""
+
+    override: FuncKey
+    line: int
+    condition: str
+    architectures: tuple[str, ...]
+    sets: frozenset[str]  # hf-config fields the branch writes
+    literal_writes: tuple[tuple[str, Any], ...] = ()  # fields it sets to literals, and fields its guard compares to one

@@ -1,0 +1,186 @@
+"""Outcomes, not only plans (issue 18): a configuration vLLM rejects before any draft step
+runs, and an assert on the route that fails at a draft step.
+
+* **Rejected.** The guarded raises of the speculative-config class's validation methods
+  (``validation-methods``) are evaluated over the configuration by the partial evaluator:
+  a raise whose every enclosing test is decided the way that reaches it rejects the
+  configuration (vLLM's message as written, and file:line). So are the asserts of the draft
+  model class's constructors (the class and the parts it builds) that read the draft
+  config: they fail while the drafter loads the model, before a step runs.
+* **Raises at step i.** An assert on the route's forward or head path (the model class's
+  entry method and the functions the selection hops through) that reads the threaded
+  parameter is evaluated with the value the loop hands at step i; the first step it fails
+  at is where the draft raises.
+
+A test the evaluator cannot decide leaves the outcome a plan, with a note that says what the
+validation depends on (never defaulted to a rejection).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from typing import Iterable
+
+import msgspec
+
+from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
+from ...index.index import ClassKey, FuncKey
+from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
+from .part import DispatchPart
+from .syntax import TreeWorld
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A validation that raises for this configuration."""
+
+    path: str
+    line: int
+    function: str
+    message: str  # the raised exception (or the failing assert and its message), as written
+    when: str  # "validation" (config checks) or "build" (the draft model's constructor)
+
+
+@dataclass(frozen=True)
+class StepRaise:
+    """An assert on the route that fails at draft step ``step``."""
+
+    step: int
+    path: str
+    line: int
+    function: str
+    message: str
+
+
+class Outcomes(DispatchPart):
+    def _evaluator(self) -> Evaluator:
+        return Evaluator(TreeWorld(self.index), self.limits.hit)
+
+    def _env(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value],
+             exprs: Iterable[PExpr]) -> Path:
+        """A path whose locals are those ``exprs`` read that the function assigns exactly once,
+        each evaluated over its own copy of ``env`` (an unknown callee in one definition
+        makes what it is handed unknown; that must not reach the others), two levels deep."""
+        p = Path(dict(env))
+        todo = [n for e in exprs for n in _names(e) if n not in env and n in fn.local_defs]
+        for _ in range(2):
+            later: list[str] = []
+            for name in dict.fromkeys(todo):
+                expr = fn.local_defs[name]
+                p.env[name] = ev.eval(expr, Path(copy.deepcopy(p.env)), key)
+                later += [n for n in _names(expr) if n not in p.env and n in fn.local_defs]
+            if not later:
+                break
+            todo = later + todo
+        return p
+
+    def _holds(self, ev: Evaluator, key: FuncKey, p: Path, guards: tuple[PExpr, ...],
+               negated: tuple[bool, ...]) -> bool | None:
+        """Whether every guard is decided the way that reaches the raise (None: unknown)."""
+        unknown = False
+        for g, neg in zip(guards, negated):
+            t = truth(ev.eval(g, p, key))
+            if t is None:
+                unknown = True
+                continue
+            if t == neg:
+                return False
+        return None if unknown else True
+
+    def rejections(self, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None) -> tuple[list[Rejection], int]:
+        """The validations that raise for this configuration, and how many could raise
+        depending on what is unknown."""
+        out: list[Rejection] = []
+        undecided = 0
+        ev = self._evaluator()
+        spec_cls = self.provider.location.spec_config_class()
+        if spec_cls is not None:
+            for name in self.config.validation_methods:
+                found = self.index.method(spec_cls, name)
+                if found is None:
+                    continue
+                owner, fn = found
+                key = (owner[0], f"{owner[1]}.{name}")
+                for r in fn.raises:
+                    p = self._env(ev, key, fn, {"self": copy.deepcopy(spec)}, r.guards)
+                    held = self._holds(ev, key, p, r.guards, r.negated)
+                    if held:
+                        out.append(Rejection(key[0], r.line, key[1], r.exc, "validation"))
+                    elif held is None:
+                        undecided += 1
+        if model is not None:
+            out += self._build_rejections(ev, root, hf, model)
+        return out, undecided
+
+    def _build_rejections(self, ev: Evaluator, root: Obj, hf: Obj, model: ClassKey) -> list[Rejection]:
+        """Asserts of the draft model's constructors (its class and the parts it builds)
+        that fail for the draft config."""
+        out: list[Rejection] = []
+        parts = sorted({model, *self.registry.model_parts(model)})
+        for part in parts:
+            found = self.index.method(part, "__init__")
+            if found is None:
+                continue
+            owner, fn = found
+            key = (owner[0], f"{owner[1]}.__init__")
+            env: dict[str, Value] = {"self": Unknown("self")}
+            for prm in fn.params:
+                if prm.name == self.roles["root"]:
+                    env[prm.name] = root
+                elif prm.name in ("config", self.roles["hf"]):
+                    env[prm.name] = hf
+            for c in fn.checks:
+                p = self._env(ev, key, fn, copy.deepcopy(env), [c.test])
+                if truth(ev.eval(c.test, p, key)) is False:
+                    out.append(Rejection(key[0], c.line, key[1], _assert_text(c), "build"))
+        return out
+
+    def step_raise(self, functions: list[FuncKey], k: int, value_at: list[int | None]) -> StepRaise | None:
+        """The first draft step at which an assert of ``functions`` on the threaded
+        parameter fails, given the value the loop hands at each step (None: unknown)."""
+        ev = self._evaluator()
+        for i in range(k):
+            v = value_at[i] if i < len(value_at) else None
+            if v is None:
+                continue
+            for key in functions:
+                fn = self.index.function(key)
+                if fn is None:
+                    continue
+                for c in fn.checks:
+                    if not _reads(c.test, self.params):
+                        continue
+                    env: dict[str, Value] = {prm: v for prm in self.params}
+                    p = self._env(ev, key, fn, env, [c.test])
+                    if truth(ev.eval(c.test, p, key)) is False:
+                        return StepRaise(i, key[0], c.line, key[1], _assert_text(c))
+        return None
+
+
+def _assert_text(c: CheckFact) -> str:
+    test = expr_text(c.test)
+    return f"assert {test}" + (f", {c.message!r}" if c.message else "")
+
+
+def _names(e: PExpr) -> list[str]:
+    return [s.id for s in _walk(e) if isinstance(s, PName)]
+
+
+def _reads(e: PExpr, names: list[str]) -> bool:
+    return any(isinstance(s, PName) and s.id in names for s in _walk(e))
+
+
+def _walk(e: object) -> Iterable[object]:
+    """Every expression node under ``e`` (any kind: the fact structs' fields, recursively)."""
+    yield e
+    if isinstance(e, msgspec.Struct):
+        for f in e.__struct_fields__:
+            v = getattr(e, f)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(x, msgspec.Struct):
+                    yield from _walk(x)
+
+
+__all__ = ["GuardedRaise", "Outcomes", "Rejection", "StepRaise"]

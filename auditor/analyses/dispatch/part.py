@@ -1,0 +1,35 @@
+"""The base of the dispatch analysis's parts: each part answers one concern and reaches the
+others through the provider that holds them all (``self.provider.<part>``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...common.config import Config
+from ...index.index import Index
+from ..base import Limits
+from ..capture import CaptureProvider
+from ..loops import LoopProvider
+from ..reachability import ReachabilityProvider
+from ..registry import RegistryProvider
+from ..types import TypeProvider
+
+if TYPE_CHECKING:
+    from .provider import DispatchProvider
+
+
+class DispatchPart:
+    """Shares the provider's index, configuration, limits and the providers it depends on."""
+
+    def __init__(self, provider: DispatchProvider) -> None:
+        self.provider = provider
+        self.index: Index = provider.index
+        self.config: Config = provider.config
+        self.limits: Limits = provider.limits
+        self.params: list[str] = provider.params
+        self.roles: dict[str, str] = provider.roles
+        self.types: TypeProvider = provider.types
+        self.registry: RegistryProvider = provider.registry
+        self.loops: LoopProvider = provider.loops
+        self.reach: ReachabilityProvider = provider.reach
+        self.capture: CaptureProvider = provider.capture

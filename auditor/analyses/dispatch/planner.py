@@ -1,0 +1,209 @@
+"""The per-step plan for one configuration: drafter, loop, model class, layer count, and
+per draft step the forward and head layer with a verdict."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Sequence
+
+from ...index.index import ClassKey
+from ...model.findings import Finding, Hop, Meaning
+from ..loops import FORWARD_METHODS, LoopSelection, StepKind
+from ..partial_eval import Obj
+from .model import Verdict, Setting, DecisionRow, StepPlan, Plan
+from .outcomes import StepRaise
+from .part import DispatchPart
+
+
+class Planner(DispatchPart):
+    def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
+        hf, override_decisions, notes = self.provider.factory_runs.draft_config(setting)
+        assert hf is not None
+        field_name = self.config.override_field[0]
+        archs = hf.fields.get(field_name)
+        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else setting.architecture
+        options, more = self.provider.factory_runs.dispatch(setting)
+        notes += more
+        decisions = [DecisionRow.of(d) for d in override_decisions]
+        model = self.provider.registry_lookup.model_class_for(arch, setting.platform) if arch else None
+        if arch is None:
+            notes.append("the draft architecture is unknown for this config")
+        if not options:
+            return self._outcome(Plan(setting, arch, None, None, None, model, None, None, (), tuple(decisions), (),
+                                      tuple(notes)), hf)
+        proposer, site, chain = options[0]
+        decisions += [DecisionRow.of(d) for d in chain]
+        alternatives = tuple(dict.fromkeys(c for c, _, _ in options[1:] if c != proposer))
+        n, layer_field = self._layer_count(model, hf) if model else (None, None)
+        if self.index.frozen and not self.provider.drafting.explored(proposer) and self.provider.drafting.entry_methods(proposer):
+            notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
+                         "(ask for plans in run_scan's before_freeze)")
+        loop, steps = self._steps(setting, proposer, model, n, findings)
+        if alternatives:
+            deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
+            why = f"the drafter depends on {', '.join(deps) or 'an unknown branch'}: {proposer[1]} or {', '.join(c[1] for c in alternatives)}"
+            steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value, why) for s in steps)
+        steps = self._gate_verdict(steps, proposer, model, decisions, findings)
+        plan = Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
+                    tuple(notes))
+        return self._outcome(plan, hf)
+
+    @staticmethod
+    def _gate_verdict(steps: tuple[StepPlan, ...], proposer: ClassKey, model: ClassKey | None,
+                      decisions: list[DecisionRow], findings: Sequence[Finding]) -> tuple[StepPlan, ...]:
+        """A constant step explained by a gate that never opens for this model (a finding of
+        meaning GATE_CLOSED (MTP006): the gate reads a field the model's override never sets, and the per-step
+        drafter it guards was not built here) names that finding instead of "by design"."""
+        if model is None or not steps or any(s.verdict != Verdict.CONSTANT.value for s in steps):
+            return steps
+        closed = {d.condition for d in decisions if d.value is False}
+        for f in sorted(findings, key=lambda f: f.fingerprint):
+            if f.meaning is not Meaning.GATE_CLOSED or f.callee == proposer[1]:
+                continue
+            if not any((c.path, c.name) == model for c in f.affected_classes):
+                continue
+            predicate = f.function.rpartition(".")[2]
+            if any(f"{predicate}(" in c for c in closed):
+                verdict = f"constant — gate never opens ({f.rule} {f.fingerprint})"
+                why = f"{f.rule} at {f.path}:{f.line} {f.function}: {f.message}"
+                return tuple(StepPlan(s.step, s.forward_layer, s.head_layer, verdict, f"{s.why}; {why}") for s in steps)
+        return steps
+
+    def _outcome(self, plan: Plan, hf: Obj) -> Plan:
+        """The plan, or the configuration's rejection, or the step an assert on the route
+        fails at (:mod:`.outcomes`)."""
+        setting, model = plan.setting, plan.model_class
+        world = copy.deepcopy(self.provider.factory_runs.world(setting, hf))
+        spec = world["speculative"]
+        draft = spec.fields.get(self.roles["draft"])
+        # A draft model is named whenever a draft config exists (the target's, for MTP).
+        spec.fields.setdefault(self.roles.get("draft_name", "model"), "<draft model>")
+        roles = {self.roles["speculative"]: spec}
+        if isinstance(draft, Obj):
+            roles[self.roles.get("model", "model_config")] = draft  # the draft model is built with the draft's config
+        build_root = Obj(self.roles["root"], roles=roles)
+        draft_hf = draft.fields.get(self.roles["hf"]) if isinstance(draft, Obj) else None
+        rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
+                                                                  model)
+        notes = list(plan.notes)
+        if undecided:
+            notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
+        if rejections:
+            r = rejections[0]
+            why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}"
+            steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
+            return replace(plan, steps=steps, outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
+        raise_at = self._step_raise(plan)
+        if raise_at is not None:
+            why = f"raises at step {raise_at.step}: {raise_at.path}:{raise_at.line} {raise_at.function}: {raise_at.message}"
+            steps = tuple(s if s.step < raise_at.step else StepPlan(s.step, None, None, f"raises at step {raise_at.step}", why)
+                          for s in plan.steps)
+            return replace(plan, steps=steps, outcome="raises", step_raise=raise_at, notes=tuple(notes))
+        return replace(plan, notes=tuple(notes))
+
+    def _step_raise(self, plan: Plan) -> StepRaise | None:
+        model, proposer = plan.model_class, plan.proposer
+        if model is None or proposer is None or not plan.steps:
+            return None
+        path = self.provider.drafting.model_path(proposer, model)
+        if path is None:
+            return None
+        owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
+        k = plan.setting.k
+        found: list[StepRaise] = []
+        for sel in (*path.forward, *path.heads):
+            values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
+            funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
+                                       if self.types.defining_class((h.path, h.function)) in owners))
+            hit = self.provider.outcomes.step_raise(funcs, k, values)
+            if hit is not None:
+                found.append(hit)
+        return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
+
+    def _layer_count(self, model: ClassKey, hf: Obj) -> tuple[int | None, str | None]:
+        # The field on the draft config, else on a config nested in it (a multimodal
+        # checkpoint keeps the text model's fields one level down).
+        nested = [v for _, v in sorted(hf.fields.items()) if isinstance(v, Obj)]
+        for f in self.reach.layer_count_fields(model):
+            for holder in [hf, *nested]:
+                v = holder.fields.get(f)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    return v, f if holder is hf else f"{holder.label}.{f}"
+        fields = self.reach.layer_count_fields(model)
+        return None, (fields[0] if fields else None)
+
+    def _steps(self, setting: Setting, proposer: ClassKey, model: ClassKey | None, n: int | None,
+               findings: Sequence[Finding]) -> tuple[Hop | None, tuple[StepPlan, ...]]:
+        def all_steps(verdict: Verdict, why: str) -> tuple[StepPlan, ...]:
+            return tuple(StepPlan(i, None, None, verdict.value, why) for i in range(setting.k))
+
+        if model is None:
+            return None, all_steps(Verdict.UNKNOWN, "no registered draft model class for this architecture")
+        path = self.provider.drafting.model_path(proposer, model)
+        if path is None:
+            return None, all_steps(Verdict.UNKNOWN, f"no draft loop of {proposer[1]} reaches {model[1]}")
+        r, fwd, heads = path.loop, list(path.forward), list(path.heads)
+        param = self.params[0]
+        entries = [e for e in r.entries if e.model_class == model and e.param == param]
+        fkind = _kind(fwd)
+        hkind = _kind(heads)
+        entry_varies = any(e.kind is StepKind.VARYING for e in entries if e.method in FORWARD_METHODS)
+        loop_label = f"{r.func[1]} ({r.func[0]}:{r.loop.line})"
+
+        def layer(kind: StepKind | None, i: int) -> int | None:
+            if kind is None:
+                return None
+            if kind is StepKind.VARYING:
+                return i % n if n else i
+            return 0
+
+        lost_at = None
+        if fkind is not StepKind.VARYING and entry_varies or fkind is StepKind.VARYING and hkind not in (None, StepKind.VARYING):
+            bad = [s for s in (fwd if fkind is not StepKind.VARYING else heads) if s.kind is not StepKind.VARYING]
+            lost_at = _finding_on(bad, findings, model)
+        steps = []
+        for i in range(setting.k):
+            fl, hl = layer(fkind, i), layer(hkind, i)
+            if fkind is None:
+                verdict, why = Verdict.UNKNOWN, f"{loop_label} reaches {model[1]} but no layer selection on the path"
+            elif lost_at is not None:
+                verdict, why = Verdict.LOST, lost_at[1]
+            elif fkind is StepKind.VARYING:
+                sel = next(s for s in fwd if s.kind is StepKind.VARYING)
+                verdict = Verdict.THREADED
+                why = f"{loop_label} passes {param} per step; {_last(sel)} selects {sel.container}[…]" + (
+                    f": step {i} -> layer {fl}" + (f" (mod {n})" if n and i >= n else ""))
+            else:
+                sel = fwd[0]
+                verdict = Verdict.CONSTANT
+                why = (f"{loop_label} hands no per-step {param} to {model[1]} ({'/'.join(sorted({s.kind.value for s in fwd}))}): "
+                       f"{_last(sel)} selects {sel.container} with step 0 every step")
+            steps.append(StepPlan(i, fl, hl, verdict.value if verdict is not Verdict.LOST else f"lost at {lost_at[0]}"  # type: ignore[index]
+                                  , why))
+        return r.hop, tuple(steps)
+
+
+def _kind(sels: list[LoopSelection]) -> StepKind | None:
+    kinds = {s.kind for s in sels}
+    for k in (StepKind.VARYING, StepKind.CONSTANT, StepKind.ABSENT):
+        if k in kinds:
+            return k
+    return None
+
+
+def _last(sel: LoopSelection) -> str:
+    h = sel.hops[-1]
+    return f"{h.function} ({h.path}:{h.line})"
+
+
+def _finding_on(sels: list[LoopSelection], findings: Sequence[Finding], model: ClassKey) -> tuple[str, str] | None:
+    """The finding that loses the step (``Meaning.STEP_LOST``) on these selections' paths."""
+    on_path = {(h.path, h.function) for s in sels for h in s.hops}
+    for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
+        if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in on_path:
+            return f.fingerprint, f"{f.rule} at {f.path}:{f.line} {f.function}: {f.message}"
+    if sels:
+        h = sels[0].hops[-1]
+        return f"{h.path}:{h.line}", f"the step does not reach {sels[0].container} in {h.function} ({h.path}:{h.line})"
+    return None

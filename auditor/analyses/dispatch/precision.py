@@ -1,0 +1,150 @@
+"""Precision for the scan: which drafters a factory can build for an MTP method over any
+configuration (routes), and how a drafter's code is paired with MTP draft models."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import ClassReachability, LoopReach
+from ..loops import LoopResult
+from ..partial_eval import Obj
+from .model import DecisionRow, Route, Pairing
+from .part import DispatchPart
+
+if TYPE_CHECKING:
+    from .provider import DispatchProvider
+
+
+class ScanPrecision(DispatchPart):
+    def __init__(self, provider: DispatchProvider) -> None:
+        super().__init__(provider)
+        self._routes: list[Route] | None = None
+        self._pairing: dict[tuple[FuncKey, ClassKey | None], Pairing] = {}
+
+    def routes(self) -> list[Route]:
+        """Every drafter the factories can build for an MTP method (``mtp-methods``), over
+        any draft config and K (both unknown: their guards fork)."""
+        if self._routes is not None:
+            return self._routes
+        out: list[Route] = []
+        r = self.roles
+        for method in self.config.mtp_methods:
+            hf = Obj(r["hf"])  # open: every field unknown
+            draft = Obj(r["draft"], {r["hf"]: hf})
+            spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=self.provider.location.spec_config_class())
+            root = Obj(r["root"], roles={r["speculative"]: spec})
+            for runner, factories in self.provider.location.factories().items():
+                for fkey in factories:
+                    for cls, site, chain in self.provider.factory_runs.run_factory(fkey, {"root": root, "speculative": spec}):
+                        conds = tuple(DecisionRow.of(d) for d in chain if d.value is None and d.fields)
+                        out.append(Route(runner, cls, site, conds))
+        self._routes = list(dict.fromkeys(out))
+        return self._routes
+
+    def pairing(self, fkey: FuncKey) -> Pairing:
+        """Whether function ``fkey`` (a method of a drafter class) runs in a drafter built
+        for MTP, and when: a route runs it when its drafter's class hierarchy resolves the
+        method to this very function (a subclass may override it).
+
+        Trees without dispatch factories (fixtures, vendored subsets) pair everything."""
+        cls = self.types.defining_class(fkey)
+        key = (fkey, cls)
+        found = self._pairing.get(key)
+        if found is not None:
+            return found
+        routes = self.routes()
+        name = fkey[1].rpartition(".")[2]
+
+        def runs(drafter: ClassKey) -> bool:
+            hit = self.index.method(drafter, name)
+            return hit is not None and hit[0] == cls
+
+        if not routes or cls is None:
+            found = Pairing(True, "")
+        else:
+            mine = [rt for rt in routes if runs(rt.drafter)]
+            runners = {rt.runner for rt in routes}
+            everywhere = any(all(runs(rt.drafter) for rt in routes if rt.runner == r) for r in runners)
+            built = {c for keys in self.provider.location.factories().values() for f in keys for c in self.provider.location.built_classes(f)}
+            if not mine:
+                # Built by a factory, never for MTP: not paired. Code of a drafter no factory
+                # builds while every runner's factory was found (a speculator left in the tree
+                # with no branch that builds it): dead, not paired. Unknown to every factory
+                # otherwise (a runner whose dispatch is not configured): paired, as without dispatch.
+                factories = self.provider.location.factories()
+                every_runner = all(factories.get(r) for r in self.config.dispatch_factories)
+                dead = every_runner and self.provider.location.is_drafter(cls)
+                found = Pairing(not any(runs(b) for b in built) and not dead, "")
+            elif everywhere or any(not rt.conditions for rt in mine):
+                # Every drafter one runner can build for MTP runs this code: no gate decides.
+                found = Pairing(True, "")
+            else:
+                alts = [f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in mine[:2]]
+                more = f", or {len(mine) - 2} more" if len(mine) > 2 else ""
+                found = Pairing(True, " or ".join(alts) + more)
+        self._pairing[key] = found
+        return found
+
+    def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
+        """The reachability table with dispatch: loops of drafters no MTP dispatch builds
+        are left out, loops behind a gate say when they run, and the loops MTP drafters
+        run with ``self`` of a subclass (the V2 default MTP speculator) are added."""
+        if not self.routes():
+            return rows
+        by_label = {f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}": lr for lr in self.loops.loop_results()}
+        known = {(lr.func, lr.loop.id) for lr in self.loops.loop_results()}
+        extra: dict[tuple[FuncKey, int], list[tuple[Route, LoopResult]]] = {}
+        for rt, res in self.dispatched_loops():
+            if (res.func, res.loop.id) not in known:
+                extra.setdefault((res.func, res.loop.id), []).append((rt, res))
+        out: list[ClassReachability] = []
+        for row in rows:
+            cls = (row.model_class.path, row.model_class.name)
+            loops: list[LoopReach] = []
+            for reach in row.loops:
+                lr = by_label.get(reach.loop)
+                pairing = self.provider.route_map.pairing(lr.func, cls) if lr is not None else Pairing(True, "")
+                if not pairing.paired:
+                    continue
+                if pairing.condition:
+                    reach = replace(reach, detail=f"{reach.detail}; reached only when {pairing.condition}")
+                loops.append(reach)
+            for (fkey, _lid), all_routes in sorted(extra.items()):
+                # Only the routes whose drafter dispatch builds for this model's architecture.
+                paired = set(self.provider.route_map.drafters_for(cls)) if self.provider.route_map.model_routes() else None
+                group = [(rt, res) for rt, res in all_routes
+                         if paired is None or rt.drafter in paired or cls not in self._route_models()]
+                if not group:
+                    continue
+                drafters = sorted({rt.drafter[1] for rt, _ in group})
+                label = f"{fkey[0]}:{group[0][1].loop.line} {fkey[1]} (as {', '.join(drafters)})"
+                added = self.reach.loop_reach(group[0][1], cls, label)
+                if added is None:
+                    continue
+                reach = added
+                conds = [rt for rt, _ in group]
+                if all(rt.conditions for rt in conds):
+                    when = " or ".join(f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in conds[:2])
+                    reach = replace(reach, detail=f"{reach.detail}; reached only when {when}")
+                loops.append(reach)
+            out.append(replace(row, loops=loops))
+        return out
+
+    def _route_models(self) -> set[ClassKey]:
+        return {m for mr in self.provider.route_map.model_routes() for m in mr.models}
+
+    def dispatched_loops(self) -> list[tuple[Route, LoopResult]]:
+        """Draft loops of MTP drafters run with ``self`` of the drafter where the loop's own
+        class is a base (the V2 MTP speculator runs its base class's loop): loops the
+        loop provider, exploring each loop with its defining class, does not pair with
+        draft models. Only drafters the index has already explored are used once frozen."""
+        out: list[tuple[Route, LoopResult]] = []
+        for rt in self.routes():
+            if self.index.frozen and not self.provider.drafting.explored(rt.drafter):
+                continue
+            for res in self.provider.drafting.drafter_loops(rt.drafter):
+                if self.types.defining_class(res.func) != rt.drafter and res.entries:
+                    out.append((rt, res))
+        return out

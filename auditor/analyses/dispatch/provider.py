@@ -1,0 +1,139 @@
+"""The dispatch provider: one object per scan that holds the dispatch analysis's parts and
+answers for them (rules, ``layers`` and the history views ask it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import ClassReachability, Finding, Hop
+from ..base import Analyses, Provider
+from ..loops import LoopProvider, LoopResult
+from ..partial_eval import Decision
+from ..reachability import ReachabilityProvider
+from ..registry import RegistryProvider
+from ..capture import CaptureProvider
+from ..types import TypeProvider
+from .drafters import DrafterLoops
+from .factory_runs import FactoryRuns
+from .gates import GateFacts, OverrideFamilies
+from .locate import FactoryLocation
+from .lookup import RegistryLookup
+from .model import Family, Gate, ModelPath, ModelRoute, Pairing, Plan, Route, Setting
+from .planner import Planner
+from .plugins import PluginDispatch
+from .precision import ScanPrecision
+from .routes import RouteMap
+from .outcomes import Outcomes
+from .engine_modes import EngineModes
+
+
+class DispatchProvider(Provider):
+    dependencies = (TypeProvider, RegistryProvider, LoopProvider, ReachabilityProvider, CaptureProvider)
+
+    def __init__(self, analyses: Analyses) -> None:
+        super().__init__(analyses)
+        self.types = self.dep(TypeProvider)
+        self.registry = self.dep(RegistryProvider)
+        self.loops = self.dep(LoopProvider)
+        self.reach = self.dep(ReachabilityProvider)
+        self.capture = self.dep(CaptureProvider)
+        self.roles = dict(self.config.dispatch_roles)
+        self.location = FactoryLocation(self)
+        self.plugin_dispatch = PluginDispatch(self)
+        self.drafting = DrafterLoops(self)
+        self.gate_facts = GateFacts(self)
+        self.family_facts = OverrideFamilies(self)
+        self.registry_lookup = RegistryLookup(self)
+        self.factory_runs = FactoryRuns(self)
+        self.planner = Planner(self)
+        self.precision = ScanPrecision(self)
+        self.route_map = RouteMap(self)
+        self.outcomes = Outcomes(self)
+        self.engine_modes = EngineModes(self)
+
+    # -- loading (before the index is frozen) --------------------------------------
+    def prepare(self) -> None:
+        """Load the dispatch code and explore the drafters the gates build (the engine
+        calls this in its loading phase, after the draft loops were explored). Plans for
+        other drafters must be asked before the index is frozen too (``run_scan``'s
+        ``before_freeze``): exploring a drafter's loops may parse more files."""
+        for gate in self.count_gates():
+            self.threads_per_step(gate.proposer)
+        self.families()
+        for rt in self.routes():  # the drafters MTP can run: their loops feed the reachability table
+            self.drafter_loops(rt.drafter)
+        for mr in self.model_routes():
+            self.drafter_loops(mr.drafter)
+
+    # -- what the rules, `layers` and the history views ask ----------------------------
+    def factories(self) -> dict[str, list[FuncKey]]:
+        return self.location.factories()
+
+    def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
+        return self.drafting.drafter_loops(cls)
+
+    def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
+        return self.drafting.model_path(proposer, model)
+
+    def threads_per_step(self, cls: ClassKey) -> bool:
+        return self.drafting.threads_per_step(cls)
+
+    def selects_per_step(self, drafter: ClassKey, model: ClassKey) -> bool:
+        return self.drafting.selects_per_step(drafter, model)
+
+    def gates(self) -> list[Gate]:
+        return self.gate_facts.gates()
+
+    def count_gates(self) -> list[Gate]:
+        return self.gate_facts.count_gates()
+
+    def families(self) -> list[Family]:
+        return self.family_facts.families()
+
+    def family_fields(self, arch: str) -> dict[str, Any]:
+        return self.family_facts.family_fields(arch)
+
+    def architectures(self) -> list[str]:
+        return self.registry_lookup.architectures()
+
+    def mtp_architectures(self) -> list[tuple[str, ClassKey]]:
+        return self.registry_lookup.mtp_architectures()
+
+    def layer_count_field(self, arch: str, platform: str) -> str | None:
+        return self.registry_lookup.layer_count_field(arch, platform)
+
+    def classes_for(self, arch: str) -> list[ClassKey]:
+        return self.registry_lookup.classes_for(arch)
+
+    def model_class_for(self, arch: str, platform: str) -> ClassKey | None:
+        return self.registry_lookup.model_class_for(arch, platform)
+
+    def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
+        return self.factory_runs.dispatch(setting)
+
+    def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
+        """The plan; with the scan's findings, also its compiled view (which cites them)."""
+        plan = self.planner.plan(setting, findings)
+        if not findings:
+            return plan
+        return replace(plan, compiled=self.engine_modes.compiled(plan, findings))
+
+    def routes(self) -> list[Route]:
+        return self.precision.routes()
+
+    def model_routes(self) -> list[ModelRoute]:
+        return self.route_map.model_routes()
+
+    def pairing(self, fkey: FuncKey, model: ClassKey | None = None) -> Pairing:
+        """Whether drafter code ``fkey`` runs for MTP (against draft model ``model``, when
+        given: on a route that builds its drafter for that model's architecture), and when."""
+        return self.precision.pairing(fkey) if model is None else self.route_map.pairing(fkey, model)
+
+    def dispatched_loops(self) -> list[tuple[Route, LoopResult]]:
+        """Loops MTP drafters run with ``self`` of a subclass, with the route that builds it."""
+        return self.precision.dispatched_loops()
+
+    def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
+        return self.precision.refine_reachability(rows)

@@ -1,0 +1,111 @@
+"""Reading the dispatch code's statement and expression facts (nothing is run), and the
+partial evaluator's view of the tree."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
+from ...index.index import Index, SymbolKind
+from ..partial_eval import ClassRef, FuncRef, Obj, Value, World, module_constant
+
+
+class TreeWorld(World):
+    def __init__(self, index: Index) -> None:
+        self.index = index
+
+    def resolve_name(self, path: str, name: str) -> Value:
+        for sym in self.index.resolve(path, name):
+            if sym.kind is SymbolKind.CLASS:
+                return ClassRef((sym.path, sym.name))
+            if sym.kind is SymbolKind.FUNCTION:
+                return FuncRef((sym.path, sym.name))
+        return module_constant(self.index, path, name)
+
+    def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
+        return self.index.method(cls, name)
+
+    def function(self, key: tuple[str, str]) -> FunctionFact | None:
+        return self.index.function(key)
+
+
+
+def to_obj(label: str, data: dict[str, Any]) -> Obj:
+    fields: dict[str, Value] = {}
+    for k, v in data.items():
+        fields[k] = to_obj(f"{label}.{k}", v) if isinstance(v, dict) else v
+    return Obj(label, fields, closed=True)
+
+
+def name_chain(e: PExpr) -> Chain | None:
+    parts: list[str] = []
+    while isinstance(e, PAttr):
+        parts.append(e.attr)
+        e = e.value
+    if isinstance(e, PName):
+        parts.append(e.id)
+        return tuple(reversed(parts))
+    return None
+
+
+def walk(stmts: Iterable[Stmt]) -> Iterable[Stmt]:
+    for s in stmts:
+        yield s
+        if isinstance(s, SIf):
+            yield from walk(s.body)
+            yield from walk(s.orelse)
+
+
+def stmt_exprs(s: Stmt) -> list[PExpr]:
+    if isinstance(s, SIf):
+        return [s.test]
+    if isinstance(s, SReturn):
+        return [s.value] if s.value is not None else []
+    if isinstance(s, SAssign):
+        return [s.value, *s.targets]
+    if isinstance(s, SExpr):
+        return [s.value]
+    return []
+
+
+def subexprs(e: PExpr) -> Iterable[PExpr]:
+    yield e
+    kids: list[PExpr | None] = []
+    if isinstance(e, PAttr):
+        kids = [e.value]
+    elif isinstance(e, PCall):
+        kids = [e.func, *e.args, *(k.value for k in e.keywords)]
+    elif isinstance(e, PCompare):
+        kids = [e.left, *e.comparators]
+    elif isinstance(e, PBool):
+        kids = list(e.values)
+    elif isinstance(e, PNot):
+        kids = [e.operand]
+    elif isinstance(e, PSeq):
+        kids = list(e.elts)
+    elif isinstance(e, PDict):
+        kids = [*e.keys, *e.values]
+    elif isinstance(e, PSubscript):
+        kids = [e.value, e.index]
+    elif isinstance(e, PIfExp):
+        kids = [e.test, e.body, e.orelse]
+    for k in kids:
+        if k is not None:
+            yield from subexprs(k)
+
+
+def calls_in(e: PExpr) -> list[PCall]:
+    return [s for s in subexprs(e) if isinstance(s, PCall)]
+
+
+def strings(e: PExpr) -> list[str]:
+    """String literals a value can be: ``["A"]``, ``["A" if c else "B"]``."""
+    return [s.value for s in subexprs(e) if isinstance(s, PConst) and isinstance(s.value, str)
+            and not in_test(e, s)]
+
+
+def in_test(root: PExpr, node: PExpr) -> bool:
+    for s in subexprs(root):
+        if isinstance(s, PIfExp) and any(x is node for x in subexprs(s.test)):
+            return True
+    return False

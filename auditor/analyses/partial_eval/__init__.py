@@ -1,0 +1,25 @@
+"""A small three-valued partial evaluator over the statement trees of the facts: the
+value types (:mod:`.values`), the builtins it models (:mod:`.builtins`) and the
+evaluator of statements and expressions (:mod:`.evaluator`)."""
+
+from .constants import module_constant
+from .evaluator import MAX_CALL_DEPTH, MAX_PATHS, Evaluator, World
+from .values import (
+    ABSENT,
+    ClassRef,
+    Decision,
+    FuncRef,
+    Instance,
+    Obj,
+    Path,
+    Unknown,
+    Value,
+    describe,
+    expr_text,
+    truth,
+)
+
+__all__ = [
+    "ABSENT", "ClassRef", "Decision", "Evaluator", "FuncRef", "Instance", "MAX_CALL_DEPTH", "MAX_PATHS", "Obj",
+    "Path", "Unknown", "Value", "World", "describe", "expr_text", "module_constant", "truth",
+]

@@ -1,0 +1,677 @@
+"""A small three-valued partial evaluator over the statement trees of the facts
+(:class:`auditor.facts.SIf`, :class:`auditor.facts.PCall`, ...).
+
+It runs dispatch code — runner factories, predicate methods, config-override
+functions — over a *concrete configuration* given as :class:`Obj` records, and
+never imports or executes the scanned code. It understands: literals, names,
+attribute chains on config objects, ``getattr``/``hasattr`` with defaults,
+``min``/``max``/``len``/``int``/``str``/``bool``/``isinstance`` (unknown), comparisons,
+``in`` on literal tuples/sets/lists/dicts, boolean operators, ``a if c else b``,
+subscripts of known values, ``.get``/``.intersection``, calls of methods and
+functions whose bodies are such code (depth-limited), assignments to names and
+config attributes, ``obj.update({...})`` with a literal dict, ``return`` and ``raise``.
+
+Everything else evaluates to :class:`Unknown`, carrying what it depends on. A branch
+whose guard is unknown keeps *both* outcomes: when the branch holds a ``return`` or
+``raise`` execution forks into two paths; otherwise everything the branch may write
+becomes unknown on one path (no fork). Each path records the branches it took
+(:class:`Decision`) with the condition's text, its value and the config fields read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ...facts.extract import (
+    FunctionFact,
+    PAttr,
+    PBinOp,
+    PBool,
+    PCall,
+    PCompare,
+    PConst,
+    PDict,
+    PExpr,
+    PIfExp,
+    PName,
+    PNamed,
+    PNot,
+    PSeq,
+    PSubscript,
+    SAssign,
+    SExpr,
+    SIf,
+    SOpaque,
+    SRaise,
+    SReturn,
+    Stmt,
+)
+from .builtins import NOT_BUILTIN, call_builtin, call_method
+from .state import fork, havoc, join, restore
+from .values import (
+    ClassRef,
+    Decision,
+    FuncRef,
+    Instance,
+    Obj,
+    Path,
+    Unknown,
+    Value,
+    _Absent,
+    _compare_values,
+    _literal_text,
+    _same,
+    _text,
+    describe,
+    truth,
+)
+
+MAX_PATHS = 32
+MAX_CALL_DEPTH = 4
+
+
+class World:
+    """What the evaluator asks the scanned tree: names of a module, methods of a class."""
+
+    def resolve_name(self, path: str, name: str) -> Value:
+        return Unknown(name)
+
+    def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
+        return None
+
+    def function(self, key: tuple[str, str]) -> FunctionFact | None:
+        return None
+
+
+class Evaluator:
+    def __init__(self, world: World, on_limit: Callable[[str], None] | None = None) -> None:
+        self.world = world
+        self.on_limit = on_limit or (lambda _name: None)
+        # Every cut of every run of this evaluator, in order (a plan shows them).
+        self.notes: list[str] = []
+
+    def _cut(self, p: Path, kind: str, note: str) -> None:
+        self.on_limit(kind)
+        if note not in p.cuts:
+            p.cuts.append(note)
+        if note not in self.notes:
+            self.notes.append(note)
+
+    # -- running functions ------------------------------------------------------
+    def run(self, key: tuple[str, str], fn: FunctionFact, args: dict[str, Value], depth: int = 0,
+            roots: list[Any] | None = None) -> list[Path]:
+        """Every path through ``fn`` with parameters bound to ``args`` (missing ones: their
+        literal default, else unknown). ``roots``: the callers' frames (for a callee)."""
+        env: dict[str, Value] = {}
+        for p in fn.params:
+            if p.name in args:
+                env[p.name] = args[p.name]
+            elif p.default is not None:
+                env[p.name] = _literal_text(p.default)
+            else:
+                env[p.name] = Unknown(p.name)
+        paths = self._block(key, fn.body, [Path(env, roots=list(roots or []))], depth)
+        return paths
+
+    def run_joined(self, key: tuple[str, str], fn: FunctionFact, args: dict[str, Value]) -> Path:
+        """All paths through ``fn`` as one: the objects in ``args`` end in the joined state
+        of every path (a field the paths set differently is unknown), ``returned`` is the
+        join of what they return, and ``decisions`` are those every path took, then one
+        per fork with value None. ``raised`` is set only when every path raises."""
+        frame: dict[str, Value] = dict(args)
+        paths = self.run(key, fn, args, 0, [frame])
+        if len(paths) == 1:
+            return paths[0]
+        for q in paths:
+            q.done = True
+            if q.raised is not None:
+                q.returned = Unknown(f"{key[1]} raises: {q.raised}")
+        joined = join(paths, f"(depends on a branch of {key[1]})")
+        restore(frame, joined.roots[0])
+        first = next(d for q in paths for d in q.decisions if d.value is None) if any(
+            d.value is None for q in paths for d in q.decisions) else None
+        if first is not None:
+            joined.decisions.append(Decision(first.path, first.line, first.function, first.condition, None, first.fields,
+                                             first.depends_on, None))
+        return joined
+
+    def _block(self, key: tuple[str, str], stmts: tuple[Stmt, ...], paths: list[Path], depth: int) -> list[Path]:
+        for stmt in stmts:
+            nxt: list[Path] = []
+            for p in paths:
+                if p.done:
+                    nxt.append(p)
+                else:
+                    nxt.extend(self._stmt(key, stmt, p, depth))
+            if len(nxt) > MAX_PATHS:
+                nxt = self._merge_excess(key, stmt.line, nxt)
+            paths = nxt
+        return paths
+
+    def _merge_excess(self, key: tuple[str, str], line: int, paths: list[Path]) -> list[Path]:
+        """Paths beyond the cap are joined (never dropped): those still running, those
+        that returned and those that raised, each into one path whose values that differ
+        are unknown, with a decision of unknown value saying so."""
+        keep, rest = paths[: MAX_PATHS - 3], paths[MAX_PATHS - 3:]
+        note = (f"{key[1]} ({key[0]}:{line}): {len(paths)} paths, more than the {MAX_PATHS} the evaluator follows; "
+                f"{len(rest)} were joined, and what they decide is unknown")
+        groups: dict[tuple[bool, bool], list[Path]] = {}
+        for q in rest:
+            groups.setdefault((q.done, q.raised is not None), []).append(q)
+        out = list(keep)
+        for group in groups.values():
+            cut = Decision(key[0], line, key[1], f"<{len(rest)} paths beyond the cap of {MAX_PATHS} joined>", None, (),
+                           f"cut: more than {MAX_PATHS} paths", None)
+            merged = join(group, f"(one of {len(rest)} joined paths)", cut)
+            self._cut(merged, "partial evaluation paths", note)
+            out.append(merged)
+        return out
+
+    def _stmt(self, key: tuple[str, str], stmt: Stmt, p: Path, depth: int) -> list[Path]:
+        if isinstance(stmt, SIf):
+            p.reads = []
+            value = self.eval(stmt.test, p, key, depth)
+            t = truth(value)
+            fields = tuple(dict.fromkeys(p.reads))
+            dep = value.reason if isinstance(value, Unknown) else ""
+            decision = Decision(key[0], stmt.line, key[1], stmt.text, t, fields, dep, t)
+            if t is not None:
+                p.decisions.append(decision)
+                return self._block(key, stmt.body if t else stmt.orelse, [p], depth)
+            # Both outcomes are possible: fork (each side on its own copy of every object).
+            q = fork(p)
+            p.decisions.append(Decision(key[0], stmt.line, key[1], stmt.text, None, fields, dep, True))
+            q.decisions.append(Decision(key[0], stmt.line, key[1], stmt.text, None, fields, dep, False))
+            both = self._block(key, stmt.body, [p], depth) + self._block(key, stmt.orelse, [q], depth)
+            if _has_exit(stmt.body) or _has_exit(stmt.orelse) or _builds(stmt.body) or _builds(stmt.orelse):
+                return both
+            # Neither side returns: one path again, where whatever the sides left different is unknown.
+            running = [r for r in both if not r.done]
+            done = [r for r in both if r.done]
+            if not running:
+                return both
+            merged = join(running, f"(depends on {stmt.text}, line {stmt.line})",
+                          Decision(key[0], stmt.line, key[1], stmt.text, None, fields, dep, None))
+            return [merged, *done]
+        if isinstance(stmt, SReturn):
+            p.returned = None if stmt.value is None else self.eval(stmt.value, p, key, depth)
+            if isinstance(p.returned, Instance) and p.returned.line == 0:
+                p.returned = Instance(p.returned.cls, stmt.line)
+            p.done = True
+            return [p]
+        if isinstance(stmt, SRaise):
+            p.raised = stmt.text or "raise"
+            p.done = True
+            return [p]
+        if isinstance(stmt, SAssign):
+            if stmt.aug and len(stmt.targets) == 1 and isinstance(stmt.value, PBinOp):
+                self._aug_assign(stmt.targets[0], stmt.value, p, key, depth, stmt.line)
+                return [p]
+            assigned = self.eval(stmt.value, p, key, depth)
+            for target in stmt.targets:
+                self._assign(target, assigned, p, key, depth, stmt.line)
+            return [p]
+        if isinstance(stmt, SExpr):
+            self.eval(stmt.value, p, key, depth)
+            return [p]
+        if isinstance(stmt, SOpaque):
+            why = f"code at line {stmt.line} not evaluated"
+            changed = [self.eval(m, p, key, depth) for m in stmt.mutated if _is_chain(m)]
+            havoc(p, changed, why)
+            for written in stmt.writes:
+                self._assign(written, Unknown(f"code at line {stmt.line}"), p, key, depth, stmt.line)
+            if stmt.returns:
+                # It may return or raise: a path where it did (what it returned is unknown),
+                # and one where it did not.
+                q = fork(p)
+                q.decisions.append(Decision(key[0], stmt.line, key[1], "<loop/try not evaluated>", None, (),
+                                            "a statement the evaluator does not run", True))
+                q.returned = Unknown(f"what code at line {stmt.line} returns")
+                q.done = True
+                p.decisions.append(Decision(key[0], stmt.line, key[1], "<loop/try not evaluated>", None, (),
+                                            "a statement the evaluator does not run", False))
+                return [p, q]
+            return [p]
+        return [p]
+
+    def _aug_assign(self, target: PExpr, e: PBinOp, p: Path, key: tuple[str, str], depth: int, line: int) -> None:
+        """``t op= v``: a list or dict target is changed in place (every alias sees it)."""
+        old = self.eval(target, p, key, depth)
+        if isinstance(old, (list, dict)):
+            rhs = self.eval(e.right, p, key, depth)
+            if isinstance(old, list) and e.op == "+" and isinstance(rhs, (list, tuple)):
+                old.extend(rhs)
+                return
+            if isinstance(old, dict) and e.op == "|" and isinstance(rhs, dict):
+                old.update(rhs)
+                return
+            havoc(p, [old, rhs], f"{_text(target)} {e.op}= … at line {line}")
+            self._assign(target, Unknown(f"{_text(target)} {e.op}= … (line {line})"), p, key, depth, line)
+            return
+        self._assign(target, self._binop(e, p, key, depth), p, key, depth, line)
+
+    def _assign(self, target: PExpr, value: Value, p: Path, key: tuple[str, str], depth: int, line: int) -> None:
+        if isinstance(value, Instance) and value.line == 0:
+            value = Instance(value.cls, line)
+        if isinstance(target, PName):
+            p.env[target.id] = value
+        elif isinstance(target, PAttr):
+            owner = self.eval(target.value, p, key, depth)
+            if isinstance(owner, Obj):
+                owner.fields[target.attr] = value
+        elif isinstance(target, PSubscript):
+            self._store(target, value, p, key, depth, line)
+            return
+        elif isinstance(target, PSeq):
+            # a, b = value: element by element, or every target unknown.
+            items = list(value) if isinstance(value, (list, tuple)) and len(value) == len(target.elts) else None
+            for i, t in enumerate(target.elts):
+                self._assign(t, items[i] if items is not None else Unknown(f"{_text(t)} (line {line})"),
+                             p, key, depth, line)
+            return
+        p.built.append((target, value, line))
+
+    def _store(self, target: PSubscript, value: Value, p: Path, key: tuple[str, str], depth: int, line: int) -> None:
+        """``c[i] = value`` on a known list or dict; a store the evaluator cannot place
+        makes the container unknown."""
+        container = self.eval(target.value, p, key, depth)
+        index = self.eval(target.index, p, key, depth)
+        if isinstance(container, dict) and not isinstance(index, (Unknown, Obj, list, dict)):
+            container[index] = value
+            return
+        if (isinstance(container, list) and isinstance(index, int) and not isinstance(index, bool)
+                and -len(container) <= index < len(container)):
+            container[index] = value
+            return
+        havoc(p, [container, value], f"{_text(target)} = … at line {line}")
+
+    # -- expressions -----------------------------------------------------------
+    def eval(self, e: PExpr, p: Path, key: tuple[str, str], depth: int = 0) -> Value:
+        if isinstance(e, PConst):
+            return e.value
+        if isinstance(e, PName):
+            if e.id in p.env:
+                return p.env[e.id]
+            if e.id in ("True", "False", "None"):
+                return {"True": True, "False": False, "None": None}[e.id]
+            return self.world.resolve_name(key[0], e.id)
+        if isinstance(e, PAttr):
+            owner = self.eval(e.value, p, key, depth)
+            return self._attr(owner, e.attr, p)
+        if isinstance(e, PSeq):
+            elts = [self.eval(x, p, key, depth) for x in e.elts]
+            if e.kind == "list":
+                return elts
+            if e.kind == "set":
+                if any(isinstance(x, (Unknown, Obj, list, dict)) for x in elts):
+                    return Unknown(_text(e))
+                return frozenset(elts)
+            return tuple(elts)
+        if isinstance(e, PDict):
+            out: dict[object, Value] = {}
+            bad: Unknown | None = None
+            for k, v in zip(e.keys, e.values):
+                kv = self.eval(k, p, key, depth) if k is not None else None
+                vv = self.eval(v, p, key, depth)
+                if k is None:
+                    bad = bad or Unknown("**" + _text(v))
+                elif isinstance(kv, (Unknown, Obj, list, dict)):
+                    bad = bad or Unknown(_text(k))
+                else:
+                    out[kv] = vv
+            return bad if bad is not None else out
+        if isinstance(e, PNot):
+            t = truth(self.eval(e.operand, p, key, depth))
+            return Unknown(f"not {_text(e.operand)}") if t is None else not t
+        if isinstance(e, PBool):
+            return self._boolop(e, p, key, depth)
+        if isinstance(e, PIfExp):
+            test = self.eval(e.test, p, key, depth)
+            t = truth(test)
+            if t is not None:
+                return self.eval(e.body if t else e.orelse, p, key, depth)
+            return self._either(p, key, depth, [e.body, e.orelse], f"(depends on {_text(e.test)})")
+        if isinstance(e, PCompare):
+            return self._compare(e, p, key, depth)
+        if isinstance(e, PSubscript):
+            return self._subscript(self.eval(e.value, p, key, depth), self.eval(e.index, p, key, depth), e)
+        if isinstance(e, PBinOp):
+            return self._binop(e, p, key, depth)
+        if isinstance(e, PNamed):
+            named = self.eval(e.value, p, key, depth)
+            p.env[e.target] = named
+            return named
+        if isinstance(e, PCall):
+            return self._call(e, p, key, depth)
+        return Unknown(_text(e))
+
+    def _attr(self, owner: Value, attr: str, p: Path) -> Value:
+        if isinstance(owner, Obj):
+            v = owner.get(attr)
+            if not isinstance(v, Obj):  # a config field, not a hop to another config object
+                p.reads.append(f"{owner.label}.{attr}")
+            if isinstance(v, _Absent):
+                return Unknown(f"{owner.label}.{attr} (not set)")
+            return v
+        if isinstance(owner, Unknown):
+            return Unknown(f"{owner.reason}.{attr}")
+        return Unknown(f"{describe(owner)}.{attr}")
+
+    def _boolop(self, e: PBool, p: Path, key: tuple[str, str], depth: int) -> Value:
+        """``a and b`` / ``a or b``: Python's value while the operands are known; after an
+        unknown one, an unknown whose truth may still be known (``x and False`` is falsy),
+        and the later operands' code run on one side of a fork only."""
+        for i, sub in enumerate(e.values):
+            v = self.eval(sub, p, key, depth)
+            t = truth(v)
+            if t is None:
+                rest = e.values[i + 1:]
+                reason = v.reason if isinstance(v, Unknown) else _text(sub)
+                if not rest:
+                    return v
+                decisive = False if e.op == "and" else True
+                # Any later operand may be the value; its truth decides when it is decisive.
+                tail_truth = self._tail_truth(p, key, depth, rest, e.op)
+                known = decisive if tail_truth is decisive else None
+                return Unknown(reason, known_truth=known)
+            if e.op == "and" and not t or e.op == "or" and t or i == len(e.values) - 1:
+                return v
+        return None
+
+    def _tail_truth(self, p: Path, key: tuple[str, str], depth: int, rest: tuple[PExpr, ...], op: str) -> bool | None:
+        """The operands after an unknown one run only on some executions: evaluate them
+        on a fork per prefix and join, so their effects are kept as maybe-effects. Returns
+        the decisive truth if the tail surely reaches it (``False`` for ``and``)."""
+        decisive = op == "or"
+        snapshots: list[Path] = []
+        runs_code = any(_has_call(x) for x in rest)
+        result: bool | None = None
+        for x in rest:
+            if runs_code:
+                snapshots.append(fork(p))
+            t = truth(self.eval(x, p, key, depth))
+            if t is decisive:
+                result = decisive
+                break
+        if snapshots:
+            join([p, *snapshots], f"(depends on {' and '.join(_text(x) for x in rest)})")
+        return result
+
+    def _either(self, p: Path, key: tuple[str, str], depth: int, options: list[PExpr], why: str) -> Value:
+        """One of ``options`` is evaluated (which one is unknown): each on its own fork,
+        then joined; the value is known only where all agree."""
+        if not any(_has_call(x) for x in options):
+            vals = [self.eval(x, p, key, depth) for x in options]
+            if all(not isinstance(v, (Unknown, Obj, list, dict)) and _same(v, vals[0]) for v in vals):
+                return vals[0]
+            ts = {truth(v) for v in vals}
+            return Unknown(why.strip("()"), known_truth=ts.pop() if len(ts) == 1 else None)
+        sides = [p] + [fork(p) for _ in options[1:]]
+        slot = "\0either"
+        for side, x in zip(sides, options):
+            side.env[slot] = self.eval(x, side, key, depth)
+        join(sides, why)
+        return p.env.pop(slot)
+
+    def _compare(self, e: PCompare, p: Path, key: tuple[str, str], depth: int) -> Value:
+        left = self.eval(e.left, p, key, depth)
+        result: Value = True
+        for op, comp in zip(e.ops, e.comparators):
+            right = self.eval(comp, p, key, depth)
+            r = _compare_values(op, left, right)
+            if r is None:
+                result = Unknown(f"{_text(e.left)} {op} {_text(comp)}") if not isinstance(left, Unknown) else left
+                if isinstance(right, Unknown) and not isinstance(left, Unknown):
+                    result = right
+            elif r is False:
+                return False
+            left = right
+        return result
+
+    def _subscript(self, value: Value, index: Value, e: PSubscript) -> Value:
+        if isinstance(value, Unknown):
+            return value
+        if isinstance(index, Unknown):
+            return index
+        try:
+            if isinstance(value, (list, tuple)) and isinstance(index, int) and not isinstance(index, bool):
+                item: Value = value[index]
+                return item
+            if isinstance(value, dict) and not isinstance(index, (list, dict, Obj)):
+                return value[index] if index in value else Unknown(f"{_text(e)} (no such key)")
+        except IndexError:
+            return Unknown(f"{_text(e)} (index out of range)")
+        return Unknown(_text(e))
+
+    def _binop(self, e: PBinOp, p: Path, key: tuple[str, str], depth: int) -> Value:
+        a, b = self.eval(e.left, p, key, depth), self.eval(e.right, p, key, depth)
+        if isinstance(a, Unknown):
+            return a
+        if isinstance(b, Unknown):
+            return b
+        num = (int, float)
+        try:
+            if e.op == "+" and (isinstance(a, num) and isinstance(b, num) or isinstance(a, str) and isinstance(b, str)
+                                or isinstance(a, list) and isinstance(b, list)):
+                return a + b  # type: ignore[operator]
+            if isinstance(a, num) and isinstance(b, num):
+                ops: dict[str, Callable[[float, float], float]] = {
+                    "-": lambda x, y: x - y, "*": lambda x, y: x * y, "//": lambda x, y: x // y, "%": lambda x, y: x % y,
+                }
+                if e.op in ops:
+                    return ops[e.op](a, b)
+            if e.op in ("|", "&") and isinstance(a, frozenset) and isinstance(b, frozenset):
+                return a | b if e.op == "|" else a & b
+        except ZeroDivisionError:
+            pass
+        return Unknown(_text(e))
+
+    def _call(self, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value:
+        f = e.func
+        text = e.text or _text(e)
+        if isinstance(f, PName) and f.id not in p.env:
+            builtin = call_builtin(self, f.id, e, p, key, depth)
+            if builtin is not NOT_BUILTIN:
+                return builtin  # type: ignore[return-value]
+        if isinstance(f, PAttr):
+            owner = self.eval(f.value, p, key, depth)
+            if isinstance(owner, Obj) and f.attr == "update" and len(e.args) <= 1:
+                return self._update(owner, e, p, key, depth, text)
+            if isinstance(owner, (Obj, ClassRef)):
+                cls = owner.cls
+                found = self.world.method(cls, f.attr) if cls is not None else None
+                if found is not None:
+                    (ckey, fn) = found
+                    return self._invoke((ckey[0], f"{ckey[1]}.{f.attr}"), fn, e, p, key, depth,
+                                        owner if isinstance(owner, Obj) else None)
+                return self._opaque_call(e, p, key, depth, [owner] if isinstance(owner, Obj) else [], text)
+            if isinstance(owner, (list, dict, tuple, frozenset, str, int, float, bool)) or owner is None:
+                args = [self.eval(a, p, key, depth) for a in e.args]
+                kwargs = {kw.name: self.eval(kw.value, p, key, depth) for kw in e.keywords if kw.name is not None}
+                if len(kwargs) == len(e.keywords):
+                    done = call_method(owner, f.attr, args, kwargs)
+                    if done is not NOT_BUILTIN:
+                        return done  # type: ignore[return-value]
+                # A method of a builtin type the evaluator does not model: it may change its
+                # receiver (a list or dict) and, for all we know, its arguments.
+                havoc(p, [owner, *args, *kwargs.values()], f"{text} not evaluated")
+                return Unknown(text)
+            return self._opaque_call(e, p, key, depth, [owner], text)
+        callee = self.eval(f, p, key, depth)
+        if isinstance(callee, ClassRef):
+            init = self.world.method(callee.cls, "__init__")
+            if init is not None and init[1].body:
+                (ckey, fn) = init
+                this = Obj(f"{callee.cls[1]}(...)", cls=callee.cls)
+                self._invoke((ckey[0], f"{ckey[1]}.__init__"), fn, e, p, key, depth, this)
+            else:
+                self._opaque_call(e, p, key, depth, [], text, init[1] if init is not None else None)
+            return Instance(callee.cls, 0)
+        if isinstance(callee, FuncRef):
+            target_fn = self.world.function(callee.key)
+            if target_fn is not None:
+                return self._invoke(callee.key, target_fn, e, p, key, depth, callee.self_obj)
+        return self._opaque_call(e, p, key, depth, [callee], text)
+
+    def _update(self, owner: Obj, e: PCall, p: Path, key: tuple[str, str], depth: int, text: str) -> Value:
+        """``config.update(d)`` / ``config.update(k=v)``: sets those fields; an update the
+        evaluator cannot read may set any field."""
+        d = self.eval(e.args[0], p, key, depth) if e.args else {}
+        kwargs = {kw.name: self.eval(kw.value, p, key, depth) for kw in e.keywords}
+        if isinstance(d, dict) and all(isinstance(k, str) for k in d) and None not in kwargs:
+            for k, v in [*d.items(), *kwargs.items()]:
+                owner.fields[str(k)] = v
+            return None
+        havoc(p, [owner], f"{text} with contents not known")
+        return None
+
+    def _opaque_call(self, e: PCall, p: Path, key: tuple[str, str], depth: int, receivers: list[Value], text: str,
+                     fn: FunctionFact | None = None) -> Value:
+        """A call the evaluator does not run: unknown, and everything it is handed (its
+        receiver and arguments) may have been changed by it, unless the callee's facts
+        show it writes none of them."""
+        args = [self.eval(a, p, key, depth) for a in e.args]
+        kwargs = [self.eval(kw.value, p, key, depth) for kw in e.keywords]
+        if fn is not None and not _may_write(fn):
+            return Unknown(text)
+        havoc(p, [*receivers, *args, *kwargs], f"{text} not evaluated")
+        return Unknown(text)
+
+    def _invoke(self, fkey: tuple[str, str], fn: FunctionFact, e: PCall, p: Path, key: tuple[str, str], depth: int,
+                self_obj: Obj | None) -> Value:
+        """Evaluate a callee whose body the facts keep: every path through it, joined
+        into the caller's state (a write on one of its paths only is unknown)."""
+        text = e.text or _text(e)
+        if depth >= MAX_CALL_DEPTH:
+            self._cut(p, "partial evaluation call depth",
+                      f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {MAX_CALL_DEPTH}: not evaluated, "
+                      "its result and what it may write are unknown")
+            return self._opaque_call(e, p, key, depth, [self_obj] if self_obj is not None else [], text)
+        if not fn.body or any(kw.name is None for kw in e.keywords):
+            return self._opaque_call(e, p, key, depth, [self_obj] if self_obj is not None else [], text, fn)
+        params = [q.name for q in fn.params]
+        args: dict[str, Value] = {}
+        positional = list(e.args)
+        if self_obj is not None and params and params[0] in ("self", "cls"):
+            args[params[0]] = self_obj
+            params = params[1:]
+        elif params and params[0] in ("self", "cls") and "staticmethod" not in " ".join(fn.decorators):
+            params = params[1:]
+        for name, a in zip(params, positional):
+            args[name] = self.eval(a, p, key, depth)
+        for kw in e.keywords:
+            assert kw.name is not None
+            args[kw.name] = self.eval(kw.value, p, key, depth)
+        if len(positional) > len(params):
+            extra = [self.eval(a, p, key, depth) for a in positional[len(params):]]
+            havoc(p, extra, f"{text}: *args not modelled")
+        saved = p.reads
+        paths = self.run(fkey, fn, args, depth + 1, [p.env, *p.roots])
+        reads = list(saved)
+        for q in paths:
+            reads.extend(q.reads)
+            for d in q.decisions:
+                reads.extend(d.fields)
+            for c in q.cuts:
+                if c not in p.cuts:
+                    p.cuts.append(c)
+        p.reads = reads
+        slot = "\0returned"
+        for q in paths:
+            q.env[slot] = q.returned if q.raised is None else Unknown(f"{text} raises")
+        if len(paths) == 1:
+            return paths[0].env.pop(slot)
+        deps = [d.depends_on for q in paths for d in q.decisions if d.value is None and d.depends_on]
+        why = f"(depends on {deps[0] if deps else 'a branch of ' + fkey[1]})"
+        joined = join(paths, why)
+        frames = [p.env, *p.roots]
+        for original, now in zip(frames, joined.roots):
+            if original is not now:
+                restore(original, now)
+        result = joined.env.pop(slot)
+        if isinstance(result, Unknown) and not deps:
+            return result
+        return result if not isinstance(result, Unknown) else Unknown(deps[0] if deps else text)
+
+
+
+def _may_write(fn: FunctionFact) -> bool:
+    """From a function's facts (its body is not kept): whether it may change an object it
+    is handed — it assigns an attribute or stores into a container of a parameter, or
+    hands a parameter (or calls a method of one) to code it calls."""
+    params = set(fn.param_names)
+    if any(a.target[0] in params for a in fn.attr_assigns) or any(s[0] in params for s in fn.stores):
+        return True
+    for c in fn.calls:
+        if c.func and c.func[0] in params and len(c.func) > 1:
+            return True
+        for x in [*c.args, *(k.value for k in c.keywords), *c.star_args, *c.star_kwargs]:
+            if any(n.split(".")[0] in params for n in x.names):
+                return True
+    return False
+
+
+def _has_exit(stmts: tuple[Stmt, ...]) -> bool:
+    for s in stmts:
+        if isinstance(s, (SReturn, SRaise)):
+            return True
+        if isinstance(s, SIf) and (_has_exit(s.body) or _has_exit(s.orelse)):
+            return True
+        if isinstance(s, SOpaque) and s.returns:
+            return True
+    return False
+
+
+def _builds(stmts: tuple[Stmt, ...]) -> bool:
+    """An attribute of an object is assigned a constructed object (a factory's result)."""
+    for s in stmts:
+        if isinstance(s, SAssign) and any(isinstance(t, PAttr) for t in s.targets) and isinstance(s.value, PCall):
+            return True
+        if isinstance(s, SIf) and (_builds(s.body) or _builds(s.orelse)):
+            return True
+    return False
+
+
+def _is_chain(e: PExpr) -> bool:
+    """A name, or attributes and subscripts of one: evaluating it runs no code."""
+    while isinstance(e, (PAttr, PSubscript)):
+        e = e.value
+    return isinstance(e, PName)
+
+
+def _has_call(e: PExpr) -> bool:
+    """The expression may run code (a call or a walrus)."""
+    return any(isinstance(x, (PCall, PNamed)) for x in _subexprs(e))
+
+
+def _subexprs(e: PExpr) -> list[PExpr]:
+    out: list[PExpr] = []
+    stack: list[PExpr | None] = [e]
+    while stack:
+        x = stack.pop()
+        if x is None:
+            continue
+        out.append(x)
+        if isinstance(x, PAttr):
+            stack.append(x.value)
+        elif isinstance(x, PCall):
+            stack += [x.func, *x.args, *(k.value for k in x.keywords)]
+        elif isinstance(x, PCompare):
+            stack += [x.left, *x.comparators]
+        elif isinstance(x, PBool):
+            stack += list(x.values)
+        elif isinstance(x, PNot):
+            stack.append(x.operand)
+        elif isinstance(x, PSeq):
+            stack += list(x.elts)
+        elif isinstance(x, PDict):
+            stack += [*x.keys, *x.values]
+        elif isinstance(x, PSubscript):
+            stack += [x.value, x.index]
+        elif isinstance(x, PIfExp):
+            stack += [x.test, x.body, x.orelse]
+        elif isinstance(x, PBinOp):
+            stack += [x.left, x.right]
+        elif isinstance(x, PNamed):
+            stack.append(x.value)
+    return out

@@ -1,0 +1,247 @@
+"""The values of the partial evaluator: what an expression evaluates to (a literal, a
+configuration object, an instance or reference of a class of the scanned tree, or
+:class:`Unknown`), and the record of one way through the code (:class:`Path`, its
+:class:`Decision` s). Pure data and the value-level helpers (truthiness, equality,
+comparison, display); no evaluation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from ...facts.extract import (
+    PAttr,
+    PBinOp,
+    PBool,
+    PCall,
+    PCompare,
+    PConst,
+    PExpr,
+    PName,
+    PNot,
+    POpaque,
+    PSeq,
+    PSubscript,
+)
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A value the evaluator cannot know; ``reason`` says what it depends on."""
+
+    reason: str
+    maybe_absent: bool = False  # a field set on some paths only: ``hasattr`` is unknown too
+    known_truth: bool | None = None  # its truthiness, when that is known (``x and False``)
+
+    def __repr__(self) -> str:
+        return f"Unknown({self.reason!r})"
+
+
+_UIDS = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Obj:
+    """A configuration object (an hf config, the speculative config, a runner's ``self``).
+
+    ``closed``: the fields are all there is (an attribute not in ``fields`` is absent,
+    so ``getattr(o, "f", d)`` is ``d``); an open object answers unknown for fields it
+    lacks. ``roles`` maps attribute names to shared objects (``self.speculative_config``
+    and ``vllm_config.speculative_config`` are the same object). ``cls`` is the object's
+    class in the scanned tree, so method calls on it can be evaluated.
+    """
+
+    label: str
+    fields: dict[str, "Value"] = field(default_factory=dict)
+    closed: bool = False
+    cls: tuple[str, str] | None = None
+    roles: dict[str, "Obj"] = field(default_factory=dict)
+    # The same object on every path: a fork copies it with its uid, so the copies on two
+    # paths can be told to be one object when the paths are joined.
+    uid: int = field(default_factory=lambda: next(_UIDS))
+
+    def get(self, name: str) -> "Value | _Absent":
+        if name in self.fields:
+            return self.fields[name]
+        if name in self.roles:
+            return self.roles[name]
+        return ABSENT if self.closed else Unknown(f"{self.label}.{name}")
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An object constructed from a class of the scanned tree: ``Cls(...)``."""
+
+    cls: tuple[str, str]
+    line: int
+
+
+@dataclass(frozen=True)
+class FuncRef:
+    key: tuple[str, str]  # (path, qualname) of a function or method of the tree
+    self_obj: "Obj | None" = None
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    cls: tuple[str, str]
+
+
+Value = Union[
+    None, bool, int, float, str, "tuple[Any, ...]", "list[Any]", "frozenset[Any]", "dict[Any, Any]",
+    Obj, Instance, FuncRef, ClassRef, Unknown,
+]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One branch taken: where, the condition, its value (None: unknown) and what it read."""
+
+    path: str
+    line: int
+    function: str
+    condition: str
+    value: bool | None
+    fields: tuple[str, ...]
+    depends_on: str = ""  # for an unknown value: what it depends on
+    taken: bool | None = None  # the side this path took (for an unknown value: the fork's side)
+
+
+@dataclass
+class Path:
+    """One way through the code: its decisions, what it returned/raised, what it built."""
+
+    env: dict[str, Value]
+    decisions: list[Decision] = field(default_factory=list)
+    returned: Value = None
+    done: bool = False
+    raised: str | None = None
+    built: list[tuple[PExpr, Value, int]] = field(default_factory=list)  # (target, value, line) of assignments
+    reads: list[str] = field(default_factory=list)  # config fields read while evaluating the current guard
+    # What the evaluator cut short on this path (paths merged beyond the cap, calls beyond
+    # the depth limit, callees it could not run); whatever they decide is unknown.
+    cuts: list[str] = field(default_factory=list)
+    # The callers' frames (their environments): a fork copies them with the path, so a
+    # callee's writes on one path never reach the caller's objects on another.
+    roots: list[Any] = field(default_factory=list)
+
+
+def truth(v: Value) -> bool | None:
+    """Python truthiness, three-valued."""
+    if isinstance(v, Unknown):
+        return v.known_truth
+    if isinstance(v, (Obj, Instance, FuncRef, ClassRef)):
+        return True
+    return bool(v)
+
+
+def describe(v: Value) -> str:
+    if isinstance(v, Unknown):
+        return f"unknown ({v.reason})"
+    if isinstance(v, Obj):
+        return v.label
+    if isinstance(v, Instance):
+        return f"{v.cls[1]}(...)"
+    return repr(v)
+
+
+
+def _same(a: Value, b: Value) -> bool:
+    if isinstance(a, Unknown) or isinstance(b, Unknown):
+        return False
+    return a is b if isinstance(a, Obj) else bool(type(a) is type(b) and a == b)
+
+
+def _compare_values(op: str, a: Value, b: Value) -> bool | None:
+    if op in ("is", "is not"):
+        if isinstance(a, Unknown) or isinstance(b, Unknown):
+            return None
+        if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+            same = a is b if not isinstance(a, Obj) else a is b
+            return same if op == "is" else not same
+        return None
+    if op in ("in", "not in"):
+        if isinstance(a, Unknown) or isinstance(b, Unknown) or isinstance(a, (Obj, list, dict)):
+            return None
+        if isinstance(b, (tuple, list, frozenset)):
+            if any(isinstance(x, Unknown) for x in b):
+                return None
+            found = a in b
+        elif isinstance(b, dict):
+            found = a in b
+        elif isinstance(b, str) and isinstance(a, str):
+            found = a in b
+        else:
+            return None
+        return found if op == "in" else not found
+    if isinstance(a, Unknown) or isinstance(b, Unknown) or isinstance(a, Obj) or isinstance(b, Obj):
+        return None
+    try:
+        if op == "==":
+            return bool(a == b)
+        if op == "!=":
+            return bool(a != b)
+        if a is None or b is None:
+            return None
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]  # type: ignore[operator]
+    except TypeError:
+        return None
+
+
+def _literal_text(text: str) -> Value:
+    t = text.strip()
+    simple: dict[str, Value] = {"None": None, "True": True, "False": False}
+    if t in simple:
+        return simple[t]
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"" and t[0] not in t[1:-1] and "\\" not in t:
+        return t[1:-1]
+    return Unknown(f"default {t}")
+
+
+def _text(e: PExpr | None) -> str:
+    if e is None:
+        return "?"
+    if isinstance(e, PConst):
+        return repr(e.value)
+    if isinstance(e, PName):
+        return e.id
+    if isinstance(e, PAttr):
+        return f"{_text(e.value)}.{e.attr}"
+    if isinstance(e, PCall):
+        return e.text or f"{_text(e.func)}(...)"
+    if isinstance(e, POpaque):
+        return e.text
+    if isinstance(e, PCompare):
+        parts = [_text(e.left)]
+        for op, c in zip(e.ops, e.comparators):
+            parts += [op, _text(c)]
+        return " ".join(parts)
+    if isinstance(e, PBool):
+        return f" {e.op} ".join(_text(v) for v in e.values)
+    if isinstance(e, PNot):
+        return f"not {_text(e.operand)}"
+    if isinstance(e, PSubscript):
+        return f"{_text(e.value)}[{_text(e.index)}]"
+    if isinstance(e, PSeq):
+        inner = ", ".join(_text(x) for x in e.elts)
+        return {"list": f"[{inner}]", "set": f"{{{inner}}}"}.get(e.kind, f"({inner})")
+    if isinstance(e, PBinOp):
+        return f"{_text(e.left)} {e.op} {_text(e.right)}"
+    return type(e).__name__
+
+
+expr_text = _text

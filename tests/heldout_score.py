@@ -1,0 +1,134 @@
+"""Score `layers` against the held-out, hand-traced cases in ``tests/data/heldout/``.
+
+An independent reader derived each case from vLLM's source (see the README next to the
+cases): the outcome (``plan``, ``rejected``, ``raises``), the drafter, the draft model class
+and per draft step the forward and head layer. This module runs the analysis the way
+``layers`` does (:func:`auditor.layers_cli.plan_tree`, one scan per release with every case
+of that release planned before the freeze) and compares field by field.
+
+``python tests/heldout_score.py [--json OUT]`` prints the per-case table and the score; it
+runs against whatever ``auditor`` is importable, so the same script scores another checkout
+(``PYTHONPATH=/path/to/checkout``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "data" / "heldout" / "heldout_cases.json"
+# The speculative-config keys a Setting takes directly; others go to its options when it has them.
+_DIRECT = {"method", "num_speculative_tokens"}
+
+
+def load_cases() -> list[dict[str, Any]]:
+    return list(json.loads(CASES.read_text(encoding="utf-8"))["cases"])
+
+
+def setting_of(case: dict[str, Any]) -> Any:
+    from auditor.analyses.dispatch import Setting
+
+    spec = case["speculative_config"]
+    inp = case["input"]
+    kwargs: dict[str, Any] = {"runner": case["runner"], "k": int(spec["num_speculative_tokens"]),
+                              "method": spec.get("method", "mtp")}
+    if "target_config" in inp:
+        kwargs["target_config"] = json.dumps(inp["target_config"])
+    else:
+        kwargs["architecture"] = inp["arch"]
+        kwargs["fields"] = tuple(sorted(inp.get("draft_config", {}).items()))
+    options = tuple(sorted((k, v) for k, v in spec.items() if k not in _DIRECT))
+    if options and "options" in getattr(Setting, "__dataclass_fields__", {}):
+        kwargs["options"] = options
+    return Setting(**kwargs)
+
+
+def answer_of(plan: Any) -> dict[str, Any]:
+    """The tool's answer in the cases' vocabulary (``"shared"``: one head for every step)."""
+    outcome = getattr(plan, "outcome", None) or ("plan" if plan.proposer is not None else "none")
+    at = getattr(plan, "raises_at_step", None)
+    # A raising case lists the steps that completed before the failure.
+    steps = [s for s in plan.steps if s.step < at] if outcome == "raises" and at is not None else list(plan.steps)
+    return {
+        "outcome": outcome,
+        "drafter": plan.proposer[1] if plan.proposer else None,
+        "draft_model_class": plan.model_class[1] if plan.model_class else None,
+        "forward_layers": [s.forward_layer for s in steps],
+        "head_layers": ["shared" if s.head_layer is None else s.head_layer for s in steps],
+        "raises_at_step": getattr(plan, "raises_at_step", None),
+        "verdicts": [s.verdict for s in plan.steps],
+    }
+
+
+def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, bool]:
+    """Field -> agrees. A rejected case is compared on its outcome only (no step runs); a
+    raising one also on the step that raises and the steps before it."""
+    out = {"outcome": got["outcome"] == expected["outcome"]}
+    if expected["outcome"] == "rejected":
+        return out
+    out["drafter"] = got["drafter"] == expected["drafter"]
+    out["draft_model_class"] = got["draft_model_class"] == expected["draft_model_class"]
+    out["forward_layers"] = got["forward_layers"] == expected["forward_layers"]
+    heads = expected["head_layers"]
+    if isinstance(heads, str):  # "shared": one head whatever the step
+        heads = [heads] * len(expected["forward_layers"] or [])
+    out["head_layers"] = got["head_layers"] == heads
+    if expected["outcome"] == "raises":
+        out["raises_at_step"] = got["raises_at_step"] == expected["raises_at_step"]
+    return out
+
+
+def answers(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Case id -> the tool's answer, one scan per release."""
+    from auditor.facts.cache import FactsCache
+    from auditor.common.config import Config
+    from auditor.services.layers import plan_tree
+    from auditor.source.trees import DirectoryTree
+    from release_cache import release_cache_dir, release_root
+    from rules import all_rules
+
+    by_release: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in cases:
+        by_release[c["release"]].append(c)
+    out: dict[str, dict[str, Any]] = {}
+    for release, group in sorted(by_release.items()):
+        settings = [setting_of(c) for c in group]
+        plans = plan_tree(DirectoryTree(Path(release_root(release))), Config(), all_rules(),
+                          FactsCache(release_cache_dir() / "facts"), lambda _d, s=settings: list(s), 2)
+        for c, p in zip(group, plans):
+            out[c["id"]] = answer_of(p)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(HERE))
+    cases = load_cases()
+    if "--rescore" in argv:  # compare a saved run again (its answers), without analysing
+        saved = json.loads(Path(argv[argv.index("--rescore") + 1]).read_text(encoding="utf-8"))
+        got = {r["id"]: r["got"] for r in saved["rows"]}
+    else:
+        got = answers(cases)
+    rows = []
+    agree = 0
+    for c in cases:
+        cmp = compare(c["expected"], got[c["id"]])
+        ok = all(cmp.values())
+        agree += ok
+        rows.append({"id": c["id"], "agrees": ok, "fields": cmp, "got": got[c["id"]],
+                     "expected": {k: c["expected"][k] for k in ("outcome", "drafter", "draft_model_class",
+                                                                "forward_layers", "head_layers", "raises_at_step")}})
+        bad = [k for k, v in cmp.items() if not v]
+        print(f"{'ok ' if ok else 'BAD'} {c['id']}" + (f"  wrong: {', '.join(bad)}" if bad else ""))
+    print(f"\n{agree}/{len(cases)} cases agree")
+    if "--json" in argv:
+        Path(argv[argv.index("--json") + 1]).write_text(json.dumps({"agree": agree, "cases": len(cases), "rows": rows},
+                                                                   indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,94 @@
+"""Outcomes, not only plans (issue 18), on small trees written here: a validation of the
+speculative config that raises for the configuration (``rejected``), an assert in the draft
+model's constructor (``rejected`` at build), and an assert on the route that fails for a draft
+step (``raises at step i``)."""
+
+from __future__ import annotations
+
+from scan_helpers import write_tree
+from test_layers import planned_scan
+
+from auditor.analyses.dispatch import Setting
+from rules.mtp006_gate_reads_other_field import _SPEC, _tree
+
+# K must be divisible by n_predict when it is larger (the shape of vLLM's check).
+_VALIDATION = '''
+    def __post_init__(self):
+        if self.method == "mtp":
+            n_predict = getattr(self.draft_model_config.hf_config, "n_predict", None)
+            if n_predict is not None:
+                if self.num_speculative_tokens is None:
+                    self.num_speculative_tokens = n_predict
+                elif self.num_speculative_tokens > n_predict and self.num_speculative_tokens % n_predict != 0:
+                    raise ValueError(f"num_speculative_tokens:{self.num_speculative_tokens} must be divisible by {n_predict=}")
+        if self.unknown_flag:
+            raise ValueError("depends on a field nobody sets")
+'''
+
+_ASSERTING_MODEL = '''
+import torch.nn as nn
+
+
+class DeepMTP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        assert config.num_nextn_predict_layers <= 3, "at most three MTP layers"
+        self.num_mtp_layers = config.num_nextn_predict_layers
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(self.num_mtp_layers)])
+
+    def forward(self, x, spec_step_idx: int = 0):
+        assert spec_step_idx < 2, "only two steps"
+        return self.layers[spec_step_idx % self.num_mtp_layers](x)
+'''
+
+
+def _files() -> dict[str, str]:
+    files = _tree()
+    files["vllm/config/speculative.py"] = _SPEC.replace("{qwen_extra}", "") + _VALIDATION
+    files["vllm/models/deep_mtp.py"] = _ASSERTING_MODEL
+    return files
+
+
+def _plan(tmp_path, setting: Setting):
+    root = write_tree(tmp_path / "t", _files())
+    return planned_scan(root, [setting])[1][0]
+
+
+def test_k_not_divisible_by_n_predict_is_rejected_with_the_message_and_line(tmp_path):
+    target = '{"model_type": "deep", "num_nextn_predict_layers": 2}'  # the override sets n_predict = 2
+    plan = _plan(tmp_path, Setting("v2", 3, target_config=target))
+    assert plan.outcome == "rejected"
+    r = plan.rejections[0]
+    assert (r.path, r.function, r.when) == ("vllm/config/speculative.py", "SpeculativeConfig.__post_init__", "validation")
+    assert "must be divisible by" in r.message and r.line > 0
+    assert all(s.verdict == "rejected" and s.forward_layer is None for s in plan.steps)
+    # The raise behind a field nobody sets is not a rejection: it stays a note.
+    assert any("depend on fields this configuration leaves unknown" in n for n in plan.notes)
+
+
+def test_k_divisible_by_n_predict_is_a_plan(tmp_path):
+    target = '{"model_type": "deep", "num_nextn_predict_layers": 2}'
+    plan = _plan(tmp_path, Setting("v2", 2, target_config=target))
+    assert plan.outcome == "plan" and not plan.rejections
+    assert [s.forward_layer for s in plan.steps] == [0, 1]
+
+
+def test_an_assert_in_the_draft_models_constructor_rejects_at_build(tmp_path):
+    plan = _plan(tmp_path, Setting("v2", 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 4),)))
+    assert plan.outcome == "rejected"
+    r = plan.rejections[0]
+    assert (r.function, r.when) == ("DeepMTP.__init__", "build") and "at most three MTP layers" in r.message
+
+
+def test_an_assert_on_the_route_raises_at_the_first_step_it_fails(tmp_path):
+    plan = _plan(tmp_path, Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),)))
+    assert plan.outcome == "raises" and plan.raises_at_step == 2
+    assert plan.step_raise is not None and plan.step_raise.function == "DeepMTP.forward"
+    assert [(s.forward_layer, s.verdict) for s in plan.steps] == [(0, "threaded"), (1, "threaded"),
+                                                                 (None, "raises at step 2")]
+
+
+def test_the_eagle_style_drafter_never_raises_there(tmp_path):
+    # One MTP layer: the gate keeps the eagle-style drafter, which hands step 0 every step.
+    plan = _plan(tmp_path, Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 1),)))
+    assert plan.outcome == "plan" and plan.raises_at_step is None

@@ -1,0 +1,131 @@
+"""Every view summarises the same routes (issue 18): on every release of the sweep, the
+reachability table (``scan --reachability``), the history matrix, ``history --layers``
+and ``layers --all`` agree with the dispatch routes and with each other.
+
+One scan per release plans every registered MTP architecture x runner (K=3, 3 layers on
+each model's own layer-count field, as ``layers --all``) before the index is frozen, then
+checks:
+
+1. a plan's (runner, model class, drafter) is a route;
+2. every loop the reachability table lists for a model class runs in a drafter some route
+   builds for that class (no pairing dispatch cannot make);
+3. a plan whose verdict is known (threaded or constant) names a loop the reachability table
+   lists for its model class, with the same answer (step i -> layer i, or layer 0);
+4. a ``history --layers`` cell whose forward layers reach layer i is a ✓ in the history
+   matrix; a ✓ in the matrix is a threaded plan, or a route whose condition the table
+   states ("reached only when ...": a guard no architecture's override fixes).
+
+Releases come from the sweep (``tests/test_release_sweep.py``): the package index, else the
+releases already in the shared cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from release_cache import release_cache_dir, release_root
+from test_release_sweep import pytest_generate_tests  # noqa: F401  (the sweep's versions)
+
+from auditor.analyses.dispatch import DispatchProvider, Plan, Setting
+from auditor.facts.cache import FactsCache
+from auditor.common.config import Config
+from auditor.engine.scan import run_scan
+from auditor.services.history.layers import plan_cell
+from auditor.model.history import History, Release
+from auditor.output.history import matrix
+from auditor.services.layers import matrix_settings
+from auditor.source.trees import DirectoryTree
+from rules import all_rules
+
+pytestmark = pytest.mark.release
+
+
+def _loop_label(plan: Plan) -> str | None:
+    return f"{plan.loop.path}:{plan.loop.line} {plan.loop.function}" if plan.loop else None
+
+
+def test_views_agree_with_the_routes(version: str) -> None:
+    root = Path(release_root(version))
+    settings: list[Setting] = []
+
+    def before_freeze(analysis) -> None:
+        dispatch = analysis.get(DispatchProvider)
+        settings.extend(matrix_settings(dispatch, ["v1", "v2"], 3, 3))
+        for s in settings:
+            dispatch.plan(s)
+
+    scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir() / "facts"), 2,
+                    before_freeze=before_freeze)
+    assert scan.analysis is not None
+    dispatch = scan.analysis.get(DispatchProvider)
+    plans = [dispatch.plan(s, scan.result.findings) for s in settings]
+    routes = dispatch.model_routes()
+    rows = {(r.model_class.path, r.model_class.name): r for r in scan.result.reachability}
+    problems: list[str] = []
+
+    # 1. plans are routes
+    for p in plans:
+        if p.proposer is None or p.model_class is None:
+            continue
+        if routes and not any(rt.runner == p.setting.runner and rt.drafter == p.proposer and p.model_class in rt.models
+                              for rt in routes):
+            problems.append(f"plan {p.architecture}/{p.setting.runner}: {p.proposer[1]} for {p.model_class[1]} is no route")
+
+    # 2. reachability rows list only loops a route runs for that class
+    for cls, row in rows.items():
+        drafters = {rt.drafter for rt in routes if cls in rt.models}
+        if not routes or not any(cls in rt.models for rt in routes):
+            continue
+        for lp in row.loops:
+            label = lp.loop.split(" (as ")[0]
+            path_line, _, func = label.partition(" ")
+            name = func.rpartition(".")[2]
+            owner_file = path_line.rpartition(":")[0]
+            if not any((hit := dispatch.index.method(d, name)) is not None and hit[0][0] == owner_file
+                       and hit[0][1] == func.rpartition(".")[0] for d in drafters):
+                # A loop of code no built drafter runs (e.g. a plugin's) is outside dispatch's say.
+                built = {c for keys in dispatch.factories().values() for f in keys
+                         for c in dispatch.location.built_classes(f)}
+                if any((hit := dispatch.index.method(b, name)) is not None and hit[0][0] == owner_file
+                       and hit[0][1] == func.rpartition(".")[0] for b in built):
+                    problems.append(f"reachability {cls[1]}: {lp.loop} runs in no drafter a route builds for it")
+
+    # 3. known plans agree with the reachability row of their loop
+    for p in plans:
+        label = _loop_label(p)
+        if label is None or p.model_class is None or not p.steps:
+            continue
+        verdicts = {s.verdict for s in p.steps}
+        if not (verdicts == {"threaded"} or all(v.startswith("constant") for v in verdicts)):
+            continue
+        row = rows.get(p.model_class)
+        listed = [lp for lp in (row.loops if row else []) if lp.loop.split(" (as ")[0] == label
+                  or lp.loop.startswith(label + " (as ")]
+        if not listed:
+            problems.append(f"plan {p.architecture}/{p.setting.runner}: loop {label} not in the reachability of "
+                            f"{p.model_class[1]}")
+        elif any(lp.steps_reach_layers != (verdicts == {"threaded"}) for lp in listed):
+            problems.append(f"plan {p.architecture}/{p.setting.runner}: {verdicts} but reachability says "
+                            f"{[lp.steps_reach_layers for lp in listed]} for {label}")
+
+    # 4. history --layers and the history matrix
+    hist = History("sweep", "history", [Release(ref=version, result=scan.result)], [None])
+    _names, cells, _notes = matrix(hist)
+    for p in plans:
+        if p.model_class is None:
+            continue
+        cell = plan_cell(p)
+        if cell.forward_reaches(3) and not cells.get(p.model_class[1], {}).get(version):
+            problems.append(f"history --layers: {p.architecture}/{p.setting.runner} reaches layer i, "
+                            f"the matrix says no for {p.model_class[1]}")
+    threaded = {p.model_class[1] for p in plans if p.model_class and {s.verdict for s in p.steps} == {"threaded"}}
+    for name, by_ref in cells.items():
+        if not by_ref.get(version) or name in threaded:
+            continue
+        ticks = [lp for r in scan.result.reachability if r.model_class.name == name for lp in r.loops
+                 if lp.steps_reach_layers]
+        if not all("reached only when" in lp.detail for lp in ticks):
+            problems.append(f"history matrix: {name} ✓ with no threaded plan and an unconditional loop: "
+                            f"{[lp.loop for lp in ticks if 'reached only when' not in lp.detail]}")
+    assert not problems, "\n".join(problems)
