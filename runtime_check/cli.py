@@ -775,5 +775,11 @@ def envs_cmd(
                    f"{env.size_mb} MB  {env.path}{'' if env.cached else '  (default)'}")
 
 
+# `runtime observed`: the deployment observer's log (runtime_check/observer/, issue 21).
+from .observer.cli import observed as _observed  # noqa: E402
+
+app.command("observed")(_observed)
+
+
 if __name__ == "__main__":
     app(prog_name="mtp-audit runtime")

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # runtime_check.archs (pure Python)
 STUBS = HERE / "stubs"
 
-from runtime_check import archs  # noqa: E402
+from runtime_check import archs, ingraph  # noqa: E402
 
 
 class DriverError(Exception):
@@ -394,20 +394,13 @@ def find_drafter(llm):
 
 
 def _layer_container(inner):
-    import torch.nn as nn
-
-    # `layers` by vLLM's convention; MiMo's predictor names its container `mtp_layers`.
-    layers = getattr(inner, "layers", None)
-    if layers is None:
-        layers = getattr(inner, "mtp_layers", None)
-    if isinstance(layers, nn.ModuleDict):
-        return list(layers.keys()), list(layers.values())
-    if isinstance(layers, (nn.ModuleList, list, tuple)):
-        return [str(i) for i in range(len(layers))], list(layers)
-    raise DriverError(f"{type(inner).__name__} has no `layers` (or `mtp_layers`) ModuleList/ModuleDict to observe")
+    try:
+        return ingraph.layer_container(inner)
+    except ingraph.NotObservable as e:
+        raise DriverError(str(e))
 
 
-IN_GRAPH_LOG_SIZE = 1 << 16
+IN_GRAPH_LOG_SIZE = ingraph.IN_GRAPH_LOG_SIZE
 
 
 class InGraphObserver:
@@ -433,63 +426,20 @@ class InGraphObserver:
         self.calls_in_propose: list[int] = []
 
     def install_load_hook(self) -> None:
-        """Wrap the model loaders' load_model: the draft model is the one loaded with a
-        model config other than the target's, or with the speculative config's
-        draft_model_config (vLLM loads the drafter with it)."""
-        from vllm.model_executor.model_loader import base_loader
-        from vllm.model_executor import model_loader
+        """Wrap the model loaders' load_model (runtime_check/ingraph.py): the counters go on
+        the first draft model loaded."""
+        def on_load(model, vllm_config, model_config):
+            self.loaded_models += 1
+            if ingraph.is_draft_load(vllm_config, model_config) and self.model is None:
+                self.install(model)
 
-        classes = {base_loader.BaseModelLoader}
-        classes.update(getattr(model_loader, "_LOAD_FORMAT_TO_MODEL_LOADER", {}).values())
-        obs = self
-        for cls in classes:
-            if "load_model" not in cls.__dict__:
-                continue
-            orig = cls.__dict__["load_model"]
-
-            def load_model(self, vllm_config, model_config, *a, _orig=orig, **k):
-                model = _orig(self, vllm_config, model_config, *a, **k)
-                obs.loaded_models += 1
-                spec = getattr(vllm_config, "speculative_config", None)
-                # Step-3.5's drafter loads with a draft vllm_config whose model_config *is* the
-                # draft's, so "not the target's" alone misses it.
-                draft = (model_config is not vllm_config.model_config
-                         or model_config is getattr(spec, "draft_model_config", None))
-                if draft and obs.model is None:
-                    obs.install(model)
-                return model
-
-            cls.load_model = load_model
+        ingraph.patch_model_loaders(on_load)
 
     def install(self, model) -> None:
-        import torch
-
-        inner = getattr(model, "model", None)
-        if inner is None:
-            return
         try:
-            keys, layers = _layer_container(inner)
-        except DriverError:
+            inner, keys, layers, _ = ingraph.install_counters(model)
+        except ingraph.NotObservable:
             return
-        dev = next((p.device for p in model.parameters()), torch.device("cpu"))
-        inner.register_buffer("_mtp_audit_log", torch.full((IN_GRAPH_LOG_SIZE,), -1, dtype=torch.int64,
-                                                           device=dev), persistent=False)
-        inner.register_buffer("_mtp_audit_pos", torch.zeros(1, dtype=torch.int64, device=dev),
-                              persistent=False)
-        for idx, layer in enumerate(layers):
-            layer.register_buffer("_mtp_audit_calls", torch.zeros(1, dtype=torch.int64, device=dev),
-                                  persistent=False)
-            layer.register_buffer("_mtp_audit_id", torch.full((1,), idx, dtype=torch.int64, device=dev),
-                                  persistent=False)
-
-            def count(module, args, inner=inner):
-                module._mtp_audit_calls.add_(1)
-                slot = torch.remainder(inner._mtp_audit_pos, IN_GRAPH_LOG_SIZE)
-                inner._mtp_audit_log.index_copy_(0, slot, module._mtp_audit_id)
-                inner._mtp_audit_pos.add_(1)
-                return None
-
-            layer.register_forward_pre_hook(count)
         self.model, self.inner, self.layers, self.keys = model, inner, layers, keys
 
     @property

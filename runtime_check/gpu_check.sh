@@ -10,6 +10,14 @@
 #   3. compiled, default graphs, breakable graphs on (VLLM_USE_BREAKABLE_CUDAGRAPH=1: V1 wraps
 #      drafter.model in a graph wrapper keyed by the batch only; V2's multi-module
 #      speculator keys its breakable graphs on spec_step_idx % layers)
+#   4. the deployment observer (issue 21) under a real `vllm serve` with CUDA graphs
+#      (compiled, vLLM's default graph mode; GLM-4 MoE, V1 and V2 runners): the plugin is
+#      installed into the runtime environment (no deps, from a copy of this checkout) if its
+#      entry point is missing; per server the log is read by `mtp-audit runtime observed
+#      --plan` against the static plan of the same vllm package. Its own budget,
+#      MTP_AUDIT_GPU_OBSERVER_BUDGET_S (default 200 s; 0 skips the pass). Output:
+#      $OUT/observer/<arch>-<runner>-compiled/{observe.jsonl,serve.log,summary.json,plan.json}
+#      and $OUT/observer/observed.txt.
 #
 # Layers are observed in-graph: per-layer counter buffers and a step log updated inside each
 # MTP layer's forward, installed when vLLM loads the drafter, so they are compiled and
@@ -26,7 +34,7 @@
 # MTP_AUDIT_GPU_OUT (output directory, default gpu-check-results/), MTP_AUDIT_CLI_PYTHON (a
 # Python with mtp-audit's dependencies; default .venv/bin/python, else python3).
 # Output: $OUT/{eager-full,piecewise,breakable}.json and $OUT/matrix.md (one table); exit 1
-# if a run that was started failed.
+# if a run that was started failed (matrix or observer).
 #
 # NOT RUN: no GPU was available to this work, and CI machines have none. Nothing in the
 # test suite depends on it.
@@ -74,7 +82,39 @@ matrix() {  # OUTFILE SHARE ENGINE_MODES [RUNNER]
 MTP_AUDIT_CUDAGRAPH_MODE=FULL matrix "$OUT/eager-full.json" 260 eager,compiled
 MTP_AUDIT_CUDAGRAPH_MODE=PIECEWISE matrix "$OUT/piecewise.json" 140 compiled
 VLLM_USE_BREAKABLE_CUDAGRAPH=1 matrix "$OUT/breakable.json" 80 compiled
-"$PY" - "$OUT" <<'PYEOF'
+# 4. The observer under `vllm serve` with CUDA graphs.
+OBS_FAIL=0
+OBS_END=$((SECONDS + ${MTP_AUDIT_GPU_OBSERVER_BUDGET_S:-200}))
+if [ "${MTP_AUDIT_GPU_OBSERVER_BUDGET_S:-200}" -gt 0 ]; then
+    RPY="$MTP_AUDIT_RUNTIME_PYTHON"
+    if ! (cd / && "$RPY" -c "import sys; from importlib.metadata import entry_points as e; sys.exit(0 if any(p.name == 'mtp_audit_observer' for p in e(group='vllm.general_plugins')) else 1)"); then
+        BUILD="$(mktemp -d)"
+        cp -r pyproject.toml README.md auditor rules runtime_check "$BUILD/"
+        if "$RPY" -c "import setuptools" 2>/dev/null; then ISO=--no-build-isolation; else ISO=; fi
+        "$RPY" -m pip install -q --disable-pip-version-check --no-deps $ISO "$BUILD"
+        rm -rf "$BUILD"
+    fi
+    VLLM_PKG="$("$RPY" -c "import importlib.util; print(importlib.util.find_spec('vllm').submodule_search_locations[0])")"
+    mkdir -p "$OUT/observer"
+    : > "$OUT/observer/observed.txt"
+    for RUNNER in v1 v2; do
+        if [ $((OBS_END - SECONDS)) -lt 120 ]; then
+            echo "observer glm4_moe $RUNNER compiled: not run: the observer budget was spent" | tee -a "$OUT/observer/observed.txt"
+            continue
+        fi
+        D="$OUT/observer/glm4_moe-$RUNNER-compiled"
+        timeout 300 "$PY" -m runtime_check.observer.serve_check --arch glm4_moe --runner "$RUNNER" \
+            --engine-mode compiled --gpu --runtime-python "$RPY" --out "$OUT/observer" || OBS_FAIL=1
+        if [ -f "$D/observe.jsonl" ]; then
+            "$PY" -m auditor.cli layers "$VLLM_PKG" --hf-config "$D/model/config.json" --k 3 --runner "$RUNNER" \
+                --platform cuda -f json -o "$D/plan.json" || OBS_FAIL=1
+            "$PY" -m runtime_check.cli observed "$D/observe.jsonl" --plan "$D/plan.json" \
+                | tee -a "$OUT/observer/observed.txt" || OBS_FAIL=1
+        fi
+    done
+fi
+
+"$PY" - "$OUT" "$OBS_FAIL" <<'PYEOF'
 import json, sys
 from pathlib import Path
 from runtime_check.cli import render_matrix
@@ -89,5 +129,5 @@ md = render_matrix(merged, "markdown")
 (out / "matrix.md").write_text(md)
 print(md)
 failed = [r for r in merged["rows"] if r["error"] and not r["error"].startswith("not run:")]
-sys.exit(1 if failed else 0)
+sys.exit(1 if failed or sys.argv[2] != "0" else 0)
 PYEOF

@@ -174,7 +174,35 @@ else
     echo "$STUB_STAMP" > "$STUB_DIR/.stamp"
 fi
 
-# 5. Check: torch is the build we asked for, vllm imports (with the torchvision stub), and
+# 5. The deployment observer (runtime_check/observer/, a `vllm.general_plugins` entry point):
+#    this project installed into the runtime environment without dependencies (the observer
+#    needs only torch and vLLM), NOT editable and from a copy of the checkout: an editable
+#    install or a .pth would point the shared environment at whichever checkout ran this
+#    script (a worktree that later disappears); a copy works from a fresh clone in CI. It is
+#    reinstalled whenever the project's files change (a stamp of their checksums), so the
+#    installed copy never lags behind the checkout that last ran this. Tests that start
+#    `vllm serve` also put the checkout first on PYTHONPATH, so they run its code while the
+#    entry point comes from this installation. The plugin installs nothing unless
+#    MTP_AUDIT_OBSERVE is set (driver runs never set it).
+OBS_STAMP_FILE="$VENV/.mtp-audit-observer-stamp"
+OBS_STAMP="$(cd "$REPO" && find pyproject.toml README.md auditor rules runtime_check -type f \
+    \( -name '*.py' -o -name '*.toml' -o -name '*.json' -o -name '*.sh' -o -name '*.md' \) \
+    -not -path '*/__pycache__/*' -not -path 'runtime_check/triton_cpu_stub/*' | LC_ALL=C sort | xargs cksum | cksum)"
+if [ -f "$OBS_STAMP_FILE" ] && [ "$(cat "$OBS_STAMP_FILE")" = "$OBS_STAMP" ] \
+        && (cd / && "$PY" -c "import sys; from importlib.metadata import entry_points as e; sys.exit(0 if any(p.name == 'mtp_audit_observer' for p in e(group='vllm.general_plugins')) else 1)") 2>/dev/null; then
+    log "mtp-audit observer plugin already installed"
+else
+    log "installing mtp-audit (no deps, the observer plugin) from a copy of $REPO"
+    OBS_BUILD="$(mktemp -d)"
+    (cd "$REPO" && cp -r pyproject.toml README.md auditor rules runtime_check "$OBS_BUILD/")
+    find "$OBS_BUILD" -name __pycache__ -prune -exec rm -rf {} +
+    "${PIP[@]}" install -q --no-deps --no-build-isolation --force-reinstall "$OBS_BUILD" \
+        || { rm -rf "$OBS_BUILD"; die "pip could not install mtp-audit into $VENV"; }
+    rm -rf "$OBS_BUILD"
+    echo "$OBS_STAMP" > "$OBS_STAMP_FILE"
+fi
+
+# 6. Check: torch is the build we asked for, vllm imports (with the torchvision stub), and
 #    with the stub directory on the path Triton lists a "cpu" backend.
 PYTHONPATH="$HERE/stubs${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c "
 import torch, vllm
@@ -185,4 +213,9 @@ from triton.backends import backends
 assert 'cpu' in backends, sorted(backends)
 print('setup_env: ok: triton CPU stub backend registered')
 " >&2
+(cd / && "$PY" -c "
+from importlib.metadata import entry_points
+(ep,) = [p for p in entry_points(group='vllm.general_plugins') if p.name == 'mtp_audit_observer']
+print('setup_env: ok: vllm.general_plugins entry point', ep.name, '->', ep.value)
+") >&2
 echo "$PY"

@@ -17,6 +17,7 @@ from .options import (
     LayersFormat,
     LayersFormatOpt,
     MethodOpt,
+    ModelDirOpt,
     NoCacheOpt,
     OutputOpt,
     QuietOpt,
@@ -38,6 +39,7 @@ def layers_command(
     release: PlanReleaseOpt = None,
     arch: ArchOpt = None,
     hf_config: HfConfigOpt = None,
+    model: ModelDirOpt = None,
     k: KOpt = None,
     all_: AllOpt = False,
     layers: LayerCountOpt = 3,
@@ -58,13 +60,30 @@ def layers_command(
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
     from ..common.atomic import emit
+    from ..common.errors import UsageError
     from ..common.inputs import default_config, refuse_output_over_inputs
     from ..common.progress import Progress
     from ..services.layers import layers_document
 
-    refuse_output_over_inputs(output, [("--hf-config", hf_config), ("--config", config), ("pyproject.toml", default_config(path))],
+    refuse_output_over_inputs(output, [("--hf-config", hf_config), ("--config", config), ("pyproject.toml", default_config(path)),
+                                       *((("--model", model / name) for name in ("config.json", "model.safetensors",
+                                                                                  "model.safetensors.index.json"))
+                                         if model is not None else ())],
                               [path, *(plugin or [])])
     progress = Progress(quiet)
+    if model is not None:
+        from ..services.checkpoint import checkpoint_layers_document
+
+        if hf_config is not None or arch is not None or all_:
+            raise UsageError("--model DIR plans DIR/config.json: leave out --hf-config, --arch and --all")
+
+        def plan(fmt: str) -> str:
+            return layers_document(path, installed, release, None, model / "config.json", k, False, layers, runner,
+                                   method, set_, platform, fmt, cache_dir, no_cache, config, plugin, plugin_release,
+                                   speculative_config=speculative_config, engine_mode=engine_mode, progress=progress)
+
+        emit(checkpoint_layers_document(model, format.value, plan), output)
+        return
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
                            format.value, cache_dir, no_cache, config, plugin, plugin_release,
                            speculative_config=speculative_config, engine_mode=engine_mode, progress=progress)

@@ -124,6 +124,10 @@ ArchOpt = Annotated[Optional[str], typer.Option("--arch", help="A registered dra
 HfConfigOpt = Annotated[
     Optional[Path], typer.Option("--hf-config", help="The target model's config.json: vLLM's override code picks the draft.")
 ]
+ModelDirOpt = Annotated[
+    Optional[Path], typer.Option("--model", help="A model directory (config.json + safetensors): plan its config and "
+                                 "report the MTP layers its checkpoint carries, built and run (headers only).")
+]
 KOpt = Annotated[Optional[int], typer.Option("--k", min=1, max=64, help="num_speculative_tokens (with --all: default 3).")]
 AllOpt = Annotated[bool, typer.Option("--all", help="Every registered MTP architecture x runner (the matrix).")]
 LayerCountOpt = Annotated[int, typer.Option("--layers", min=1, max=64, help="With --all: the layer count each model is given.")]
