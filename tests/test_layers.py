@@ -70,11 +70,12 @@ def planned_scan(root: Path, settings, config=None):
     from auditor.source.trees import DirectoryTree
     from rules import all_rules
 
-    def before_freeze(analysis):
-        for s in settings:
-            analysis.get(DispatchProvider).plan(s)
+    class Plans:
+        def ask(self, analysis):
+            for s in settings:
+                analysis.get(DispatchProvider).plan(s)
 
-    scan = run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(None), 1, before_freeze=before_freeze)
+    scan = run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(None), 1, queries=[Plans()])
     assert scan.analysis is not None
     d = scan.analysis.get(DispatchProvider)
     return scan, [d.plan(s, scan.result.findings) for s in settings]

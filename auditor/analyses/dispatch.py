@@ -237,8 +237,8 @@ class DispatchProvider(Provider):
     def prepare(self) -> None:
         """Load the dispatch code and explore the drafters the gates build (the engine
         calls this in its loading phase, after the draft loops were explored). Plans for
-        other drafters must be asked before the index is frozen too (``run_scan``'s
-        ``before_freeze``): exploring a drafter's loops may parse more files."""
+        other drafters must be asked before the index is frozen too (a query ``run_scan``
+        takes): exploring a drafter's loops may parse more files."""
         for gate in self.count_gates():
             self.threads_per_step(gate.proposer)
         self.families()
@@ -1032,7 +1032,7 @@ class DispatchProvider(Provider):
         n, layer_field = self._layer_count(model, hf) if model else (None, None)
         if self.index.frozen and not any(k[0] == proposer for k in self._loop_memo) and self._entry_methods(proposer):
             notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
-                         "(ask for plans in run_scan's before_freeze)")
+                         "(ask for plans in a query run_scan takes)")
         loop, steps = self._steps(setting, proposer, model, n, findings)
         if alternatives:
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})

@@ -46,6 +46,11 @@ class Symbol:
     name: str  # qualname, or module name for kind == "module"
 
 
+class IndexFrozen(RuntimeError):
+    """A file was loaded after the loading phase: a command's question was not declared
+    as a query before the scan (its answer would silently miss files)."""
+
+
 def module_name(relpath: str) -> tuple[str, bool]:
     parts = relpath[:-3].split("/")
     is_pkg = parts[-1] == "__init__"
@@ -237,13 +242,18 @@ class Index(PatchTable):
         if path in self.facts:
             return self.facts[path]
         if self._frozen:
-            return None
+            raise IndexFrozen(f"{path} was asked for after the index was frozen: ask for it in a query run_scan takes")
         data = self._read(path)
         if data is None:
             self.facts[path] = None
             return None
         self._load_many([(path, data, content_key(data, path))])
         return self.facts.get(path)
+
+    def lookup(self, path: str) -> ModuleFacts | None:
+        """The facts of ``path`` for a lookup: loaded on demand while the index loads; once
+        frozen, only what was loaded (a lookup never parses during the rules)."""
+        return self.facts.get(path) if self._frozen else self.load(path)
 
     def loaded(self) -> Iterator[tuple[str, ModuleFacts]]:
         for path in sorted(self.facts):
@@ -270,7 +280,7 @@ class Index(PatchTable):
         if _depth > 12:
             return []
         self._resolve_memo[memo_key] = []  # cycle guard
-        facts = self.load(path)
+        facts = self.lookup(path)
         out: list[Symbol] = []
         if facts is not None:
             if name in facts.classes:
@@ -323,7 +333,7 @@ class Index(PatchTable):
                         nxt.extend(self.resolve(s.path, part))
                 elif s.kind is SymbolKind.CLASS:
                     nested = f"{s.name}.{part}"
-                    facts = self.load(s.path)
+                    facts = self.lookup(s.path)
                     cls = self.class_fact((s.path, s.name))
                     if facts and nested in facts.classes:
                         nxt.append(Symbol(SymbolKind.CLASS, s.path, nested))
@@ -342,7 +352,7 @@ class Index(PatchTable):
 
     # -- classes -------------------------------------------------------
     def class_fact(self, key: ClassKey) -> ClassFact | None:
-        facts = self.load(key[0]) if key[0] in self._file_set else None
+        facts = self.lookup(key[0]) if key[0] in self._file_set else None
         if facts is None:
             return None
         return facts.classes.get(key[1])
@@ -417,7 +427,7 @@ class Index(PatchTable):
         return None
 
     def function(self, key: FuncKey) -> FunctionFact | None:
-        facts = self.load(key[0])
+        facts = self.lookup(key[0])
         if facts is None:
             return None
         qual = key[1]
