@@ -13,7 +13,7 @@ import pytest
 from scan_helpers import scan_tree, write_tree
 
 from auditor.analyses.dispatch import DispatchProvider, Setting
-from rules.mtp006_gate_reads_other_field import _tree
+from trees import gate_tree as _tree
 
 PLAN_KEYS = {"runner", "method", "k", "architecture", "proposer", "model_class", "num_mtp_layers", "steps", "decisions"}
 STEP_KEYS = {"step", "forward_layer", "head_layer", "verdict", "why"}
