@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from ..facts.cache import FactsCache, content_key
 from ..common.config import Config
