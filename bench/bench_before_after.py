@@ -31,13 +31,48 @@ def run_tree(src: Path, script: str, args: list[str]) -> None:
                    stdout=subprocess.DEVNULL)
 
 
+NEW_QUESTION = ["layers", "--release", "0.33.0", "--arch", "DeepSeekMTPModel", "--set", "num_nextn_predict_layers=3",
+                "--runner", "v2", "--format", "json", "--k"]
+
+
+def interleaved_new_question(trees: dict[str, Path], repeat: int) -> dict[str, list[float]]:
+    """``layers`` asked a new question (a K never asked before), the trees alternating run by
+    run, so that a change in the machine's load falls on both alike."""
+    import time
+
+    times: dict[str, list[float]] = {label: [] for label in trees}
+    k = 40 + int(time.time()) % 20  # not asked by an earlier run of this script (the cache is kept)
+    for i in range(repeat):
+        for label, src in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(src))
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import sys; from auditor.cli import main; main()", *NEW_QUESTION,
+                            str(k + i)], env=env, cwd="/", check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            times[label].append(time.perf_counter() - started)
+    return times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out", type=Path, default=HERE / "before_after_17.md")
+    ap.add_argument("--interleaved-only", action="store_true",
+                    help="only the interleaved new-question runs, appended to --out")
     args = ap.parse_args()
     trees = {"before": args.before.resolve(), "after": HERE.parent}
+    if args.interleaved_only:
+        t = interleaved_new_question(trees, max(args.repeat, 3))
+        b, a = statistics.median(t["before"]), statistics.median(t["after"])
+        section = "\n".join([
+            "", "## layers, new question, interleaved (before, after, before, after, ...)", "",
+            f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, 1-min load average {os.getloadavg()[0]:.2f}; "
+            f"medians of {len(t['after'])} runs each: before {b:.2f} s, after {a:.2f} s, after / before {a / b:.2f}. "
+            "Raw seconds: `" + json.dumps(t) + "`", ""])
+        with args.out.open("a") as fh:
+            fh.write(section)
+        print(section)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="mtp-before-after-"))
     scan: dict[str, dict] = {}
     layers: dict[str, dict] = {}
