@@ -4,15 +4,14 @@ the per-step plan, its JSON contract, the decision chain, and bad input."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from scan_helpers import scan_tree, write_tree
 
 from auditor.analyses.dispatch import DispatchProvider, Setting
+from cli_runner import invoke
 from trees import gate_tree as _tree
 
 PLAN_KEYS = {"runner", "method", "k", "architecture", "proposer", "model_class", "num_mtp_layers", "steps", "decisions"}
@@ -45,10 +44,8 @@ class QwenMTP(nn.Module):
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "auditor.cli", *args], capture_output=True, text=True, env=full_env,
-                          timeout=300)
+    """``mtp-audit ARGS`` in this process (see :mod:`cli_runner`)."""
+    return invoke(*args, env=env)
 
 
 @pytest.fixture
