@@ -288,3 +288,22 @@ def test_a_planted_rule_code_in_an_analysis_is_found(tmp_path):
     (tmp_path / "auditor" / "analyses").mkdir(parents=True)
     (tmp_path / "auditor" / "analyses" / "x.py").write_text('"""MTP001 in a docstring is prose."""\nLOSING = ("MTP001",)\n')
     assert _rule_code_literals(tmp_path, "auditor/analyses") == ["auditor/analyses/x.py:2 'MTP001'"]
+
+
+def private_rule_imports(tests: Path) -> list[str]:
+    """Tests importing a private name of a rule module (a rule's internals are no fixture)."""
+    found = []
+    for p in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rules.mtp"):
+                found += [f"{p.name}:{node.lineno} {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    return found
+
+
+def test_tests_take_their_fixtures_from_tests():
+    assert not private_rule_imports(ROOT / "tests")
+
+
+def test_a_planted_private_rule_import_is_found(tmp_path):
+    (tmp_path / "test_x.py").write_text("from rules.mtp006_gate_reads_other_field import _tree\n")
+    assert private_rule_imports(tmp_path) == ["test_x.py:1 rules.mtp006_gate_reads_other_field._tree"]

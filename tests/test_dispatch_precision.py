@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from scan_helpers import by_rule, scan_tree, write_tree
 
-from rules.mtp006_gate_reads_other_field import _tree
+from trees import gate_tree as _tree
 
 _DRAFT_ONLY = '''
 

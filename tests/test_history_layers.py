@@ -18,7 +18,7 @@ from auditor.common.errors import UsageError
 from auditor.output.layer_history import render
 from auditor.services.history.layers import PlanCache, run_layer_history
 from rules import all_rules
-from rules.mtp006_gate_reads_other_field import _tree
+from trees import gate_tree as _tree
 
 INIT = "vllm/spec_decode/__init__.py"
 SPECULATORS = "vllm/spec_decode/speculators.py"

@@ -52,7 +52,7 @@ def test_layers_all_heat_map_renders_in_chromium(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from scan_helpers import write_tree
 
-    from rules.mtp006_gate_reads_other_field import _tree
+    from trees import gate_tree as _tree
 
     tree = write_tree(tmp_path / "t", _tree())
     out = tmp_path / "layers.html"

@@ -4,9 +4,7 @@ the per-step plan, its JSON contract, the decision chain, and bad input."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,8 @@ from scan_helpers import scan_tree, write_tree
 from auditor.common.cache_entry import unseal
 
 from auditor.analyses.dispatch import DispatchProvider, Setting
-from rules.mtp006_gate_reads_other_field import _tree
+from cli_runner import invoke
+from trees import gate_tree as _tree
 
 PLAN_KEYS = {"runner", "method", "k", "architecture", "proposer", "model_class", "num_mtp_layers", "steps", "decisions"}
 STEP_KEYS = {"step", "forward_layer", "head_layer", "verdict", "why"}
@@ -47,10 +46,8 @@ class QwenMTP(nn.Module):
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "auditor.cli", *args], capture_output=True, text=True, env=full_env,
-                          timeout=300)
+    """``mtp-audit ARGS`` in this process (see :mod:`cli_runner`)."""
+    return invoke(*args, env=env)
 
 
 @pytest.fixture
@@ -72,11 +69,12 @@ def planned_scan(root: Path, settings, config=None):
     from auditor.source.trees import DirectoryTree
     from rules import all_rules
 
-    def before_freeze(analysis):
-        for s in settings:
-            analysis.get(DispatchProvider).plan(s)
+    class Plans:
+        def ask(self, analysis):
+            for s in settings:
+                analysis.get(DispatchProvider).plan(s)
 
-    scan = run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(None), 1, before_freeze=before_freeze)
+    scan = run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(None), 1, queries=[Plans()])
     assert scan.analysis is not None
     d = scan.analysis.get(DispatchProvider)
     return scan, [d.plan(s, scan.result.findings) for s in settings]

@@ -17,7 +17,7 @@ from auditor.common.config import Config
 from auditor.services.layers import plan_tree
 from auditor.source.trees import CombinedTree, DirectoryTree, Root, locate_plugin
 from rules import all_rules
-from rules.mtp006_gate_reads_other_field import _tree
+from trees import gate_tree as _tree
 
 # vLLM's V1 runner: its own factory builds the EAGLE-style drafter (step 0 every step).
 _RUNNER = '''

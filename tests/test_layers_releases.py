@@ -31,8 +31,10 @@ def _plan(version: str, runner: str, arch: str, fields, k: int = 3) -> Plan:
     from rules import all_rules
 
     setting = Setting(runner, k, architecture=arch, fields=fields)
+    from auditor.services.layers import PlanQuery
+
     scan = run_scan(DirectoryTree(release_root(version)), Config(), all_rules(), FactsCache(release_cache_dir()), 2,
-                    before_freeze=lambda analysis: analysis.get(DispatchProvider).plan(setting) and None)
+                    queries=[PlanQuery(lambda _dispatch: [setting])])
     assert scan.analysis is not None
     plan = scan.analysis.get(DispatchProvider).plan(setting, scan.result.findings)
     assert not any("frozen" in n for n in plan.notes), plan.notes

@@ -27,14 +27,14 @@ import pytest
 from release_cache import release_cache_dir, release_root
 from test_release_sweep import pytest_generate_tests  # noqa: F401  (the sweep's versions)
 
-from auditor.analyses.dispatch import DispatchProvider, Plan, Setting
+from auditor.analyses.dispatch import DispatchProvider, Plan
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
 from auditor.engine.scan import run_scan
 from auditor.services.history.layers import plan_cell
 from auditor.model.history import History, Release
 from auditor.output.history import matrix
-from auditor.services.layers import matrix_settings
+from auditor.services.layers import PlanQuery, matrix_settings
 from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
@@ -47,19 +47,12 @@ def _loop_label(plan: Plan) -> str | None:
 
 def test_views_agree_with_the_routes(version: str) -> None:
     root = Path(release_root(version))
-    settings: list[Setting] = []
-
-    def before_freeze(analysis) -> None:
-        dispatch = analysis.get(DispatchProvider)
-        settings.extend(matrix_settings(dispatch, ["v1", "v2"], 3, 3))
-        for s in settings:
-            dispatch.plan(s)
-
+    query = PlanQuery(lambda dispatch: matrix_settings(dispatch, ["v1", "v2"], 3, 3))
     scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir() / "facts"), 2,
-                    before_freeze=before_freeze)
+                    queries=[query])
     assert scan.analysis is not None
     dispatch = scan.analysis.get(DispatchProvider)
-    plans = [dispatch.plan(s, scan.result.findings) for s in settings]
+    plans = [dispatch.plan(s, scan.result.findings) for s in query.settings]
     routes = dispatch.model_routes()
     rows = {(r.model_class.path, r.model_class.name): r for r in scan.result.reachability}
     problems: list[str] = []

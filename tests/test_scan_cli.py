@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke
 from scan_helpers import scan_tree, write_tree
 
 from rules._examples import wrapper
@@ -18,11 +19,14 @@ GOOD_WRAPPER = {"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, po
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "auditor.cli", *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=300
-    )
+    """``mtp-audit ARGS`` in this process (see :mod:`cli_runner`)."""
+    return invoke(*args, cwd=cwd, env=env)
+
+
+def run_process(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``mtp-audit ARGS`` in a new interpreter: for what only a process start reads (PYTHONPATH)."""
+    return subprocess.run([sys.executable, "-m", "auditor.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **(env or {})}, timeout=300)
 
 
 @pytest.fixture
@@ -159,13 +163,13 @@ def test_installed_vllm_is_found_without_importing_it(tmp_path, cache_env):
     files = dict(BAD_WRAPPER)
     files["vllm/__init__.py"] = f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')\nraise ImportError('no')\n"
     write_tree(site, files)
-    r = run_cli("scan", "--installed", "-q", "-f", "json", env={**cache_env, "PYTHONPATH": str(site)})
+    r = run_process("scan", "--installed", "-q", "-f", "json", env={**cache_env, "PYTHONPATH": str(site)})
     assert r.returncode == 1, r.stderr
     assert json.loads(r.stdout)["findings"][0]["path"] == "vllm/models/m_mtp.py"
     assert not marker.exists()
 
 
 def test_installed_without_vllm_is_a_clear_error(tmp_path, cache_env):
-    r = run_cli("scan", "--installed", env={**cache_env, "PYTHONPATH": ""}, cwd=tmp_path)
+    r = run_process("scan", "--installed", env={**cache_env, "PYTHONPATH": ""}, cwd=tmp_path)
     # This test environment has no vLLM (the runtime checker has its own venv).
     assert r.returncode == 2 and "vLLM is not installed" in r.stderr and "Traceback" not in r.stderr

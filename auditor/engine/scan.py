@@ -46,6 +46,13 @@ class SuppressionChecker(Protocol):
     def check_suppressions(self, problems: Sequence[SuppressionProblem]) -> Iterable[Finding]: ...
 
 
+class Query(Protocol):
+    """A question a command declares before the scan (e.g. the plans ``layers`` asks for):
+    the engine asks it while the index still loads, so that every file it needs is parsed."""
+
+    def ask(self, analysis: Analysis) -> None: ...
+
+
 @dataclass
 class Scan:
     result: ScanResult
@@ -112,19 +119,20 @@ def run_scan(
     results: ResultCache | None = None,
     progress: Progress | None = None,
     tree_id: str | None = None,
-    before_freeze: Callable[[Analysis], None] | None = None,
+    queries: Sequence[Query] = (),
 ) -> Scan:
     """Scan ``tree`` with ``rules`` (those the configuration disables are skipped). With
     ``results``, an unchanged tree (same paths and bytes, same tool, rules and
     configuration) returns the previous result without analysing anything. ``tree_id``
     names an immutable tree (a git tree id) so that its digest need not be computed.
-    ``before_freeze`` is called with the analysis in the loading phase (it disables the
-    result cache: the caller wants the analysis)."""
+    ``queries``: a command's own questions, asked in the loading phase (they may parse
+    files; after the freeze a load raises). They disable the result cache: the caller wants
+    the analysis."""
     started = time.perf_counter()
     enabled = [r for r in rules if config.rule_enabled(r.code)]
     say = progress or (lambda _msg: None)
     key = None
-    if results is not None and results.root is not None and before_freeze is None:
+    if results is not None and results.root is not None and not queries:
         ident = tree_id if tree_id is not None else "dir:" + tree_digest(tree)
         key = result_key(ident, config, rule_files(rules), [r.code for r in enabled])
         cached = results.get(key)
@@ -140,8 +148,8 @@ def run_scan(
     say(f"analysing ({len(index.seeds)} seed files)")
     analysis = Analysis(index, config)
     analysis.prepare()
-    if before_freeze is not None:  # a command's own questions that may load files (issue 11: layers)
-        before_freeze(analysis)
+    for query in queries:  # a command's own questions that may load files (issue 11: layers)
+        query.ask(analysis)
     index.freeze()
     # Phase 3: rules.
     say(f"running {len(enabled)} rules")

@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from ..facts.cache import FactsCache, content_key
 from ..common.config import Config
@@ -45,6 +45,11 @@ class Symbol:
     kind: SymbolKind
     path: str
     name: str  # qualname, or module name for kind == "module"
+
+
+class IndexFrozen(RuntimeError):
+    """A file was loaded after the loading phase: a command's question was not declared
+    as a query before the scan (its answer would silently miss files)."""
 
 
 def module_name(relpath: str) -> tuple[str, bool]:
@@ -239,13 +244,18 @@ class Index(PatchTable):
         if path in self.facts:
             return self.facts[path]
         if self._frozen:
-            return None
+            raise IndexFrozen(f"{path} was asked for after the index was frozen: ask for it in a query run_scan takes")
         data = self._read(path)
         if data is None:
             self.facts[path] = None
             return None
         self._load_many([(path, data, content_key(data, path))])
         return self.facts.get(path)
+
+    def lookup(self, path: str) -> ModuleFacts | None:
+        """The facts of ``path`` for a lookup: loaded on demand while the index loads; once
+        frozen, only what was loaded (a lookup never parses during the rules)."""
+        return self.facts.get(path) if self._frozen else self.load(path)
 
     def loaded(self) -> Iterator[tuple[str, ModuleFacts]]:
         for path in sorted(self.facts):
@@ -272,7 +282,7 @@ class Index(PatchTable):
         if _depth > 12:
             return []
         self._resolve_memo[memo_key] = []  # cycle guard
-        facts = self.load(path)
+        facts = self.lookup(path)
         out: list[Symbol] = []
         if facts is not None:
             if name in facts.classes:
@@ -325,7 +335,7 @@ class Index(PatchTable):
                         nxt.extend(self.resolve(s.path, part))
                 elif s.kind is SymbolKind.CLASS:
                     nested = f"{s.name}.{part}"
-                    facts = self.load(s.path)
+                    facts = self.lookup(s.path)
                     cls = self.class_fact((s.path, s.name))
                     if facts and nested in facts.classes:
                         nxt.append(Symbol(SymbolKind.CLASS, s.path, nested))
@@ -344,7 +354,7 @@ class Index(PatchTable):
 
     # -- classes -------------------------------------------------------
     def class_fact(self, key: ClassKey) -> ClassFact | None:
-        facts = self.load(key[0]) if key[0] in self._file_set else None
+        facts = self.lookup(key[0]) if key[0] in self._file_set else None
         if facts is None:
             return None
         return facts.classes.get(key[1])
@@ -419,7 +429,7 @@ class Index(PatchTable):
         return None
 
     def function(self, key: FuncKey) -> FunctionFact | None:
-        facts = self.load(key[0])
+        facts = self.lookup(key[0])
         if facts is None:
             return None
         qual = key[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
@@ -78,6 +79,21 @@ def check_architecture(dispatch: DispatchProvider, arch: str) -> None:
     raise UsageError(f"unknown draft architecture {arch!r}; {hint}")
 
 
+@dataclass
+class PlanQuery:
+    """The plans a command asks for, declared before the scan: the settings ``choose`` picks
+    are planned while the index loads (exploring a drafter may parse more files)."""
+
+    choose: Callable[[DispatchProvider], list[Setting]]
+    settings: list[Setting] = field(default_factory=list)
+
+    def ask(self, analysis: Analysis) -> None:
+        dispatch = analysis.get(DispatchProvider)
+        self.settings.extend(self.choose(dispatch))
+        for s in self.settings:
+            dispatch.plan(s)
+
+
 def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: Any) -> list[Plan]:
     return [dispatch.plan(s, findings) for s in settings]
 
@@ -110,20 +126,13 @@ def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleCla
     the model step i; see :mod:`auditor.forced_plan`)."""
     from ..engine.scan import run_scan
 
-    settings: list[Setting] = []
-
-    def plan_before_freeze(analysis: Analysis) -> None:
-        dispatch = analysis.get(DispatchProvider)
-        settings.extend(choose(dispatch))
-        for s in settings:
-            dispatch.plan(s)
-
-    scan = run_scan(tree, cfg, rules, facts, workers, progress=say, before_freeze=plan_before_freeze)
+    query = PlanQuery(choose)
+    scan = run_scan(tree, cfg, rules, facts, workers, progress=say, queries=[query])
     assert scan.analysis is not None
     if problems is not None:  # what the plans could not see (the caller says so)
         problems.extend(scan.result.problems)
     dispatch = scan.analysis.get(DispatchProvider)
-    plans = make_plans(dispatch, settings, scan.result.findings)
+    plans = make_plans(dispatch, query.settings, scan.result.findings)
     views: list[ForcedPlan | None] = [forced_plan(dispatch, p, scan.result.findings) if forced else None for p in plans]
     return plans, views
 

@@ -38,7 +38,7 @@ class Planner(DispatchPart):
         n, layer_field = self._layer_count(model, hf) if model else (None, None)
         if self.index.frozen and not self.provider.drafting.explored(proposer) and self.provider.drafting.entry_methods(proposer):
             notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
-                         "(ask for plans in run_scan's before_freeze)")
+                         "(ask for plans in a query run_scan takes)")
         loop, steps = self._steps(setting, proposer, model, n, findings)
         if alternatives:
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})

@@ -57,8 +57,8 @@ class DispatchProvider(Provider):
     def prepare(self) -> None:
         """Load the dispatch code and explore the drafters the gates build (the engine
         calls this in its loading phase, after the draft loops were explored). Plans for
-        other drafters must be asked before the index is frozen too (``run_scan``'s
-        ``before_freeze``): exploring a drafter's loops may parse more files."""
+        other drafters must be asked before the index is frozen too (a query ``run_scan``
+        takes): exploring a drafter's loops may parse more files."""
         for gate in self.count_gates():
             self.threads_per_step(gate.proposer)
         self.families()
