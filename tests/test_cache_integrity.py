@@ -13,7 +13,7 @@ from pathlib import Path
 from scan_helpers import write_tree
 
 from auditor.common.cache_entry import seal, unseal
-from rules.mtp006_gate_reads_other_field import _tree
+from trees import gate_tree as _tree
 from test_scan_cli import BAD_WRAPPER
 
 TWO_DROPS = {

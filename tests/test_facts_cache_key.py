@@ -10,6 +10,7 @@ from scan_helpers import write_tree
 
 import auditor.facts.cache as cache
 from auditor.facts import extract as facts_module
+from auditor.facts import statements as statements_module
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
 from auditor.index.index import Index
@@ -30,24 +31,29 @@ def _load_all(root: Path, cache_dir: Path) -> FactsCache:
     return fc
 
 
-def _changed_extractor(tmp_path: Path, monkeypatch) -> None:
-    """The extractor's module as another build would have it: same FACTS_VERSION, one
-    line of code more."""
-    edited = tmp_path / "facts_edited.py"
-    edited.write_bytes(Path(facts_module.__file__).read_bytes() + b"\n_ANOTHER_BUILD = True\n")
-    monkeypatch.setattr(facts_module, "__file__", str(edited))
+def _changed_extractor(tmp_path: Path, monkeypatch, module=facts_module) -> None:
+    """One of the extractor's modules as another build would have it: same FACTS_VERSION,
+    one line of code more."""
+    edited = tmp_path / f"{module.__name__.rpartition('.')[2]}_edited.py"
+    edited.write_bytes(Path(module.__file__).read_bytes() + b"\n_ANOTHER_BUILD = True\n")
+    monkeypatch.setattr(module, "__file__", str(edited))
     _clear()
 
 
 def test_the_digest_is_of_the_extractor_source(tmp_path, monkeypatch):
     _clear()
-    assert cache.extractor_digest() == hashlib.sha256(Path(facts_module.__file__).read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for module in (facts_module, statements_module):
+        h.update(Path(module.__file__).read_bytes())
+    assert cache.extractor_digest() == h.hexdigest()[:16]
     before = cache.content_key(b"x = 1\n", "vllm/a.py")
-    _changed_extractor(tmp_path, monkeypatch)
-    try:
-        assert cache.content_key(b"x = 1\n", "vllm/a.py") != before
-    finally:
-        monkeypatch.undo()
+    for module in (facts_module, statements_module):  # a change to either module of the extractor
+        _changed_extractor(tmp_path, monkeypatch, module)
+        try:
+            assert cache.content_key(b"x = 1\n", "vllm/a.py") != before
+        finally:
+            monkeypatch.undo()
+            _clear()
         _clear()
 
 

@@ -165,7 +165,7 @@ def test_an_unreadable_file_makes_the_scan_not_clean(tmp_path: Path) -> None:
 
 
 def test_layers_says_when_a_file_could_not_be_read(tmp_path: Path) -> None:
-    from rules.mtp006_gate_reads_other_field import _tree
+    from trees import gate_tree as _tree
 
     root = write_tree(tmp_path / "t", _tree())
     os.mkfifo(root / "vllm/extra.py")

@@ -9,7 +9,7 @@ from scan_helpers import write_tree
 from test_layers import planned_scan
 
 from auditor.analyses.dispatch import Setting
-from rules.mtp006_gate_reads_other_field import _SPEC, _tree
+from trees import _SPEC, gate_tree as _tree
 
 # K must be divisible by n_predict when it is larger (the shape of vLLM's check).
 _VALIDATION = '''

@@ -17,7 +17,7 @@ from test_partial_eval import _World
 from auditor.analyses.dispatch import Setting
 from auditor.analyses.partial_eval import MAX_PATHS, ClassRef, Evaluator, FuncRef, Obj, Unknown, World
 from auditor.facts.extract import extract
-from rules.mtp006_gate_reads_other_field import _tree
+from trees import gate_tree as _tree
 
 
 def _paths(src: str, func: str, **args):

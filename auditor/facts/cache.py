@@ -27,6 +27,7 @@ from .. import __version__
 from ..common.atomic import write_atomic
 from ..common.cache_entry import seal, unseal
 from . import extract as facts_module
+from . import statements as statements_module
 from .extract import FACTS_VERSION, ModuleFacts
 
 
@@ -44,7 +45,10 @@ def extractor_digest() -> str:
     """A digest of the extractor's own code (:mod:`auditor.facts.extract`, which imports nothing
     else of ours): an extractor changed without a ``FACTS_VERSION`` bump writes under
     other keys, so facts it would now extract differently are never served stale."""
-    return hashlib.sha256(Path(facts_module.__file__).read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for module in (facts_module, statements_module):  # every module of the extractor
+        h.update(Path(str(module.__file__)).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def content_key(data: bytes, path: str) -> str:

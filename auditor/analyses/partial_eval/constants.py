@@ -17,7 +17,9 @@ _MAX_HOPS = 8
 def module_constant(index: Index, path: str, name: str, hops: int = 0) -> Value:
     """The value of ``name`` in module ``path``; :class:`Unknown` unless every place it
     can come from (alternative imports included) gives the same literal."""
-    facts = index.load(path)
+    # a lookup: after the loading phase a module not loaded is not parsed, and its constant
+    # stays unknown (sound) instead of failing the scan
+    facts = index.lookup(path)
     if facts is None or hops > _MAX_HOPS:
         return Unknown(name)
     assigns = facts.module_assigns.get(name, ())
