@@ -161,7 +161,8 @@ def rescore(rows: list[dict], pkg: str, out: Path) -> list[dict]:
             arch = archs.ARCHS[row["arch"]]
             have = [p for p in docs[key].get("plans", []) if p["architecture"] == arch.draft_architecture]
             note = f"static now has a plan for {arch.draft_architecture}; no engine row recorded" if have else ""
-            result.append({**row, **({"rescore_note": note} if note else {})})
+            result.append({**row, "before": row.get("before") or {"agreement": row["agreement"]},
+                           **({"rescore_note": note} if note else {})})
             continue
         key = (row["k"], row["layers"])
         if key not in docs:
@@ -235,7 +236,7 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
         lines.append(f"| {r['arch']} | {r['k']} | {r['layers']} | {r['runner']} | {r['engine_mode']} | {out} | "
                      f"{seq(r['planned_layers'])} / {obs(r['engine_layers'])} | {seq(r['planned_heads'])} / "
                      f"{obs(r['engine_heads'])} | {r['agreement'].upper() if r['agreement'] != 'agree' else 'agree'} | "
-                     f"{r['wall_s']} |")
+                     f"{r['wall_s']}{' (rerun after routes)' if r.get('rerun') else ''} |")
     return "\n".join(lines) + "\n" + notes
 
 
