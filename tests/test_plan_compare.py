@@ -83,6 +83,45 @@ def test_forced_run_uses_the_forced_view():
     assert c.agreement is Agreement.NO_PLAN and "forced" in c.why
 
 
+def test_compiled_run_uses_the_compiled_view():
+    # `layers --engine-mode`: the compiled view freezes step 1 at step 0's layer.
+    p = plan(fwd=[0, 1], head=[0, 1])
+    p["compiled"] = {"mode": "compiled", "frozen_steps": [1], "steps": [
+        {"step": 0, "forward_layer": 0, "head_layer": 0}, {"step": 1, "forward_layer": 0, "head_layer": 0}]}
+    frozen = {**run("shipped", [0, 0], heads=[[0], [0]]), "engine_mode": "compiled"}
+    assert plan_compare.compare_run([p], frozen).agreement is Agreement.AGREE
+    # The eager steps would have said 0,1: the same run compared as eager disagrees.
+    assert plan_compare.compare_run([p], {**frozen, "engine_mode": "eager"}).agreement is Agreement.DISAGREE
+    threaded = {**run("shipped", [0, 1], heads=[[0], [1]]), "engine_mode": "compiled"}
+    c = plan_compare.compare_run([p], threaded)
+    assert c.agreement is Agreement.DISAGREE and c.steps[1].forward is Agreement.DISAGREE
+    # A plan made without the compiled view cannot judge a compiled run.
+    c = plan_compare.compare_run([plan(fwd=[0, 1], head=[0, 1])], threaded)
+    assert c.agreement is Agreement.NO_PLAN and "compiled" in c.why
+
+
+def test_layers_outcome_plan_is_the_engines_ran():
+    p = {**plan(), "outcome": "plan", "raises_at_step": None, "rejections": []}
+    assert plan_compare.planned_outcome(p) == ("ran", None)
+    assert plan_compare.compare_run([p], run("shipped", [0, 1, 2], heads=[[0], [1], [2]])).agreement is Agreement.AGREE
+
+
+def test_a_planned_raise_at_step_is_compared_with_the_step_the_engine_raised_at():
+    p = {**plan(fwd=[0, None, None], head=[None] * 3), "outcome": "raises", "raises_at_step": 1}
+    r = {**run("shipped", [0], heads=[[]]), "outcome": "raises", "exception": "AssertionError", "message": "one token"}
+    c = plan_compare.compare_run([p], r)
+    assert c.agreement is Agreement.AGREE and [s.step for s in c.steps] == [0]
+    # Step 0 ran another layer than planned: disagree although both raise.
+    r0 = {**r, "steps": [{**x, "layers": [1]} for x in r["steps"]]}
+    assert plan_compare.compare_run([p], r0).agreement is Agreement.DISAGREE
+    # The engine raised at step 0 (no step ran), the plan says step 1.
+    c = plan_compare.compare_run([p], {**r, "steps": []})
+    assert c.agreement is Agreement.DISAGREE and "raised at step 0" in c.why
+    # The plan says raises, the engine ran every step.
+    ran = run("shipped", [0, 1, 2], heads=[[], [], []])
+    assert plan_compare.compare_run([p], ran).agreement is Agreement.DISAGREE
+
+
 def test_runs_are_matched_to_the_plan_of_their_runner():
     plans = [plan(runner="v1", fwd=[0, 0, 0], head=[0, 0, 0], proposer="EagleProposer"), plan()]
     cs = plan_compare.compare(plans, [run("shipped", [0, 0, 0], heads=[[0]] * 3, runner="v1", proposer="EagleProposer"),

@@ -28,8 +28,8 @@ SAMPLE = [
     ("exaone_moe", "MoE", "v1", 2, 2),
     ("glm4_moe_lite", "MLA", "v2", 2, 2),
     ("qwen3_next", "hybrid linear-attention", "v2", 2, 2),
-    # Dense MLP: Qwen3.5 dense (MiMo, the other dense one, has a known static-side head
-    # disagreement, D1 on /work/coord/board-19.md and bench/runtime/agreement-0.32.0.md).
+    # Dense MLP: Qwen3.5 dense (MiMo, the other dense one, disagreed on its head before the
+    # routes work, D1 in bench/runtime/agreement-0.32.0.md; it agrees since; its V2 raise is below).
     ("qwen3_5", "dense", "v1", 2, 2),
 ]
 
