@@ -80,8 +80,9 @@ class FactoryRuns(DispatchPart):
                 args: dict[str, Value] = {arg: Obj(hf_label, copy.deepcopy(given), closed=True)}
                 ev = Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
                 p = ev.run_joined(fam.override, msgspec.structs.replace(fn, body=branch.body), args)
-                if not p.raised and isinstance(args[arg], Obj):
-                    values = args[arg].fields
+                ended = args[arg]
+                if not p.raised and isinstance(ended, Obj):
+                    values = ended.fields
             for k in computed:
                 v = values.get(k, Unknown(f"{hf_label}.{k} (written by {fam.override[1]})"))
                 out[k] = Unknown(f"{hf_label}.{k}") if isinstance(v, Obj) else v
