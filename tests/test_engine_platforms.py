@@ -83,3 +83,22 @@ def test_cpu_keeps_only_the_torch_compile_freeze_on_0_32_0() -> None:
     assert _compiled("0.32.0", "Glm4MoeMTPModel", "v2", "cpu") == [0, 1]
     assert _compiled("0.32.0", "Glm4MoeMTPModel", "v2", "cuda") == [0, 0]
     assert _compiled("0.32.0", "ExaoneMoeMTP", "v2", "cpu") == [0, 0]
+
+
+@pytest.mark.release
+def test_a_platform_with_no_module_leaves_the_graph_frozen_step_unknown_on_0_32_0() -> None:
+    from release_cache import release_root
+    from test_layers import planned_scan
+
+    from auditor.analyses.dispatch import Setting
+    from auditor.common.config import Config
+
+    # Where the platform's module is not in the tree, whether it captures graphs is not
+    # known: the step the graph would freeze is unknown, not frozen and not threaded.
+    config = Config(platform_modules={"cuda": "vllm/platforms/not_here.py"})
+    setting = Setting("v2", 2, platform="cuda", architecture="Glm4MoeMTPModel", fields=(("num_nextn_predict_layers", 2),))
+    plan = planned_scan(release_root("0.32.0"), [setting], config)[1][0]
+    assert plan.compiled is not None
+    assert [(s.forward_layer, s.verdict) for s in plan.compiled.steps] == [(0, "threaded"), (None, "unknown")]
+    assert plan.compiled.steps[1].why.startswith("depends on whether platform cuda captures CUDA graphs")
+    assert plan.compiled.frozen_steps == ()  # only steps known to be frozen

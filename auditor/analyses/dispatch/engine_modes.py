@@ -58,8 +58,7 @@ class EngineModes(DispatchPart):
             # A graph freeze that may or may not apply: a layer it would change is unknown.
             unknown = ((fwd_maybe and fl is not None and fl != first.forward_layer)
                        or (head_maybe and hl is not None and hl != first.head_layer))
-            if unknown:
-                changed.append(s.step)
+            if unknown:  # not among the frozen steps: it may run its own layer
                 steps.append(StepPlan(s.step, None if fwd_maybe and fl != first.forward_layer else fl,
                                       None if head_maybe and hl != first.head_layer else hl,
                                       Verdict.UNKNOWN.value, undecided))
