@@ -92,3 +92,37 @@ def test_the_eagle_style_drafter_never_raises_there(tmp_path):
     # One MTP layer: the gate keeps the eagle-style drafter, which hands step 0 every step.
     plan = _plan(tmp_path, Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 1),)))
     assert plan.outcome == "plan" and plan.raises_at_step is None
+
+
+# The override branch keys on the TARGET's architecture (as vLLM's MiMo branch does), which a
+# draft config given with --arch does not carry: running the whole override over it never
+# enters the branch, so the field the branch computes (n_predict) must come from the branch
+# itself, run over the given fields.
+def _arch_keyed(tmp_path, n_predict_expr: str):
+    files = _files()
+    files["vllm/config/speculative.py"] = files["vllm/config/speculative.py"].replace(
+        'if hf_config.model_type == "deep":', 'if hf_config.architectures[0] == "DeepForCausalLM":').replace(
+        'n_predict = getattr(hf_config, "num_nextn_predict_layers", None)\n            hf_config.update({"n_predict": n_predict, "architectures": ["DeepMTPModel"]})',
+        f'n_predict = {n_predict_expr}\n            hf_config.update({{"n_predict": n_predict, "architectures": ["DeepMTPModel"]}})')
+    assert "DeepForCausalLM" in files["vllm/config/speculative.py"] and n_predict_expr in files["vllm/config/speculative.py"]
+    root = write_tree(tmp_path / "t", files)
+    return lambda k, n: planned_scan(root, [Setting("v2", k, architecture="DeepMTPModel",
+                                                    fields=(("num_nextn_predict_layers", n),))])[1][0]
+
+
+def test_a_field_the_override_computes_is_derived_for_a_given_architecture(tmp_path):
+    plan = _arch_keyed(tmp_path, 'getattr(hf_config, "num_nextn_predict_layers", None)')
+    rejected = plan(3, 2)
+    assert rejected.outcome == "rejected"
+    r = rejected.rejections[0]
+    assert (r.path, r.function, r.when) == ("vllm/config/speculative.py", "SpeculativeConfig.__post_init__", "validation")
+    assert "must be divisible by" in r.message
+    assert plan(2, 2).outcome == "plan"
+
+
+def test_a_field_the_override_computes_undecidably_is_unknown_not_absent(tmp_path):
+    plan = _arch_keyed(tmp_path, "count_layers(hf_config)")(3, 2)
+    # n_predict is unknown: the K % n_predict raise is neither taken nor ruled out (it joins
+    # the raise behind unknown_flag among the undecided ones).
+    assert plan.outcome != "rejected" and not plan.rejections
+    assert "2 validation raise(s) depend on fields this configuration leaves unknown" in plan.notes, plan.notes

@@ -72,6 +72,16 @@ class Config:
     platform_dirs: dict[str, str] = field(
         default_factory=lambda: {"cuda": "nvidia", "rocm": "amd", "xpu": "xpu", "cpu": "cpu"}
     )
+    # Fields of vLLM's compilation config listing the batch sizes it captures as CUDA
+    # graphs, and per platform the module of its platform class: a platform whose module
+    # sets one of these fields to an empty list, unconditionally, captures no graph (its
+    # compiled view keeps only torch.compile's freeze); one that never sets it keeps the
+    # default (graphs); anything else, or no module, leaves the graph freeze undecided.
+    graph_capture_sizes: list[str] = field(default_factory=lambda: ["cudagraph_capture_sizes"])
+    platform_modules: dict[str, str] = field(
+        default_factory=lambda: {"cuda": "vllm/platforms/cuda.py", "rocm": "vllm/platforms/rocm.py",
+                                 "xpu": "vllm/platforms/xpu.py", "cpu": "vllm/platforms/cpu.py"}
+    )
     head_methods: list[str] = field(default_factory=lambda: ["compute_logits", "get_top_tokens"])
     proposer_entries: list[str] = field(default_factory=lambda: ["propose"])
     # Speculative methods that load MTP draft models (a scan pairs draft loops with MTP
@@ -103,8 +113,8 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
               "compile_condition_args",
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "validation_methods",
-              "plugin_register_calls", "pure_methods"}
-_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs"}
+              "plugin_register_calls", "pure_methods", "graph_capture_sizes"}
+_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules"}
 _LIST_DICT_KEYS = {"dispatch_factories"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}

@@ -144,6 +144,8 @@ class AttrAssignFact(Struct, frozen=True):
     target: Chain
     value: ExprFact
     line: int
+    # Inside an ``if`` arm or a loop body of its function: it may not run.
+    conditional: bool = False
 
 
 class LoopFact(Struct, frozen=True):
@@ -483,7 +485,8 @@ class _FunctionExtractor(ast.NodeVisitor):
             ch = chain_of(target)
             if ch and value is not None:
                 for alt in _alternatives(value):
-                    self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line))
+                    self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
+                                                            bool(self._branch_stack or self._loop_stack)))
         elif isinstance(target, ast.Subscript):
             # d["key"] = value  -> dict build
             if (

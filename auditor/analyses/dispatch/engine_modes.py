@@ -13,7 +13,7 @@ from typing import Sequence
 from ...model.findings import Finding, Meaning
 from ..capture import FreezeKind, FrozenStep
 from ..loops import FORWARD_METHODS
-from .model import EngineView, Plan, StepPlan
+from .model import EngineView, Plan, StepPlan, Verdict
 from .part import DispatchPart
 
 
@@ -30,22 +30,74 @@ class EngineModes(DispatchPart):
         if not frozen:
             return EngineView("compiled", plan.steps, (), (), "no compiled forward or captured graph on this route "
                                                                 "leaves the step out: as eager")
-        fwd = any(fs.method in FORWARD_METHODS for fs in frozen)
-        head = any(fs.method in self.config.head_methods for fs in frozen)
+        platform = plan.setting.platform
+        graphs = self.captures_graphs(platform)
+        if graphs is False:
+            # The platform captures no CUDA graph: only torch.compile's freezes apply.
+            frozen = [fs for fs in frozen if fs.kind is FreezeKind.COMPILE]
+            if not frozen:
+                return EngineView("compiled", plan.steps, (), (), f"platform {platform} captures no CUDA graph and no "
+                                                                    "compiled forward on this route leaves the step out: "
+                                                                    "as eager")
+        sure = [fs for fs in frozen if graphs or fs.kind is FreezeKind.COMPILE]
+        maybe = [fs for fs in frozen if fs not in sure]
+        fwd = any(fs.method in FORWARD_METHODS for fs in sure)
+        head = any(fs.method in self.config.head_methods for fs in sure)
+        fwd_maybe = any(fs.method in FORWARD_METHODS for fs in maybe)
+        head_maybe = any(fs.method in self.config.head_methods for fs in maybe)
         first = plan.steps[0]
         ids = tuple(dict.fromkeys(f"{f.rule} {f.fingerprint}" for fs in frozen for f in findings if _explains(f, fs)))
         cite = f" ({', '.join(ids)})" if ids else ""
+        undecided = (f"depends on whether platform {platform} captures CUDA graphs (its platform module does not "
+                     f"say): {_why(maybe[0])}" if maybe else "")
         steps: list[StepPlan] = []
         changed: list[int] = []
         for s in plan.steps:
             fl = first.forward_layer if fwd and s.forward_layer is not None else s.forward_layer
             hl = first.head_layer if head and s.head_layer is not None else s.head_layer
-            if (fl, hl) != (s.forward_layer, s.head_layer):
+            # A graph freeze that may or may not apply: a layer it would change is unknown.
+            unknown = ((fwd_maybe and fl is not None and fl != first.forward_layer)
+                       or (head_maybe and hl is not None and hl != first.head_layer))
+            if unknown:  # not among the frozen steps: it may run its own layer
+                steps.append(StepPlan(s.step, None if fwd_maybe and fl != first.forward_layer else fl,
+                                      None if head_maybe and hl != first.head_layer else hl,
+                                      Verdict.UNKNOWN.value, undecided))
+            elif (fl, hl) != (s.forward_layer, s.head_layer):
                 changed.append(s.step)
-                steps.append(StepPlan(s.step, fl, hl, f"frozen at step 0's layer{cite}", _why(frozen[0])))
+                steps.append(StepPlan(s.step, fl, hl, f"frozen at step 0's layer{cite}", _why(sure[0])))
             else:
                 steps.append(s)
-        return EngineView("compiled", tuple(steps), tuple(changed), ids, _why(frozen[0]))
+        return EngineView("compiled", tuple(steps), tuple(changed), ids, _why(sure[0]) if sure else undecided)
+
+    # -- does the platform capture CUDA graphs? -------------------------------------
+    def load_platforms(self) -> None:
+        """Parse the platform modules (before the index is frozen)."""
+        for path in self.config.platform_modules.values():
+            if path in self.index.files:
+                self.index.load(path)
+
+    def captures_graphs(self, platform: str) -> bool | None:
+        """Whether vLLM captures CUDA graphs on ``platform``, read from its platform module:
+        False when the module sets a capture-sizes field to an empty list unconditionally
+        (no batch size is captured), True when it never sets one (the default sizes), None
+        (undecided) when it sets one otherwise, under a condition, or there is no module."""
+        path = self.config.platform_modules.get(platform)
+        facts = self.index.facts.get(path) if path is not None and path in self.index.files else None
+        if facts is None:
+            return None
+        fields = set(self.config.graph_capture_sizes)
+        functions = list(facts.functions.values()) + [m for c in facts.classes.values() for m in c.methods.values()]
+        writes = [a for fn in functions for a in fn.attr_assigns if a.target and a.target[-1] in fields]
+        if any(a.target and a.target[-1] in fields for a in facts.module_attr_assigns):
+            return None  # set at import time, perhaps under a condition the facts do not keep
+        if not writes:
+            return True
+        if all(not a.conditional and a.value.text in _EMPTY for a in writes):
+            return False
+        return None
+
+
+_EMPTY = {"[]", "()", "list()", "tuple()"}
 
 
 def _explains(f: Finding, fs: FrozenStep) -> bool:

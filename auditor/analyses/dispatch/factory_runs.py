@@ -30,6 +30,8 @@ class FactoryRuns(DispatchPart):
                 # What the override code writes for this family (literals), then --set.
                 fields.update(self.provider.family_facts.family_fields(setting.architecture))
                 fields[field_name] = [setting.architecture]
+                computed = self._family_computed(setting.architecture, {**fields, **dict(setting.fields)})
+                fields.update({k: v for k, v in computed.items() if k not in fields})
             fields.update(dict(setting.fields))
             given = Obj(hf_label, fields, closed=True)
             return self._derived(given, notes), [], notes
@@ -54,6 +56,37 @@ class FactoryRuns(DispatchPart):
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
         notes += ev.notes
         return hf, decisions, notes
+
+    def _family_computed(self, arch: str, given: dict[str, Value]) -> dict[str, Value]:
+        """The fields the override branch that picks ``arch`` writes from other fields
+        (``n = getattr(hf_config, "f", None)`` then ``hf_config.update({"g": n})``): the
+        branch's body run over the given fields. A field it writes and the run cannot
+        decide is :class:`Unknown`, never absent (an absent field reads as its default)."""
+        out: dict[str, Value] = {}
+        hf_label = self.roles["hf"]
+        for fam in self.provider.family_facts.families():
+            if arch not in fam.architectures or len(fam.architectures) != 1:
+                continue
+            literal = {k for k, _ in fam.literal_writes} | set(self.config.override_field)
+            computed = sorted(fam.sets - literal)
+            if not computed:
+                continue
+            values: dict[str, Value] = {}
+            fn = self.index.function(fam.override)
+            branch = _branch_at(fn.body, fam.line) if fn is not None else None
+            if fn is not None and branch is not None:
+                params = [p.name for p in fn.params if p.name not in ("self", "cls")]
+                arg = hf_label if hf_label in params else (params[0] if params else hf_label)
+                args: dict[str, Value] = {arg: Obj(hf_label, copy.deepcopy(given), closed=True)}
+                ev = Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
+                p = ev.run_joined(fam.override, msgspec.structs.replace(fn, body=branch.body), args)
+                ended = args[arg]
+                if not p.raised and isinstance(ended, Obj):
+                    values = ended.fields
+            for k in computed:
+                v = values.get(k, Unknown(f"{hf_label}.{k} (written by {fam.override[1]})"))
+                out[k] = Unknown(f"{hf_label}.{k}") if isinstance(v, Obj) else v
+        return out
 
     def _derived(self, given: Obj, notes: list[str]) -> Obj:
         """A given draft config with the fields vLLM's override code derives from it added
@@ -184,3 +217,14 @@ class FactoryRuns(DispatchPart):
         if isinstance(path.returned, Instance) and self.provider.location.is_drafter(path.returned.cls):
             found = (path.returned.cls, path.returned.line)
         return found
+
+
+def _branch_at(body: tuple[Stmt, ...], line: int) -> SIf | None:
+    for s in body:
+        if isinstance(s, SIf):
+            if s.line == line:
+                return s
+            found = _branch_at(s.body, line) or _branch_at(s.orelse, line)
+            if found is not None:
+                return found
+    return None

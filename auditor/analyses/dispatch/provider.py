@@ -66,6 +66,7 @@ class DispatchProvider(Provider):
             self.drafter_loops(rt.drafter)
         for mr in self.model_routes():
             self.drafter_loops(mr.drafter)
+        self.engine_modes.load_platforms()
 
     # -- what the rules, `layers` and the history views ask ----------------------------
     def factories(self) -> dict[str, list[FuncKey]]:
