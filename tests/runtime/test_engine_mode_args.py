@@ -21,3 +21,18 @@ def test_bad_engine_mode_is_a_one_line_error(cmd):
     r = cli(*cmd, "--engine-mode", "bogus")
     assert r.returncode == 2
     assert r.stderr.strip() == "mtp-audit: error: --engine-mode must be eager, compiled or eager,compiled, not 'bogus'"
+
+
+
+def test_every_runtime_command_takes_q(tmp_path):
+    """-q works on every command (issue 20): each takes it, and what it then prints is the
+    command's own answer or one-line error, never a usage error about -q."""
+    r = cli("envs", "-q")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    r = cli("observed", str(tmp_path / "missing.jsonl"), "-q")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.jsonl" in r.stderr, r.stderr
+    for cmd in (["check", "--arch", "glm4_moe", "--k", "3"], ["matrix"]):
+        r = cli(*cmd, "-q", "--engine-mode", "bogus")
+        assert r.returncode == 2 and r.stderr.strip().endswith("not 'bogus'"), r.stderr
+    r = cli("synth", "--help")
+    assert r.returncode == 0 and "--quiet" in r.stdout

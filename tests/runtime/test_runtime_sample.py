@@ -59,6 +59,8 @@ def _plan_file(vllm_package: str, key: str, k: int, n: int, tmp_path) -> str:
 def _check(*args: str) -> tuple[int, dict[str, Any]]:
     r = cli("check", *args, "--format", "json")
     assert r.returncode in (0, 1), r.stderr[-3000:]
+    # an engine run takes seconds to minutes: it says so on stderr when it starts and ends
+    assert "mtp-audit: starting vLLM: check" in r.stderr and "vLLM run finished in" in r.stderr, r.stderr[-2000:]
     return r.returncode, json.loads(r.stdout)
 
 
