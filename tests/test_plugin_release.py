@@ -92,8 +92,11 @@ def test_window_draft_loop_threads_the_step():
     (label,) = [k for k in loops if k.startswith(f"{STEP3P5}:627 ")]
     assert label.endswith("AscendStep3p5MTPProposer._run_window_draft_steps")
     reached = loops[label]
+    assert reached["Step3p5MTP"] is True
+    # Routes (issue 18): the plugin builds this proposer only for a Step-3.5 draft
+    # (use_step3p5_mtp()), so the loop is not paired with the DeepSeek/GLM classes.
     for cls in ("AscendDeepSeekMTP", "DeepSeekV4MTP", "Glm5NextMTP", "AscendKimiK3MTP"):
-        assert reached[cls] is True, cls
+        assert cls not in reached, cls
 
 
 def test_merged_draft_loop_does_not_thread_the_step():
@@ -137,12 +140,14 @@ def test_qwen3_5_predictor_patch_changes_the_vllm_finding():
 
 
 def test_other_vllm_findings_remain():
-    # Read in vllm_ascend: patch/worker/patch_qwen3_5.py:202 replaces the predictor's forward
-    # (the MTP001 then names the plugin's function, so its fingerprint changes), and
-    # models/__init__.py:72-73 registers AscendDeepSeekMTP for DeepSeekMTPModel and
-    # DeepseekV32MTPModel, so vLLM's DeepSeekMTP (whose compile finding MTP007 reports) is no
-    # longer loaded for those architectures. Every other vLLM finding stays.
-    changed = {("MTP001", "Qwen3_5MTP.forward"), ("MTP007", "DeepSeekMTP")}
+    # Read in vllm_ascend: models/__init__.py:72-73 registers AscendDeepSeekMTP for
+    # DeepSeekMTPModel and DeepseekV32MTPModel, so vLLM's DeepSeekMTP (whose compile finding
+    # MTP007 reports) is no longer loaded for those architectures; the plugin's drafters
+    # override dummy_run (llm_base_proposer.py:778 AscendSpecDecodeBaseProposer.dummy_run), so
+    # vLLM's warm-up loop runs on no route. patch/worker/patch_qwen3_5.py:202 replaces the
+    # predictor's forward: the MTP001 on Qwen3_5MTP.forward stays, with its id (stable ids
+    # do not depend on which code the callee resolves to). Every other vLLM finding stays.
+    changed = {("MTP002", "SpecDecodeBaseProposer.dummy_run"), ("MTP007", "DeepSeekMTP")}
     alone = {f.fingerprint: f for f in vllm_alone().result.findings}
     combined = {f.fingerprint for f in with_ascend().result.findings}
     gone = {(f.rule, f.function) for fp, f in alone.items() if fp not in combined}

@@ -1,9 +1,12 @@
 """Stable ids on real releases (issue 18): a finding's fingerprint never depends on the
-set of classes it affects. vLLM 0.30.0, 0.32.0 and 0.33.0 each have the MTP001 in
-``Step3p5MTPProposer._sample_draft_tokens_for_step`` with more affected classes than the
-release before (0.26.0 does not have it); its id must be one id, a baseline recorded on
-the first release must not call it fixed while it is still there, and ``bisect`` must name
-the release that introduced it."""
+set of classes it affects. vLLM 0.28.0, 0.30.0 and 0.32.0 each have the MTP007 of the
+multi-module speculator's graph capture (``MultiModuleMTPSpeculator.capture``) with more
+affected classes than the release before (26, 31, 32; 0.26.0 does not have it); its id must
+be one id, a baseline recorded on the first release must not call it fixed while it is
+still there, and ``bisect`` must name the release that introduced it. (The MTP001 in
+``Step3p5MTPProposer._sample_draft_tokens_for_step`` this test first followed is gone since
+the routes work: vLLM builds that proposer only for Step-3.5, whose class has no
+``get_top_tokens``.)"""
 
 from __future__ import annotations
 
@@ -14,12 +17,12 @@ from auditor.services.baseline import apply_baseline, write_baseline
 from auditor.services.history.compare import identity
 from rules import all_rules
 
-GROWING = ["0.30.0", "0.32.0", "0.33.0"]
-FUNCTION = "Step3p5MTPProposer._sample_draft_tokens_for_step"
+GROWING = ["0.28.0", "0.30.0", "0.32.0"]
+RULE, FUNCTION = "MTP007", "MultiModuleMTPSpeculator.capture"
 
 
 def _step3p5(version: str):
-    hits = [f for f in scan_release(version).result.findings if f.rule == "MTP001" and f.function == FUNCTION]
+    hits = [f for f in scan_release(version).result.findings if f.rule == RULE and f.function == FUNCTION]
     assert len(hits) == 1, (version, hits)
     return hits[0]
 
@@ -29,19 +32,25 @@ def test_the_id_stays_while_the_set_of_affected_classes_grows():
     found = [_step3p5(v) for v in GROWING]
     sizes = [len(f.affected_classes) for f in found]
     assert sizes == sorted(sizes) and sizes[0] < sizes[-1], sizes  # the premise: the set grows
-    assert len({f.callee for f in found}) == len(found)  # ... and so does the callee list shown
     assert len({f.fingerprint for f in found}) == 1, [f.fingerprint for f in found]
 
 
 @pytest.mark.release
-def test_no_finding_changes_id_between_these_releases_while_it_stays():
+@pytest.mark.parametrize("old,new", [
+    pytest.param("0.28.0", "0.30.0", marks=pytest.mark.xfail(strict=True, reason=(
+        "open (issue 18, stable ids): between 0.28.0 and 0.30.0 the MTP003 in DraftModelSpeculator.sample_draft "
+        "(0db0e9aa -> f6e0d6a7) and the MTP007 of BailingMoeV3MTPModel (97158daf -> 2fa17a5e) change id while "
+        "they stay; this fails (XPASS) once fixed"))),
+    ("0.30.0", "0.32.0"),
+    ("0.32.0", "0.33.0"),
+])
+def test_no_finding_changes_id_between_these_releases_while_it_stays(old: str, new: str):
     """Every finding that is the same defect in two consecutive releases (rule, file,
     function and the callee's method names) keeps its id."""
-    for old, new in zip(GROWING, GROWING[1:]):
-        before = {(f.path, *identity(f), f.parameter): f.fingerprint for f in scan_release(old).result.findings}
-        after = {(f.path, *identity(f), f.parameter): f.fingerprint for f in scan_release(new).result.findings}
-        moved = {k: (before[k], after[k]) for k in before.keys() & after.keys() if before[k] != after[k]}
-        assert not moved, (old, new, moved)
+    before = {(f.path, *identity(f), f.parameter): f.fingerprint for f in scan_release(old).result.findings}
+    after = {(f.path, *identity(f), f.parameter): f.fingerprint for f in scan_release(new).result.findings}
+    moved = {k: (before[k], after[k]) for k in before.keys() & after.keys() if before[k] != after[k]}
+    assert not moved, (old, new, moved)
 
 
 @pytest.mark.release
