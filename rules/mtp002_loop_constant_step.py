@@ -6,6 +6,7 @@ from typing import Any, Iterable
 
 from auditor.analyses import StepKind
 from auditor.analyses.analysis import Analysis
+from auditor.analyses.dispatch import route_alternatives
 from auditor.model.findings import ClassRef, Finding, Severity
 
 from rules._examples import draft_tree
@@ -70,9 +71,7 @@ class LoopPassesConstantStep(Rule):
             if any(not rt.conditions for rt in routes):
                 when = ""
             else:
-                alts = [f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in routes[:2]]
-                more = f", or {len(routes) - 2} more" if len(routes) > 2 else ""
-                when = "; reached only when " + " or ".join(alts) + more
+                when = "; reached only when " + route_alternatives(routes)
             as_ = ", ".join(sorted({rt.drafter[1] for rt in routes}))
             yield from self._findings(analysis, group[0][1], when + f" (run as {as_})")
 

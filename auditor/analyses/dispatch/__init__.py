@@ -21,8 +21,8 @@ the scan); ``provider`` holds them.
 
 from ...facts.extract import chain_of
 from ..partial_eval import describe
-from .model import DecisionRow, Family, Gate, ModelPath, Pairing, Plan, Route, Setting, StepPlan, Verdict
+from .model import DecisionRow, Family, Gate, ModelPath, Pairing, Plan, Route, Setting, StepPlan, Verdict, route_alternatives
 from .provider import DispatchProvider
 
 __all__ = ["DecisionRow", "DispatchProvider", "Family", "Gate", "ModelPath", "Pairing", "Plan", "Route", "Setting",
-           "StepPlan", "Verdict", "chain_of", "describe"]
+           "StepPlan", "Verdict", "chain_of", "describe", "route_alternatives"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Sequence
 
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
@@ -148,6 +148,15 @@ class ModelRoute:
 
     def describe(self) -> str:
         return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+
+
+def route_alternatives(routes: "Sequence[Route | ModelRoute]") -> str:
+    """The conditions of the first two routes, each with the drafter it builds ("... (V2
+    builds X) or ... (V1 builds Y), or N more"): how findings and reachability rows say
+    when a gated route runs."""
+    alts = [f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in routes[:2]]
+    more = f", or {len(routes) - 2} more" if len(routes) > 2 else ""
+    return " or ".join(alts) + more
 
 
 @dataclass(frozen=True)

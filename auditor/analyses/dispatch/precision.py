@@ -10,7 +10,7 @@ from ...index.index import ClassKey, FuncKey
 from ...model.findings import ClassReachability, LoopReach
 from ..loops import LoopResult
 from ..partial_eval import Obj
-from .model import DecisionRow, Route, Pairing
+from .model import DecisionRow, Route, Pairing, route_alternatives
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -81,9 +81,7 @@ class ScanPrecision(DispatchPart):
                 # Every drafter one runner can build for MTP runs this code: no gate decides.
                 found = Pairing(True, "")
             else:
-                alts = [f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in mine[:2]]
-                more = f", or {len(mine) - 2} more" if len(mine) > 2 else ""
-                found = Pairing(True, " or ".join(alts) + more)
+                found = Pairing(True, route_alternatives(mine))
         self._pairing[key] = found
         return found
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Obj, Value
-from .model import DecisionRow, ModelRoute, Pairing
+from .model import DecisionRow, ModelRoute, Pairing, route_alternatives
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -87,9 +87,7 @@ class RouteMap(DispatchPart):
             elif any(not rt.conditions for rt in mine) or all(runs(rt.drafter) for rt in routes):
                 found = Pairing(True, "")
             else:
-                alts = [f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in mine[:2]]
-                more = f", or {len(mine) - 2} more" if len(mine) > 2 else ""
-                found = Pairing(True, " or ".join(alts) + more)
+                found = Pairing(True, route_alternatives(mine))
         self._pairing[key] = found
         return found
 
