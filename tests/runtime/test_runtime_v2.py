@@ -87,7 +87,7 @@ def test_v2_verdict_from_the_shipped_run(tmp_path, runtime_py):
 
 
 def test_v2_refusal_is_one_line(tmp_path, runtime_py):
-    r = cli("check", "--arch", "glm4_moe", "--k", "3", "--runner", "v2",
+    r = cli("check", "-q", "--arch", "glm4_moe", "--k", "3", "--runner", "v2",
             env={"MTP_AUDIT_TRITON_CPU_STUB": str(tmp_path / "nowhere")})
     assert r.returncode == 2, r.stderr[-2000:]
     lines = r.stderr.strip().splitlines()

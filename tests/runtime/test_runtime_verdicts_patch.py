@@ -105,11 +105,18 @@ def test_patch_overlay_makes_step_reach_layer(tmp_path, runtime_py):
     ).stdout
 
 
-def _assert_one_line_error(r, needle):
+def _assert_one_line_error(r, needle, quiet=True):
+    """The error is one line. With -q it is all of stderr; without, only
+    progress lines ("mtp-audit: starting vLLM ...") come before it."""
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr[-2000:])
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mtp-audit: error: "), r.stderr
-    assert needle in lines[0]
+    errors = [x for x in lines if x.startswith("mtp-audit: error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], r.stderr
+    assert needle in errors[0]
+    if quiet:
+        assert len(lines) == 1, r.stderr
+    else:
+        assert all(x.startswith("mtp-audit: ") for x in lines), r.stderr
     assert "Traceback" not in r.stderr
 
 
@@ -153,8 +160,10 @@ def test_error_no_vllm(tmp_path):
 
 
 def test_error_timeout(runtime_py):
-    _assert_one_line_error(cli("check", "--arch", "glm4_moe", "--k", "3", "--runner", "v1", "--timeout", "3"),
+    _assert_one_line_error(cli("check", "-q", "--arch", "glm4_moe", "--k", "3", "--runner", "v1", "--timeout", "3"),
                            "did not finish within")
+    _assert_one_line_error(cli("check", "--arch", "glm4_moe", "--k", "3", "--runner", "v1", "--timeout", "3"),
+                           "did not finish within", quiet=False)
 
 
 def test_autofix_validated_by_the_engine(tmp_path, runtime_py):
