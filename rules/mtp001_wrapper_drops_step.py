@@ -9,7 +9,7 @@ from auditor.analyses.analysis import Analysis
 from auditor.fix.autofix import ThreadStepFix
 from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
-from rules._examples import wrapper
+from rules._examples import by_design_tree, wrapper
 from rules.base import Invalid, Rule, Valid
 
 
@@ -29,6 +29,10 @@ class WrapperDropsStep(Rule):
     never uses it to pick a layer, is not a drop. Each dropping call is its own
     finding, also when one function calls the same callee twice.
 
+    A drafter method that drops the step by design is left to MTP002: one that a drafter
+    built for MTP overrides to thread the step, and that every route running it hands no
+    per-step value (see MTP002).
+
     Fix: pass it on by keyword, ``self.model(..., spec_step_idx=spec_step_idx)``
     (``mtp-audit fix`` does this).
     """
@@ -47,7 +51,17 @@ class WrapperDropsStep(Rule):
         Valid({"vllm/models/m_mtp.py": wrapper(
             "kw = {'spec_step_idx': kwargs.get('spec_step_idx', 0)}\n        return self.model(input_ids, positions, hidden_states, **kw)")}),
     ]
+    VALID += [
+        # Issue 18: a base speculator's head helper takes the step and drops it, but the
+        # eagle-style loop that runs it hands it none, and the drafter that threads the
+        # step overrides it: by design, named by MTP002 on that loop, not a drop.
+        Valid(by_design_tree("return self.model.compute_logits(x)")),
+    ]
     INVALID = [
+        # ... while a loop that hands it the varying step loses it there.
+        Invalid(by_design_tree("return self.model.compute_logits(x)", "self.head(x, step)"),
+                path="vllm/spec_decode/speculators.py", line=13,
+                message="BaseSpeculator.head receives spec_step_idx (parameter) but calls DeepMTP.compute_logits without it"),
         Invalid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)")},
                 line=22, message="WrapperMTP.forward receives spec_step_idx (**kwargs) but calls Predictor.forward without it"),
         Invalid({"vllm/models/m_mtp.py": wrapper("return self.model(input_ids, positions, hidden_states)",
@@ -73,6 +87,8 @@ class WrapperDropsStep(Rule):
                 if not named and kwargs is None:
                     continue
                 received = "parameter" if named else f"**{kwargs}"
+                if named and analysis.dispatch.dropped_by_design(fkey, param):
+                    continue  # eagle-style by design, named in the loop's MTP002 (issue 18)
                 for ci, call in enumerate(fn.calls):
                     # One finding per call site, whatever the registry fan-out behind it.
                     dropped: dict[str, tuple[Target, ArgSource | None, Selection]] = {}

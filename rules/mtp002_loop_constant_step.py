@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from auditor.analyses import StepKind
 from auditor.analyses.analysis import Analysis
 from auditor.analyses.dispatch import route_alternatives
 from auditor.model.findings import ClassRef, Finding, Severity
 
-from rules._examples import draft_tree
+from rules._examples import by_design_tree, draft_tree, tree_proposer_tree
 from rules.base import Invalid, Rule, Valid
 
 
@@ -25,6 +25,25 @@ class LoopPassesConstantStep(Rule):
     1..N-1 of a checkpoint trained with N distinct MTP layers are never used, which
     is what this warning records. The first draft step runs before the loop, where a
     constant 0 is correct, so only calls inside the loop count.
+
+    Every loop shape counts, once per loop, whichever runner or drafter runs it: V1's
+    proposer loop, the V2 speculators' fused and unfused multi-step loops, and a tree
+    drafter's loop over the levels of its token tree — any ``range`` loop in the code a
+    drafter's proposer entry (``proposer-entries``) reaches through ``self.m()`` calls
+    that runs the draft model, whatever its count is called. With dispatch, the finding
+    says which drafters run the loop (``run as …``) and, when a gate decides, under which
+    condition; a loop a drafter runs with ``self`` of a subclass is reported once, with
+    every such drafter.
+
+    Base-class code that drops the step by design is reported as such, here: when a
+    drafter built for MTP inherits the loop's method but overrides it and threads the
+    step, the message names it; and a method on the way that takes ``spec_step_idx``, is
+    handed no per-step value by the loop, calls the draft model without it, and is
+    overridden by the threading drafters (vLLM's V2 ``compute_draft_logits``) is named
+    here "by design" — MTP001 does not report that method, since on every route that
+    runs it there is no per-step value to lose. A method that gets a varying step and
+    drops it is not by design: MTP001 reports it. A base-class method no MTP route runs
+    (every drafter built for MTP overrides it) is not reported at all: nothing runs it.
     """
 
     code = "MTP002"
@@ -38,6 +57,14 @@ class LoopPassesConstantStep(Rule):
                          helpers="\n    def _run(self, step, h):\n        kw = dict(hidden_states=h, input_ids=None, positions=None)\n"
                                  "        kw['spec_step_idx'] = step\n        return self.model(**kw)\n")),
     ]
+    VALID += [
+        # A tree drafter's loop over its levels that threads the level as the step.
+        Valid(tree_proposer_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=level + 1))")),
+        # A range loop outside the proposing code (not reached from ``propose``) is no draft loop.
+        Valid(tree_proposer_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=level + 1))",
+                                 extra="\n    def warm_up(self, h):\n        for i in range(4):\n"
+                                       "            self.model(None, None, h)\n")),
+    ]
     INVALID = [
         Invalid(draft_tree("out.append(self.model(input_ids, positions, hidden_states))"),
                 path="vllm/spec_decode/proposer.py", line=14, message="draft loop reaches forward of 1 MTP model class(es) without a per-step spec_step_idx (absent)"),
@@ -46,6 +73,15 @@ class LoopPassesConstantStep(Rule):
         Invalid(draft_tree("out.append(self._run(hidden_states))",
                            helpers="\n    def _run(self, h):\n        return self.model(None, None, h)\n"),
                 path="vllm/spec_decode/proposer.py", line=14, message="every draft step selects layer 0"),
+        # The tree loop: ``range(tree_depth - 1)`` in ``propose_tree``, reached from ``propose``.
+        Invalid(tree_proposer_tree("out.append(self.model(input_ids, positions, hidden_states))"),
+                path="vllm/spec_decode/proposer.py", line=24, count=1, message="without a per-step spec_step_idx (absent)"),
+        # The eagle-style speculator runs its base's loop and head helper; the multi-module
+        # speculator overrides both and threads the step: one finding, naming both by design.
+        Invalid(by_design_tree("return self.model.compute_logits(x)"),
+                path="vllm/spec_decode/speculators.py", line=16, count=1,
+                message="(run as EagleStyleSpeculator); BaseSpeculator.propose is overridden by MultiModuleSpeculator, "
+                        "which thread(s) the step; by design, BaseSpeculator.head take(s) spec_step_idx"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
@@ -58,7 +94,7 @@ class LoopPassesConstantStep(Rule):
                 continue
             seen.add((result.func, result.loop.id))
             when = f"; reached only when {pairing.condition}" if pairing.condition else ""
-            yield from self._findings(analysis, result, when)
+            yield from self._findings(analysis, result, when + _run_as(analysis.dispatch.runners_of(result.func)[0]))
         # Issue 18: loops MTP drafters run with ``self`` of a subclass (the V2 runner's default
         # eagle-style MTP speculator runs its base class's loops): once per loop, with the
         # routes it covers.
@@ -72,8 +108,7 @@ class LoopPassesConstantStep(Rule):
                 when = ""
             else:
                 when = "; reached only when " + route_alternatives(routes)
-            as_ = ", ".join(sorted({rt.drafter[1] for rt in routes}))
-            yield from self._findings(analysis, group[0][1], when + f" (run as {as_})")
+            yield from self._findings(analysis, group[0][1], when + _run_as(routes))
 
     def _findings(self, analysis: Analysis, result: Any, when: str) -> Iterable[Finding]:
         for param in analysis.params:
@@ -92,6 +127,7 @@ class LoopPassesConstantStep(Rule):
                 None,
             )
             trace = list(sel.hops) if sel else list(first.hops)
+            design = _by_design(analysis, result, groups, param)
             yield Finding(
                 rule=self.code,
                 severity=self.severity,
@@ -105,9 +141,41 @@ class LoopPassesConstantStep(Rule):
                     f"draft loop reaches {', '.join(methods)} of {len(classes)} MTP model class(es) without a per-step "
                     f"{param} ({'/'.join(sorted({g.kind.value for g in groups}))}): every draft step selects layer 0, "
                     f"so layers 1..N-1 are never used (EAGLE-style reuse, intentional per vLLM maintainers)" + when
+                    + design
                 ),
                 trace=trace,
                 affected_classes=[ClassRef(*c) for c in classes],
                 fingerprint_key=f"{param}|loop:{result.loop.iter.text}",
                 parameter=param,
             )
+
+
+def _run_as(routes: Sequence[Any]) -> str:
+    """`` (run as A, B)``: the drafters of the routes that run the loop ("" without dispatch)."""
+    names = sorted({rt.drafter[1] for rt in routes})
+    return f" (run as {', '.join(names)})" if names else ""
+
+
+def _by_design(analysis: Analysis, result: Any, groups: Sequence[Any], param: str) -> str:
+    """Where the step is dropped by design: the loop's own method when a drafter built for
+    MTP overrides it and threads the step, and every method on the way that takes ``param``,
+    is handed no per-step value, calls the draft model without it, and is overridden by the threading
+    drafters (``DispatchProvider.dropped_by_design``; MTP001 leaves those to this rule)."""
+    parts: list[str] = []
+    overrides = analysis.dispatch.runners_of(result.func)[1]
+    if overrides:
+        parts.append(f"{result.func[1]} is overridden by {_names(overrides)}, which thread(s) the step")
+    dropping = sorted({(g.entry.call_hop.path, g.entry.call_hop.function) for g in groups if g.kinds == {StepKind.ABSENT}})
+    by_drafters: dict[tuple[Any, ...], list[str]] = {}
+    for fkey in dropping:
+        drafters = analysis.dispatch.dropped_by_design(fkey, param) if fkey != result.func else []
+        if drafters:
+            by_drafters.setdefault(tuple(drafters), []).append(fkey[1])
+    for drafters, names in sorted(by_drafters.items()):
+        parts.append(f"by design, {', '.join(names)} take(s) {param}, get(s) no per-step value and call(s) the draft model "
+                     f"without it (overridden by {_names(drafters)}, which thread(s) the step)")
+    return "".join(f"; {p}" for p in parts)
+
+
+def _names(classes: Iterable[Any]) -> str:
+    return ", ".join(c[1] for c in classes)

@@ -71,6 +71,9 @@ class LoopResult:
     hop: Hop
     entries: list[LoopEntry] = field(default_factory=list)
     selections: list[LoopSelection] = field(default_factory=list)
+    # What each function the loop calls (through helpers) receives for each threaded
+    # parameter it declares: (function, parameter) -> kinds.
+    arrivals: dict[tuple[FuncKey, str], set[StepKind]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -124,18 +127,56 @@ class LoopProvider(Provider):
         return out
 
     def draft_loops(self) -> list[tuple[FuncKey, FunctionFact, LoopFact]]:
-        """Outermost loops whose iterable is a ``range`` over a draft-step count."""
+        """Outermost loops whose iterable is a ``range`` over a draft-step count, and the
+        ``range`` loops of a drafter's proposing code (:meth:`proposing_functions`)."""
         out: list[tuple[FuncKey, FunctionFact, LoopFact]] = []
+        proposing = self.proposing_functions()
         for fkey, fn in self.functions():
             if self.index.replaced(fkey):
                 continue  # patched away by a plugin
-            out.extend((fkey, fn, loop) for loop in self.loops_in(fn))
+            out.extend((fkey, fn, loop) for loop in self.loops_in(fn, proposing=fkey in proposing))
         return out
 
-    def loops_in(self, fn: FunctionFact) -> list[LoopFact]:
-        """The outermost draft loops of one function."""
+    def proposing_functions(self) -> set[FuncKey]:
+        """Methods a class's proposer entry (``proposer-entries``) reaches through
+        ``self.m()`` calls, resolved in that class: the code that proposes draft tokens."""
+        out: set[FuncKey] = set()
+        for path, facts in self.index.loaded():
+            for cname, cls in sorted(facts.classes.items()):
+                if not any(e in cls.methods for e in self.config.proposer_entries):
+                    continue
+                key: ClassKey = (path, cname)
+                todo = list(self.config.proposer_entries)
+                seen: set[str] = set()
+                while todo:
+                    name = todo.pop()
+                    if name in seen:
+                        continue
+                    seen.add(name)
+                    found = self.index.method(key, name)
+                    if found is None:
+                        continue
+                    out.add(self.index.method_key(found[0], name))
+                    todo += [c.func[1] for c in found[1].calls if c.func and len(c.func) == 2 and c.func[0] == "self"]
+        return out
+
+    def loops_in(self, fn: FunctionFact, proposing: bool = False) -> list[LoopFact]:
+        """The outermost draft loops of one function: loops over ``range`` of a draft-step
+        count; in proposing code (``proposing``), also any other ``range`` loop, outside
+        those, whose body runs the draft model — a tree drafter's loop over the levels of its
+        token tree (``range(tree_depth - 1)``) is a draft loop whatever its count is called.
+        Only loops that reach a draft model are kept as results (:meth:`loop_results`)."""
         matching = {lp.id for lp in fn.loops if "range" in lp.iter.text and self._count_re.search(lp.iter.text)}
-        return [loop for loop in fn.loops if loop.id in matching and not matching.intersection(loop.parents)]
+        loops = [loop for loop in fn.loops if loop.id in matching and not matching.intersection(loop.parents)]
+        if proposing:
+            inside = {lp.id for lp in fn.loops if matching.intersection(lp.parents)}
+            enclosing = {p for lp in fn.loops if lp.id in matching for p in lp.parents}
+            other = {lp.id for lp in fn.loops if lp.iter.text.startswith("range(")
+                     and lp.id not in matching | inside | enclosing}
+            extra = [loop for loop in fn.loops if loop.id in other and not other.intersection(loop.parents)]
+            if extra:
+                return sorted(loops + extra, key=lambda lp: (lp.line, lp.col))
+        return loops
 
     def loop_results(self) -> list[LoopResult]:
         """Every draft loop that reaches a draft model (computed once)."""
@@ -201,6 +242,9 @@ class LoopProvider(Provider):
                 for p in self.params:
                     if p in frame.param_kinds and p not in kinds:
                         kinds[p] = sub_frame_kinds[p] = frame.param_kinds[p]
+            for p in self.params:
+                if p in callee.param_names:
+                    result.arrivals.setdefault((tgt.func, p), set()).add(kinds.get(p, StepKind.ABSENT))
             site = self.index.patch_site(tgt.func)  # a plugin's function patched onto the class
             call_hop = self.hop(frame.key, call.line, f"calls {tgt.func[1]}" + (f" (patched in at {site})" if site else ""))
             entering = tgt.model_class is not None and frame.model_class is None

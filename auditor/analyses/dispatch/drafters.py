@@ -79,14 +79,18 @@ class DrafterLoops(DispatchPart):
     def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
         """The draft loops an instance of ``cls`` runs, explored with ``self`` of that class."""
         methods = self.entry_methods(cls)
+        # The entry methods are the drafter's proposing code: a ``range`` loop there that
+        # runs the draft model is a draft loop whatever its count is called (a tree's levels).
+        proposing = True
         if not any(self.loops.loops_in(fn) for _, fn in methods):
+            proposing = False
             methods = []
             for c in self.index.mro(cls):
                 for name, fn in sorted(self.index.methods(c).items()):
                     methods.append(((c[0], f"{c[1]}.{name}"), fn))
         out = []
         for fkey, fn in sorted(methods, key=lambda m: (m[0], m[1].line)):
-            for loop in self.loops.loops_in(fn):
+            for loop in self.loops.loops_in(fn, proposing):
                 memo_key = (cls, fkey, loop.id)
                 res = self._loop_memo.get(memo_key)
                 if res is None and self.types.defining_class(fkey) == cls:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import ClassReachability, LoopReach
-from ..loops import LoopResult
+from ..loops import LoopResult, StepKind
 from ..partial_eval import Obj
 from .model import DecisionRow, Route, Pairing, route_alternatives
 from .part import DispatchPart
@@ -132,6 +132,54 @@ class ScanPrecision(DispatchPart):
 
     def _route_models(self) -> set[ClassKey]:
         return {m for mr in self.provider.route_map.model_routes() for m in mr.models}
+
+    def routes_running(self, fkey: FuncKey) -> list[Route]:
+        """The routes whose drafter runs function ``fkey``: its class hierarchy resolves the
+        method's name to this very function."""
+        cls = self.types.defining_class(fkey)
+        name = fkey[1].rpartition(".")[2]
+        out = []
+        for rt in self.routes():
+            hit = self.index.method(rt.drafter, name)
+            if cls is not None and hit is not None and hit[0] == cls:
+                out.append(rt)
+        return out
+
+    def threading_overrides(self, fkey: FuncKey) -> list[ClassKey]:
+        """The drafters of routes that inherit from ``fkey``'s class, override the method
+        and thread the step per draft step: where ``fkey`` drops the step by design, the
+        drafter that threads it runs its own version instead."""
+        cls = self.types.defining_class(fkey)
+        name = fkey[1].rpartition(".")[2]
+        out: set[ClassKey] = set()
+        for rt in self.routes():
+            if cls is None or rt.drafter == cls or cls not in self.index.mro(rt.drafter):
+                continue
+            if self.index.frozen and not self.provider.drafting.explored(rt.drafter):
+                continue
+            hit = self.index.method(rt.drafter, name)
+            if hit is not None and hit[0] != cls and self.provider.drafting.threads_per_step(rt.drafter):
+                out.add(rt.drafter)
+        return sorted(out)
+
+    def dropped_by_design(self, fkey: FuncKey, param: str) -> list[ClassKey]:
+        """The threading drafters that override ``fkey`` when its dropping ``param`` is the
+        eagle-style routes' design: every drafter built for MTP that inherits it threads the
+        step in its own override, and on every route that runs it the draft loops hand it
+        no per-step value (nothing, its default, or the same constant at every step, so the
+        drop changes no step's layer from another). Empty otherwise — also when no draft
+        loop reaches it, or a loop hands it a varying or unknown value (that would be lost)."""
+        overrides = self.threading_overrides(fkey)
+        running = self.routes_running(fkey)
+        if not overrides or not running:
+            return []
+        kinds: set[StepKind] = set()
+        for rt in running:
+            if self.index.frozen and not self.provider.drafting.explored(rt.drafter):
+                return []
+            for res in self.provider.drafting.drafter_loops(rt.drafter):
+                kinds |= res.arrivals.get((fkey, param), set())
+        return overrides if kinds and kinds <= {StepKind.ABSENT, StepKind.CONSTANT} else []
 
     def dispatched_loops(self) -> list[tuple[Route, LoopResult]]:
         """Draft loops of MTP drafters run with ``self`` of the drafter where the loop's own

@@ -136,5 +136,14 @@ class DispatchProvider(Provider):
         """Loops MTP drafters run with ``self`` of a subclass, with the route that builds it."""
         return self.precision.dispatched_loops()
 
+    def runners_of(self, fkey: FuncKey) -> tuple[list[Route], list[ClassKey]]:
+        """Who runs drafter code ``fkey``: the routes whose drafter runs it, and the drafters
+        built for MTP that inherit it but override it and thread the step per draft step."""
+        return self.precision.routes_running(fkey), self.precision.threading_overrides(fkey)
+
+    def dropped_by_design(self, fkey: FuncKey, param: str) -> list[ClassKey]:
+        """Threading drafters overriding ``fkey`` when its drop of ``param`` is by design."""
+        return self.precision.dropped_by_design(fkey, param)
+
     def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
         return self.precision.refine_reachability(rows)
