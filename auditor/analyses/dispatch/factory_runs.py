@@ -30,7 +30,7 @@ class FactoryRuns(DispatchPart):
                 # What the override code writes for this family (literals), then --set.
                 fields.update(self.provider.family_facts.family_fields(setting.architecture))
                 fields[field_name] = [setting.architecture]
-                computed = self._family_computed(setting.architecture, {**fields, **dict(setting.fields)})
+                computed = self._family_computed(setting.architecture, {**fields, **dict(setting.fields)}, notes)
                 fields.update({k: v for k, v in computed.items() if k not in fields})
             fields.update(dict(setting.fields))
             given = Obj(hf_label, fields, closed=True)
@@ -52,12 +52,18 @@ class FactoryRuns(DispatchPart):
             decisions += [d for d in p.decisions if d.value is not False]
             if isinstance(p.returned, Obj):
                 hf = p.returned
+            elif isinstance(p.returned, Unknown) and not p.raised:
+                # The draft config is what the override returns, and that is unknown (past a
+                # cut, or code the evaluator cannot run): so is the architecture it names.
+                hf.fields[field_name] = Unknown(f"{field_name} ({okey[1]} returns {p.returned.reason})")
+                notes.append(f"{okey[1]} returns a config the evaluator cannot tell ({p.returned.reason}): "
+                             f"the draft architecture is unknown")
             if p.raised:
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
         notes += ev.notes
         return hf, decisions, notes
 
-    def _family_computed(self, arch: str, given: dict[str, Value]) -> dict[str, Value]:
+    def _family_computed(self, arch: str, given: dict[str, Value], notes: list[str]) -> dict[str, Value]:
         """The fields the override branch that picks ``arch`` writes from other fields
         (``n = getattr(hf_config, "f", None)`` then ``hf_config.update({"g": n})``): the
         branch's body run over the given fields. A field it writes and the run cannot
@@ -81,6 +87,7 @@ class FactoryRuns(DispatchPart):
                 ev = Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
                 p = ev.run_joined(fam.override, msgspec.structs.replace(fn, body=branch.body), args)
                 ended = args[arg]
+                notes += [n for n in ev.notes if n not in notes]  # a field the cut leaves undecided is unknown below
                 if not p.raised and isinstance(ended, Obj):
                     values = ended.fields
             for k in computed:
@@ -102,6 +109,8 @@ class FactoryRuns(DispatchPart):
             params = [p.name for p in fn.params if p.name not in ("self", "cls")]
             arg = self.roles["hf"] if self.roles["hf"] in params else (params[0] if params else self.roles["hf"])
             p = ev.run_joined(okey, fn, {arg: copy.deepcopy(out)})
+            # Its cuts stay out of the notes: what they leave unknown is not added (only
+            # fields every path derives alike are), so they cannot change the plan.
             if p.raised or not isinstance(p.returned, Obj):
                 continue
             added = {k: v for k, v in p.returned.fields.items()
@@ -125,21 +134,42 @@ class FactoryRuns(DispatchPart):
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         """Drafters the runner's factory can build for this configuration, each with the
         branches that lead to it (more than one only when a guard is unknown)."""
+        out, notes, cuts = self.dispatch_cuts(setting)
+        return out, notes + [c for c in cuts if c not in notes]
+
+    def dispatch_cuts(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str], list[str]]:
+        """:meth:`dispatch`, with the cuts of the factory runs apart from the other notes."""
         hf, _, notes = self.draft_config(setting)
         assert hf is not None
         world = self.world(setting, hf)
         factories = self.provider.location.factories().get(setting.runner, [])
         if not factories:
-            return [], notes + [f"no dispatch factory for runner {setting.runner} found in this tree"]
+            return [], notes + [f"no dispatch factory for runner {setting.runner} found in this tree"], []
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
+        cuts: list[str] = []
         for fkey in factories:
-            out += self.run_factory(fkey, world)
-        return out, notes
+            built, cut_notes = self.run_factory_cuts(fkey, world)
+            out += built
+            cuts += [n for n in cut_notes if n not in cuts]
+        return out, notes, cuts
 
     def run_factory(self, fkey: FuncKey, world: dict[str, Obj]) -> list[tuple[ClassKey, Hop, list[Decision]]]:
+        return self.run_factory_cuts(fkey, world)[0]
+
+    def run_factory_cuts(self, fkey: FuncKey, world: dict[str, Obj]
+                         ) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
+        """The drafters the factory builds, each with its decision chain, and every cut
+        the evaluator made on the way (issue 18: every cut goes into the plan's notes).
+
+        A cut on a path that builds a drafter is a decision of unknown value on its chain
+        (``depends_on`` "cut: …"): the evaluator stopped following something on the way to
+        that build, so it cannot tell that the build is the one this configuration takes.
+        A path cut short that builds no drafter the evaluator can tell (joined paths
+        returning different drafters, a build past the cut) may stand for any of them:
+        its cut goes on every chain."""
         fn = self.index.function(fkey)
         if fn is None:
-            return []
+            return [], []
         ev = Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
         # A run may write the objects it is handed (a constructor it cannot run makes what
         # it receives unknown): each factory runs on its own copy of the configuration.
@@ -162,13 +192,20 @@ class FactoryRuns(DispatchPart):
         # (a runner's __init__ builds much else) cannot change which drafter it builds.
         pruned = msgspec.structs.replace(fn, body=self._prune(fkey, fn.body, relevant))
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
+        lost: list[str] = []  # cuts on paths that build no drafter the evaluator can tell
         for path in ev.run(fkey, pruned, args):
             built = self._drafter_of(path)
-            if built is not None:
-                cls, line = built
-                chain = [d for d in path.decisions if d.line in relevant]
-                out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
-        return out
+            if built is None:
+                lost += [c for c in path.cuts if c not in lost]
+                continue
+            cls, line = built
+            chain = [d for d in path.decisions if d.line in relevant]
+            chain += [_cut_decision(fkey, line, c) for c in path.cuts]
+            out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
+        if lost:
+            for _cls, site, chain in out:
+                chain += [_cut_decision(fkey, site.line, f"{c} (a path cut short may build another drafter)") for c in lost]
+        return out, list(ev.notes)
 
     def _prune(self, fkey: FuncKey, body: tuple[Stmt, ...], relevant: set[int]) -> tuple[Stmt, ...]:
         out: list[Stmt] = []
@@ -228,3 +265,11 @@ def _branch_at(body: tuple[Stmt, ...], line: int) -> SIf | None:
             if found is not None:
                 return found
     return None
+
+
+CUT = "cut: "  # the ``depends_on`` of a decision that stands for a cut of the evaluator
+
+
+def _cut_decision(fkey: FuncKey, line: int, note: str) -> Decision:
+    """A decision of unknown value standing for a cut on the way to a drafter build."""
+    return Decision(fkey[0], line, fkey[1], f"<{note}>", None, (), CUT + note, None)

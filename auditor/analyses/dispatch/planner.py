@@ -13,6 +13,7 @@ from ..loops import FORWARD_METHODS, KIND_ORDER, LoopSelection, StepKind
 from ..partial_eval import Obj
 from .model import Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
+from .factory_runs import CUT
 from .part import DispatchPart
 
 
@@ -23,14 +24,19 @@ class Planner(DispatchPart):
         field_name = self.config.override_field[0]
         archs = hf.fields.get(field_name)
         arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else setting.architecture
-        options, more = self.provider.factory_runs.dispatch(setting)
-        notes += more
+        options, more, factory_cuts = self.provider.factory_runs.dispatch_cuts(setting)
+        notes += [n for n in more + factory_cuts if n not in notes]  # more repeats the draft config's notes
         decisions = [DecisionRow.of(d) for d in override_decisions]
         model = self.provider.registry_lookup.model_class_for(arch, setting.platform) if arch else None
         if arch is None:
             notes.append("the draft architecture is unknown for this config")
         if not options:
-            return self._outcome(Plan(setting, arch, None, None, None, model, None, None, (), tuple(decisions), (),
+            steps: tuple[StepPlan, ...] = ()
+            if factory_cuts:
+                # The factory run was cut short: it may build a drafter the evaluator lost.
+                why = "no drafter the evaluator can tell, the factory run was cut: " + "; ".join(factory_cuts)
+                steps = tuple(StepPlan(i, None, None, Verdict.UNKNOWN.value, why) for i in range(setting.k))
+            return self._outcome(Plan(setting, arch, None, None, None, model, None, None, steps, tuple(decisions), (),
                                       tuple(notes)), hf)
         proposer, site, chain = options[0]
         decisions += [DecisionRow.of(d) for d in chain]
@@ -44,6 +50,13 @@ class Planner(DispatchPart):
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
             why = f"the drafter depends on {', '.join(deps) or 'an unknown branch'}: {proposer[1]} or {', '.join(c[1] for c in alternatives)}"
             steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value, why) for s in steps)
+        cuts = sorted({d.depends_on[len(CUT):] for c, _, ch in options for d in ch if d.depends_on.startswith(CUT)})
+        if cuts:
+            # Issue 18: a cut on the way to a build decides the route as much as an unknown
+            # guard does: the drafter this configuration gets may be another one.
+            why = f"the drafter is decided past a cut of the evaluator ({'; '.join(cuts)}): {proposer[1]} may not be the one built"
+            steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value,
+                                   why + (f"; {s.why}" if alternatives else "")) for s in steps)
         steps = self._gate_verdict(steps, proposer, model, decisions, findings)
         plan = Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
                     tuple(notes))
