@@ -22,7 +22,11 @@ What vLLM does, read from its source (0.33.0):
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,16 +74,23 @@ def _copy_release(version: str, dest: Path) -> Path:
     return dest
 
 
-def test_the_seed_change_on_the_eagle_proposer_is_flagged(tmp_path):
-    """The seed PR's change, replayed on 0.33.0: the step added to the base proposer's
-    ``model_kwargs``. Its EAGLE-method routes load EAGLE heads whose forward cannot take it."""
-    root = _copy_release("0.33.0", tmp_path)
+def _apply_seed_change(root: Path) -> Path:
+    """The seed PR's change to the eagle proposer's draft loop, on 0.33.0's base proposer:
+    the step joins the draft model's keyword arguments."""
     path = root / BASE_PROPOSER
     text = path.read_text()
     anchor = '                "inputs_embeds": inputs_embeds,\n            }\n            if self.pass_hidden_states_to_model:'
     assert text.count(anchor) == 1
     path.write_text(text.replace(anchor, anchor.replace(
         '"inputs_embeds": inputs_embeds,\n', '"inputs_embeds": inputs_embeds,\n                "spec_step_idx": token_index + 1,\n', 1)))
+    return path
+
+
+def test_the_seed_change_on_the_eagle_proposer_is_flagged(tmp_path):
+    """The seed PR's change, replayed on 0.33.0: the step added to the base proposer's
+    ``model_kwargs``. Its EAGLE-method routes load EAGLE heads whose forward cannot take it."""
+    root = _copy_release("0.33.0", tmp_path)
+    path = _apply_seed_change(root)
     scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2)
     # The draft loop's model call (the first pass's call, before the loop, is reported too:
     # the keys of a dict named ``model_kwargs`` are gathered over the whole function).
@@ -97,3 +108,26 @@ def test_the_seed_change_on_the_eagle_proposer_is_flagged(tmp_path):
     assert not names & {"DeepSeekMTP", "Glm4MoeMTP", "Qwen3_5MTP"}
     # Without the change there is no such finding (it is the change that introduces it).
     assert not [g for g in by_rule(scan_release("0.33.0"), "MTP005") if g.function == "SpecDecodeBaseProposer.propose"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout
+
+
+def test_lint_on_the_seed_change_reports_the_new_mtp005(tmp_path):
+    """What the seed PR's reviewer said, from ``mtp-audit lint`` on the change: passing the
+    step where an EAGLE head can be the draft model raises TypeError."""
+    repo = _copy_release("0.33.0", tmp_path / "repo")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "vLLM 0.33.0")
+    _apply_seed_change(repo)
+    _git(repo, "commit", "-qam", "forward spec_step_idx in the eagle proposer")
+    env = dict(os.environ, MTP_AUDIT_CACHE_DIR=str(release_cache_dir()))
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "lint", ".", "--base", "HEAD~1", "-f", "json", "-q"],
+                       cwd=repo, capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 1, r.stderr
+    new = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "MTP005"]
+    assert new and all(f["path"] == BASE_PROPOSER for f in new), new
+    assert all("EagleLlamaForCausalLM" in {c["name"] for c in f["affected_classes"]} for f in new)
