@@ -76,12 +76,12 @@ class EagleSpeculator:
             x = self._sample(x{sample})
         return x
 
-    def _sample(self, x, spec_step_idx=0):
+    def _sample({base_sample}):
         return x
 
 
 class TreeSpeculator(EagleSpeculator):
-    def _sample(self, x):
+    def _sample({tree_sample}):
         return x
 '''
 
@@ -100,12 +100,15 @@ class DeepMTP(nn.Module):
 '''
 
 
-def _routes(call: str = "", sample: str = "", head_params: str = "self, x") -> dict[str, str]:
+def _routes(call: str = "", sample: str = "", head_params: str = "self, x",
+            base_sample: str = "self, x, spec_step_idx=0", tree_sample: str = "self, x") -> dict[str, str]:
+    speculators = (_ROUTE_SPECULATORS.replace("{call}", call).replace("{sample}", sample)
+                   .replace("{base_sample}", base_sample).replace("{tree_sample}", tree_sample))
     return {
         "vllm/loader.py": "def get_model(config):\n    raise NotImplementedError\n",
         "vllm/config/speculative.py": _ROUTE_SPEC,
         "vllm/spec_decode/__init__.py": _ROUTE_FACTORY,
-        "vllm/spec_decode/speculators.py": _ROUTE_SPECULATORS.replace("{call}", call).replace("{sample}", sample),
+        "vllm/spec_decode/speculators.py": speculators,
         "vllm/models/registry.py": (
             "_SPECULATIVE_DECODING_MODELS = {\n"
             '    "DeepMTPModel": ("deep_mtp", "DeepMTP"),\n'
@@ -173,6 +176,13 @@ class StepRejected(Rule):
                 message="passes spec_step_idx to TreeSpeculator._sample, which take(s) no spec_step_idx and no "
                         "**kwargs: TypeError at run time; reached only when speculative_config.use_tree() is True "
                         "(V2 builds TreeSpeculator)"),
+        # The base's helper cannot take it, the override can: only the route that builds the
+        # base speculator itself reaches the base's helper.
+        Invalid(_routes(sample=", spec_step_idx=step", base_sample="self, x", tree_sample="self, x, spec_step_idx=0"),
+                path="vllm/spec_decode/speculators.py", line=15, count=1,
+                message="passes spec_step_idx to EagleSpeculator._sample, which take(s) no spec_step_idx and no "
+                        "**kwargs: TypeError at run time; reached only when speculative_config.use_tree() is False "
+                        "(V2 builds EagleSpeculator)"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
@@ -209,6 +219,12 @@ class StepRejected(Rule):
                 continue  # no route builds this drafter with that model (or runs this code as ctx)
             if routes is None and tgt.model_class is not None and not analysis.dispatch.pairing(fkey).paired:
                 continue
+            if (routes and call.func is not None and len(call.func) == 2 and call.func[0] == "self"
+                    and tgt.func[1].rpartition(".")[2] == call.func[1]):
+                # ``self.m()`` of a method: only the drafters whose ``m`` is this callee reach it.
+                routes = [rt for rt in routes if _resolves_to(analysis, rt.drafter, call.func[1], tgt.func)]
+                if not routes:
+                    continue
             bound.append((tgt, calls.bind(call, fn, tgt), routes))
         # The step passed positionally: an argument that is the step's name, or one that
         # lands in the step parameter of some callee.
@@ -271,6 +287,11 @@ class StepRejected(Rule):
             fingerprint_key=f"{param}|{'.'.join(call.func or ())}",
             parameter=param,
         )
+
+
+def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) -> bool:
+    hit = analysis.index.method(cls, name)
+    return hit is not None and analysis.index.method_key(hit[0], name) == func
 
 
 @dataclass
