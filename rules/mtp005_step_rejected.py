@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterable
 
+from auditor.analyses import Binding, PassKind, Target
 from auditor.analyses.analysis import Analysis
-from auditor.index.index import ClassKey
+from auditor.analyses.dispatch.load_routes import condition_of
+from auditor.analyses.dispatch.model import ModelRoute
+from auditor.analyses.load_calls import LoadCallProvider
+from auditor.facts.extract import CallFact, FunctionFact
+from auditor.index.index import ClassKey, FuncKey
 from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
 from rules._examples import draft_tree, wrapper
@@ -20,15 +26,123 @@ _NO_STEP_HEAD = wrapper(
 '''
 
 
-class StepRejected(Rule):
-    """A call passes ``spec_step_idx`` by keyword (or inside a ``**dict`` built in the
-    caller) to a callee that has no such parameter and no ``**kwargs``.
+# A V2-style tree with dispatch: one factory builds the eagle-style speculator for the
+# MTP and EAGLE methods (a tree speculator when the draft config asks for one), and the
+# registry holds an MTP model that takes the step and an EAGLE head that does not.
+_ROUTE_SPEC = '''
+class SpeculativeConfig:
+    @staticmethod
+    def hf_config_override(hf_config):
+        if hf_config.model_type == "deep":
+            hf_config.model_type = "deep_mtp"
+            hf_config.update({"architectures": ["DeepMTPModel"]})
+        return hf_config
 
-    Python raises ``TypeError: got an unexpected keyword argument`` at run time. This
-    is what reviewers pointed out on the public fix attempt (vLLM PR #36910): the
-    proposer's ``self.model`` can be a non-MTP draft model whose ``forward`` or
-    ``compute_logits`` does not take the step. When ``self.model`` fans out over the
-    draft-model registry, the finding lists every class that would fail.
+    def use_eagle(self):
+        return self.method in ("eagle", "mtp")
+
+    def use_tree(self):
+        return getattr(self.draft_model_config.hf_config, "tree_choices", None) is not None
+'''
+
+_ROUTE_FACTORY = '''
+def init_speculator(vllm_config):
+    speculative_config = vllm_config.speculative_config
+    if speculative_config.use_eagle():
+        if speculative_config.use_tree():
+            from vllm.spec_decode.speculators import TreeSpeculator
+
+            return TreeSpeculator(vllm_config)
+        from vllm.spec_decode.speculators import EagleSpeculator
+
+        return EagleSpeculator(vllm_config)
+    raise NotImplementedError(speculative_config.method)
+'''
+
+_ROUTE_SPECULATORS = '''
+from vllm.loader import get_model
+
+
+class EagleSpeculator:
+    def __init__(self, vllm_config):
+        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+
+    def load_model(self):
+        self.model = get_model(self.vllm_config)
+
+    def propose(self, x):
+        for step in range(self.num_speculative_steps):
+            x = self.model(x{call})
+            x = self._sample(x{sample})
+        return x
+
+    def _sample({base_sample}):
+        return x
+
+
+class TreeSpeculator(EagleSpeculator):
+    def _sample({tree_sample}):
+        return x
+'''
+
+_DEEP_MTP = '''
+import torch.nn as nn
+
+
+class DeepMTP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.num_mtp_layers = config.num_nextn_predict_layers
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(self.num_mtp_layers)])
+
+    def forward(self, x, spec_step_idx: int = 0):
+        return self.layers[spec_step_idx % self.num_mtp_layers](x)
+'''
+
+
+def _routes(call: str = "", sample: str = "", head_params: str = "self, x",
+            base_sample: str = "self, x, spec_step_idx=0", tree_sample: str = "self, x") -> dict[str, str]:
+    speculators = (_ROUTE_SPECULATORS.replace("{call}", call).replace("{sample}", sample)
+                   .replace("{base_sample}", base_sample).replace("{tree_sample}", tree_sample))
+    return {
+        "vllm/loader.py": "def get_model(config):\n    raise NotImplementedError\n",
+        "vllm/config/speculative.py": _ROUTE_SPEC,
+        "vllm/spec_decode/__init__.py": _ROUTE_FACTORY,
+        "vllm/spec_decode/speculators.py": speculators,
+        "vllm/models/registry.py": (
+            "_SPECULATIVE_DECODING_MODELS = {\n"
+            '    "DeepMTPModel": ("deep_mtp", "DeepMTP"),\n'
+            '    "EagleLlamaModel": ("llama_eagle", "EagleHead"),\n'
+            "}\n"
+        ),
+        "vllm/models/deep_mtp.py": _DEEP_MTP,
+        "vllm/models/llama_eagle.py": (
+            "import torch.nn as nn\n\n\nclass EagleHead(nn.Module):\n"
+            f"    def forward({head_params}):\n        return x\n"
+        ),
+    }
+
+
+class StepRejected(Rule):
+    """A call passes ``spec_step_idx`` — by keyword, inside a ``**dict`` built in the
+    caller, or by position — to a callee that cannot take it: no parameter of that name
+    and no ``**kwargs``, or one positional argument more than it has (and no ``*args``).
+
+    Python raises ``TypeError`` at run time. This is what reviewers pointed out on the
+    public fix attempt (vLLM PR #36910): the proposer's ``self.model`` can be a non-MTP
+    draft model — an EAGLE head, ``forward(input_ids, positions, hidden_states)`` — whose
+    ``forward`` or ``compute_logits`` does not take the step. So each call site is bound
+    against every callee a route can load there, step-aware or not: when ``self.model``
+    fans out over the registry tables, the draft model classes of the MTP methods'
+    routes and of the ``draft-model-methods`` (``eagle``, ``eagle3``) routes that build
+    the calling drafter (their ``forward``, ``compute_logits``, ``get_top_tokens``); and
+    ``self.m()`` in a drafter's base class is bound against the override of each drafter
+    a route builds that runs it (resolved through its MRO). Only classes on a route whose
+    condition is satisfiable are listed, and the message ends with that condition
+    (``reached only when …``). A callee with ``**kwargs`` that drops the step is not a
+    TypeError (MTP001 reports a drop where the step picks a layer). The finding's id
+    depends on the call, not on the classes it lists. ``mtp-audit lint`` on a patch that
+    adds the step to such a call reports it as new.
     """
 
     code = "MTP005"
@@ -39,56 +153,153 @@ class StepRejected(Rule):
 
     VALID = [
         Valid(draft_tree("out.append(self.model.compute_logits(hidden_states))", model=_NO_STEP_HEAD)),
+        # The eagle-style speculator passes no step: the EAGLE head it can load is fine.
+        Valid(_routes()),
+        # A head with **kwargs takes the step (and drops it: MTP001's business, not a TypeError).
+        Valid(_routes(", spec_step_idx=step", head_params="self, x, **kwargs")),
     ]
     INVALID = [
         Invalid(draft_tree("out.append(self.model.compute_logits(hidden_states, spec_step_idx=token_index))",
                            model=_NO_STEP_HEAD),
                 path="vllm/spec_decode/proposer.py", line=15,
                 message="passes spec_step_idx to WrapperMTP.compute_logits, which take(s) no spec_step_idx and no **kwargs"),
+        # The seed PR's change: the step added to the shared speculator's model call, which
+        # the EAGLE method's route runs with an EAGLE head (DeepMTP takes it).
+        Invalid(_routes(", spec_step_idx=step"), path="vllm/spec_decode/speculators.py", line=14, count=1,
+                message="passes spec_step_idx to EagleHead.forward, which take(s) no spec_step_idx and no **kwargs: "
+                        "TypeError at run time for 1 draft model class(es) (speculative method eagle)"),
+        # By position: DeepMTP binds it to spec_step_idx, the EAGLE head has no room for it.
+        Invalid(_routes(", step"), path="vllm/spec_decode/speculators.py", line=14,
+                message="passes spec_step_idx to EagleHead.forward, which take(s) too many positional arguments"),
+        # An overridden helper: the tree speculator's _sample, under its route's condition.
+        Invalid(_routes(sample=", spec_step_idx=step"), path="vllm/spec_decode/speculators.py", line=15,
+                message="passes spec_step_idx to TreeSpeculator._sample, which take(s) no spec_step_idx and no "
+                        "**kwargs: TypeError at run time; reached only when speculative_config.use_tree() is True "
+                        "(V2 builds TreeSpeculator)"),
+        # The base's helper cannot take it, the override can: only the route that builds the
+        # base speculator itself reaches the base's helper.
+        Invalid(_routes(sample=", spec_step_idx=step", base_sample="self, x", tree_sample="self, x, spec_step_idx=0"),
+                path="vllm/spec_decode/speculators.py", line=15, count=1,
+                message="passes spec_step_idx to EagleSpeculator._sample, which take(s) no spec_step_idx and no "
+                        "**kwargs: TypeError at run time; reached only when speculative_config.use_tree() is False "
+                        "(V2 builds EagleSpeculator)"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
-        calls = analysis.calls
+        calls = analysis.get(LoadCallProvider)
+        loads = analysis.dispatch.load_routes
         for fkey, fn in analysis.scope.relevant_functions():
-            ctx = analysis.types.defining_class(fkey)
+            own = analysis.types.defining_class(fkey)
+            # ``self.m()`` in a base-class method reaches the override of the drafter that runs it.
+            contexts = [own, *(d for d in loads.drafters_running(fkey) if d != own)]
             for ci, call in enumerate(fn.calls):
                 for param in analysis.params:
-                    if not calls.passes_keyword(call, fn, param):
+                    keyword = calls.passes_keyword(call, fn, param)
+                    if not keyword and not call.args:
                         continue
-                    rejecting: dict[str, set[ClassKey]] = {}
-                    for tgt in calls.targets(fkey, fn, ctx, ci):
-                        if tgt.model_class is not None and not analysis.dispatch.pairing(fkey, tgt.model_class).paired:
-                            continue  # dispatch never builds this drafter for that model (no route)
-                        if param in calls.bind(call, fn, tgt).unknown_keywords:
-                            classes = rejecting.setdefault(tgt.func[1], set())
-                            if tgt.model_class:
-                                classes.add(tgt.model_class)
-                            classes.update((ref.path, ref.name) for ref in analysis.registry.affected_models(tgt.func)
-                                           if analysis.dispatch.pairing(fkey, (ref.path, ref.name)).paired)
-                    if not rejecting:
-                        continue
-                    callees = sorted(rejecting)
-                    rejected_by = sorted({c for cs in rejecting.values() for c in cs})
-                    # Dispatch: code of a drafter behind a gate says when it runs.
-                    pairing = analysis.dispatch.pairing(fkey)
-                    when = f"; reached only when {pairing.condition}" if pairing.condition else ""
-                    yield Finding(
-                        rule=self.code,
-                        severity=self.severity,
-                        path=fkey[0],
-                        line=call.line,
-                        column=call.col,
-                        function=fkey[1],
-                        callee=", ".join(callees),
-                        callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
-                        message=(
-                            f"passes {param} to {', '.join(callees)}, which take(s) no {param} and no **kwargs: "
-                            f"TypeError at run time"
-                            + (f" for {len(rejected_by)} draft model class(es)" if rejected_by else "")
-                            + when
-                        ),
-                        trace=[analysis.hop(fkey, call.line, f"passes {param} to {c}") for c in callees],
-                        affected_classes=[ClassRef(*c) for c in rejected_by],
-                        fingerprint_key=f"{param}|{'.'.join(call.func or ())}",
-                        parameter=param,
-                    )
+                    rejected = _Rejected()
+                    for ctx in contexts:
+                        self._bind_all(analysis, fkey, fn, own, ctx, ci, param, keyword, rejected)
+                    if rejected.callees:
+                        yield self._finding(analysis, fkey, call, param, rejected)
+
+    @staticmethod
+    def _bind_all(analysis: Analysis, fkey: FuncKey, fn: FunctionFact, own: ClassKey | None, ctx: ClassKey | None,
+                  ci: int, param: str, keyword: bool, rejected: "_Rejected") -> None:
+        """Bind call ``ci`` against every callee it reaches with ``self`` of ``ctx`` on a
+        load route; record the callees that cannot take the step."""
+        calls = analysis.get(LoadCallProvider)
+        loads = analysis.dispatch.load_routes
+        call = fn.calls[ci]
+        drafter = None if ctx == own else ctx
+        bound: list[tuple[Target, Binding, list[ModelRoute] | None]] = []
+        for tgt in calls.targets(fkey, fn, ctx, ci):
+            routes = loads.routes_running(fkey, tgt.model_class, drafter)
+            if routes is not None and not routes:
+                continue  # no route builds this drafter with that model (or runs this code as ctx)
+            if routes is None and tgt.model_class is not None and not analysis.dispatch.pairing(fkey).paired:
+                continue
+            if (routes and call.func is not None and len(call.func) == 2 and call.func[0] == "self"
+                    and tgt.func[1].rpartition(".")[2] == call.func[1]):
+                # ``self.m()`` of a method: only the drafters whose ``m`` is this callee reach it.
+                routes = [rt for rt in routes if _resolves_to(analysis, rt.drafter, call.func[1], tgt.func)]
+                if not routes:
+                    continue
+            bound.append((tgt, calls.bind(call, fn, tgt), routes))
+        # The step passed positionally: an argument that is the step's name, or one that
+        # lands in the step parameter of some callee.
+        step_args = {i for i, a in enumerate(call.args) if a.chain == (param,)}
+        for _, b, _ in bound:
+            src = b.params.get(param)
+            if src is not None and src.how is PassKind.POSITIONAL:
+                step_args.update(i for i, a in enumerate(call.args) if a == src.expr)
+        for tgt, b, routes in bound:
+            by_keyword = keyword and param in b.unknown_keywords
+            by_position = bool(step_args & set(b.extra_positional))
+            if not (by_keyword or by_position):
+                continue
+            classes = rejected.callees.setdefault(tgt.func[1], set())
+            if tgt.model_class:
+                classes.add(tgt.model_class)
+            classes.update((ref.path, ref.name) for ref in analysis.registry.affected_models(tgt.func)
+                           if analysis.dispatch.pairing(fkey, (ref.path, ref.name)).paired)
+            rejected.keyword |= by_keyword
+            rejected.positional |= not by_keyword
+            if routes is None:
+                rejected.drafter_level = True
+            else:
+                rejected.routes += routes
+
+    def _finding(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, rejected: "_Rejected") -> Finding:
+        callees = sorted(rejected.callees)
+        rejected_by = sorted({c for cs in rejected.callees.values() for c in cs})
+        # The routes that load a rejecting class with this drafter say when it is reached;
+        # code no built drafter runs says it as its drafter-level pairing does.
+        conditions: list[str] = []
+        if rejected.drafter_level:
+            conditions.append(analysis.dispatch.pairing(fkey).condition)
+        if rejected.routes:
+            conditions.append(condition_of(rejected.routes).condition)
+        when = "" if "" in conditions else " or ".join(dict.fromkeys(conditions))
+        positional = rejected.positional and not rejected.keyword
+        how = "too many positional arguments" if positional else f"no {param} and no **kwargs"
+        # Only routes of other methods than MTP's (EAGLE heads): say which, the condition cannot.
+        loads = analysis.dispatch.load_routes
+        methods = dict.fromkeys(m for rt in rejected.routes for m in loads.methods(rt))
+        others = [] if any(m in analysis.config.mtp_methods for m in methods) else list(methods)
+        return Finding(
+            rule=self.code,
+            severity=self.severity,
+            path=fkey[0],
+            line=call.line,
+            column=call.col,
+            function=fkey[1],
+            callee=", ".join(callees),
+            callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
+            message=(
+                f"passes {param} to {', '.join(callees)}, which take(s) {how}: TypeError at run time"
+                + (f" for {len(rejected_by)} draft model class(es)" if rejected_by else "")
+                + (f" (speculative method {', '.join(others)})" if others else "")
+                + (f"; reached only when {when}" if when else "")
+            ),
+            trace=[analysis.hop(fkey, call.line, f"passes {param} to {c}") for c in callees],
+            affected_classes=[ClassRef(*c) for c in rejected_by],
+            fingerprint_key=f"{param}|{'.'.join(call.func or ())}",
+            parameter=param,
+        )
+
+
+def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) -> bool:
+    hit = analysis.index.method(cls, name)
+    return hit is not None and analysis.index.method_key(hit[0], name) == func
+
+
+@dataclass
+class _Rejected:
+    """What one call site's bindings found: callee -> the draft model classes it runs for."""
+
+    callees: dict[str, set[ClassKey]] = field(default_factory=dict)
+    routes: list[ModelRoute] = field(default_factory=list)
+    drafter_level: bool = False  # some rejection is in code no built drafter runs
+    keyword: bool = False  # some callee has no such parameter and no **kwargs
+    positional: bool = False  # some callee gets it as one positional argument too many

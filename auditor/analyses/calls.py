@@ -65,6 +65,9 @@ class Binding:
     unknown_keywords: list[str] = field(default_factory=list)
     forwards_kwargs: bool = False
     opaque_dicts: list[str] = field(default_factory=list)  # **d whose keys are not known here
+    # positional arguments (their indexes) beyond the callee's positional parameters, when
+    # it has no ``*args``: Python raises TypeError (too many positional arguments)
+    extra_positional: list[int] = field(default_factory=list)
 
 
 class CallProvider(Provider):
@@ -205,9 +208,12 @@ class CallProvider(Provider):
         positional = [p for p in params if p.kind in positional_kinds]
         by_name = {p.name: p for p in params if p.kind in (ParamKind.POSITIONAL, ParamKind.KEYWORD_ONLY)}
         has_kwargs = any(p.kind is ParamKind.VAR_KEYWORD for p in params)
+        has_varargs = any(p.kind is ParamKind.VAR_POSITIONAL for p in params)
         for i, arg in enumerate(call.args):
             if i < len(positional):
                 b.params[positional[i].name] = ArgSource(arg, PassKind.POSITIONAL)
+            elif not has_varargs and not call.star_args:
+                b.extra_positional.append(i)
 
         def keyword(name: str, src: ArgSource) -> None:
             if name in by_name or has_kwargs:

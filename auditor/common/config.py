@@ -87,6 +87,10 @@ class Config:
     # Speculative methods that load MTP draft models (a scan pairs draft loops with MTP
     # classes only through drafters the factories build for these methods).
     mtp_methods: list[str] = field(default_factory=lambda: ["mtp"])
+    # Issue 18 (MTP005): other speculative methods whose drafters load a draft model class
+    # from the registry tables (EAGLE heads). Their routes only say which classes a call
+    # that passes the step can reach (a class that cannot take it raises TypeError).
+    draft_model_methods: list[str] = field(default_factory=lambda: ["eagle", "eagle3"])
     # --- end issue 11 ---
     # Calls by which a platform plugin registers a model class for an architecture
     # (``ModelRegistry.register_model("Arch", "pkg.mod:Class")``; issue 13).
@@ -112,7 +116,8 @@ class Config:
 _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_tables", "select", "ignore",
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
               "compile_condition_args",
-              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "validation_methods",
+              "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
+              "validation_methods",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules"}
 _LIST_DICT_KEYS = {"dispatch_factories"}

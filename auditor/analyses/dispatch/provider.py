@@ -25,6 +25,7 @@ from .planner import Planner
 from .plugins import PluginDispatch
 from .precision import ScanPrecision
 from .routes import RouteMap
+from .load_routes import LoadRoutes
 from .outcomes import Outcomes
 from .engine_modes import EngineModes
 
@@ -50,6 +51,7 @@ class DispatchProvider(Provider):
         self.planner = Planner(self)
         self.precision = ScanPrecision(self)
         self.route_map = RouteMap(self)
+        self.load_routes = LoadRoutes(self)
         self.outcomes = Outcomes(self)
         self.engine_modes = EngineModes(self)
 
@@ -66,6 +68,7 @@ class DispatchProvider(Provider):
             self.drafter_loops(rt.drafter)
         for mr in self.model_routes():
             self.drafter_loops(mr.drafter)
+        self.load_routes.load_routes()  # MTP005: every class a route can load (may parse files)
         self.engine_modes.load_platforms()
 
     # -- what the rules, `layers` and the history views ask ----------------------------

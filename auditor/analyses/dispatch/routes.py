@@ -33,30 +33,37 @@ class RouteMap(DispatchPart):
         """Every (runner, architecture, drafter) dispatch can take for an MTP method."""
         if self._routes is not None:
             return self._routes
-        r = self.roles
-        field_name = self.config.override_field[0]
-        spec_cls = self.provider.location.spec_config_class()
         archs = sorted({a for a, _ in self.provider.registry_lookup.mtp_architectures()})
         mtp = set(self.registry.model_classes())
         out: list[ModelRoute] = []
         for method in self.config.mtp_methods:
             for arch in archs:
                 models = tuple(sorted(c for c in self.provider.registry_lookup.classes_for(arch) if c in mtp))
-                for fixed in self.provider.family_facts.arch_literals(arch) or [()]:
-                    fields: dict[str, Value] = dict(fixed)
-                    fields[field_name] = [arch]
-                    hf = Obj(r["hf"], fields)  # open: what the family does not fix is unknown
-                    draft = Obj(r["draft"], {r["hf"]: hf, field_name: [arch]})
-                    spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=spec_cls)
-                    root = Obj(r["root"], roles={r["speculative"]: spec})
-                    for runner, factories in self.provider.location.factories().items():
-                        for fkey in factories:
-                            for cls, site, chain in self.provider.factory_runs.run_factory(
-                                    fkey, {"root": root, "speculative": spec}):
-                                conds = tuple(DecisionRow.of(d) for d in chain if d.value is None and d.fields)
-                                out.append(ModelRoute(runner, arch, models, cls, site, conds))
+                out += self.routes_for(method, arch, models)
         self._routes = list(dict.fromkeys(out))
         return self._routes
+
+    def routes_for(self, method: str, arch: str, models: tuple[ClassKey, ...]) -> list[ModelRoute]:
+        """The routes the factories take for ``method`` with a draft of architecture ``arch``
+        (loading ``models``): once per set of literals an override branch that picks it fixes."""
+        r = self.roles
+        field_name = self.config.override_field[0]
+        spec_cls = self.provider.location.spec_config_class()
+        out: list[ModelRoute] = []
+        for fixed in self.provider.family_facts.arch_literals(arch) or [()]:
+            fields: dict[str, Value] = dict(fixed)
+            fields[field_name] = [arch]
+            hf = Obj(r["hf"], fields)  # open: what the family does not fix is unknown
+            draft = Obj(r["draft"], {r["hf"]: hf, field_name: [arch]})
+            spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=spec_cls)
+            root = Obj(r["root"], roles={r["speculative"]: spec})
+            for runner, factories in self.provider.location.factories().items():
+                for fkey in factories:
+                    for cls, site, chain in self.provider.factory_runs.run_factory(
+                            fkey, {"root": root, "speculative": spec}):
+                        conds = tuple(DecisionRow.of(d) for d in chain if d.value is None and d.fields)
+                        out.append(ModelRoute(runner, arch, models, cls, site, conds))
+        return out
 
     def pairing(self, fkey: FuncKey, model: ClassKey) -> Pairing:
         """Whether function ``fkey`` (drafter code) runs against draft model ``model`` on
