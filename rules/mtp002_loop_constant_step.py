@@ -171,9 +171,9 @@ def _by_design(analysis: Analysis, result: Any, groups: Sequence[Any], param: st
         drafters = analysis.dispatch.dropped_by_design(fkey, param) if fkey != result.func else []
         if drafters:
             by_drafters.setdefault(tuple(drafters), []).append(fkey[1])
-    for drafters, names in sorted(by_drafters.items()):
+    for shared, names in sorted(by_drafters.items()):
         parts.append(f"by design, {', '.join(names)} take(s) {param}, get(s) no per-step value and call(s) the draft model "
-                     f"without it (overridden by {_names(drafters)}, which thread(s) the step)")
+                     f"without it (overridden by {_names(shared)}, which thread(s) the step)")
     return "".join(f"; {p}" for p in parts)
 
 
