@@ -51,19 +51,35 @@ _RUNS: dict = {}
 
 
 @pytest.fixture(scope="session")
-def run_check(runtime_py):
+def run_check(runtime_py, tmp_path_factory):
     """run_check(arch, forced, runner) -> the JSON document of
-    `check --arch ARCH --k 3 --runner RUNNER` (cached for the session)."""
+    `check --arch ARCH --k 3 --runner RUNNER`, run once per test session: with pytest-xdist
+    the workers share one directory of finished documents, and a file lock per
+    configuration makes the second worker wait for the first worker's run instead of
+    starting the same engine again."""
+    from filelock import FileLock
+
+    # The parent of a worker's base temp is the session's (shared by its workers).
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    shared = shared / "run-check"
+    shared.mkdir(exist_ok=True)
 
     def go(arch: str, forced: bool = False, runner: str = "v1") -> dict:
         key = (arch, forced, runner)
         if key not in _RUNS:
-            args = ["check", "--arch", arch, "--k", "3", "--runner", runner, "--format", "json"]
-            if forced:
-                args.append("--force-step-idx")
-            r = cli(*args)
-            assert r.returncode == 0, r.stderr[-3000:]
-            _RUNS[key] = json.loads(r.stdout)
+            done = shared / f"{arch}-{'forced' if forced else 'shipped'}-{runner}.json"
+            with FileLock(str(done) + ".lock"):
+                if not done.is_file():
+                    args = ["check", "--arch", arch, "--k", "3", "--runner", runner, "--format", "json"]
+                    if forced:
+                        args.append("--force-step-idx")
+                    r = cli(*args)
+                    assert r.returncode == 0, r.stderr[-3000:]
+                    json.loads(r.stdout)  # a document, or the run is not recorded
+                    done.write_text(r.stdout)
+                _RUNS[key] = json.loads(done.read_text())
         return _RUNS[key]
 
     return go
