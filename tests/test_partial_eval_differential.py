@@ -62,6 +62,10 @@ def _cond(depth: int = 2) -> st.SearchStrategy[str]:
         st.sampled_from(BOOL_FIELDS).map(lambda f: f"cfg.{f}"),
         st.tuples(st.sampled_from(INT_FIELDS), st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), _ints).map(
             lambda t: f"cfg.{t[0]} {t[1]} {t[2]}"),
+        # Bounds: min(cfg.n, 1) > 1 is False whatever n is (and a hidden n keeps it so).
+        st.tuples(st.sampled_from(["min", "max"]), st.sampled_from(INT_FIELDS), _ints,
+                  st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), _ints, st.booleans()).map(
+            lambda t: (f"{t[0]}(cfg.{t[1]}, {t[2]}) {t[3]} {t[4]}" if t[5] else f"{t[4]} {t[3]} {t[0]}({t[2]}, cfg.{t[1]})")),
         st.tuples(st.sampled_from(STR_FIELDS), st.sampled_from(["==", "!="]), _strs).map(
             lambda t: f"cfg.{t[0]} {t[1]} {t[2]!r}"),
         st.tuples(st.sampled_from(OPT_FIELDS), st.sampled_from(["is None", "is not None"])).map(

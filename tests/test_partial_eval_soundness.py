@@ -212,6 +212,19 @@ def f(cfg):
     assert xs == ["first", "z", "w"] and d == {"a": [3]} and popped == 1 and rest == {"architectures": ["V4MTP"]}
 
 
+def test_min_and_max_bound_an_unknown_number():
+    src = """
+def f(cfg):
+    return (min(cfg.n, 1) > 1, min(cfg.n, 3) > 1, max(2, cfg.n) < 2, 1 >= min(1, cfg.n), min(cfg.n, 1) != 5,
+            max(min(cfg.n, 1), cfg.m) > 1)
+"""
+    gt, undecided, lt, flipped, ne, nested = _one(src, "f", cfg=Obj("cfg", {}))
+    assert (gt, lt, ne) == (False, False, True)
+    # Orderings that a bound would make True are not decided (min(nan, 1) is nan), nor
+    # bounds an unknown argument of max does not have.
+    assert isinstance(undecided, Unknown) and isinstance(flipped, Unknown) and isinstance(nested, Unknown)
+
+
 def test_tuple_unpacking_and_loops_do_not_keep_stale_values():
     src = """
 def f(cfg):

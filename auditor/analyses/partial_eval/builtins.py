@@ -65,9 +65,9 @@ def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: t
         vals = [ev.eval(a, p, key, depth) for a in args]
         if len(vals) == 1 and isinstance(vals[0], (list, tuple, frozenset)):
             vals = list(vals[0])
-        for v in vals:
-            if isinstance(v, Unknown):
-                return v
+        unknown = [v for v in vals if isinstance(v, Unknown)]
+        if unknown:
+            return _bounded(name, unknown[0], vals)
         if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) or v is True or v is False for v in vals):
             return min(vals) if name == "min" else max(vals)  # type: ignore[type-var]
         return Unknown(e.text)
@@ -199,3 +199,17 @@ def call_method(owner: Value, name: str, args: list[Value], kwargs: dict[str, Va
             return owner.join(args[0])
         return NOT_BUILTIN
     return NOT_BUILTIN
+
+
+def _bounded(name: str, first: Unknown, vals: list[Value]) -> Unknown:
+    """``min``/``max`` of values some of which are unknown: unknown, at most (``min``) or at
+    least (``max``) every known number and every bound of the unknown ones (when each has one)."""
+    known = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    unknown = [v for v in vals if isinstance(v, Unknown)]
+    if name == "min":
+        ups = [u.upper for u in unknown if u.upper is not None]
+        cands = known + ups
+        return Unknown(first.reason, upper=min(cands) if cands else None)
+    lows = [u.lower for u in unknown if u.lower is not None]
+    cands = known + lows
+    return Unknown(first.reason, lower=max(cands) if cands else None)

@@ -34,6 +34,10 @@ class Unknown:
     reason: str
     maybe_absent: bool = False  # a field set on some paths only: ``hasattr`` is unknown too
     known_truth: bool | None = None  # its truthiness, when that is known (``x and False``)
+    # Bounds, when the value is a number: ``min(1, x)`` is at most 1, ``max(2, x)`` at least 2.
+    # (A NaN among the arguments breaks ordering: see :func:`_compare_bounded`.)
+    upper: int | float | None = None
+    lower: int | float | None = None
 
     def __repr__(self) -> str:
         return f"Unknown({self.reason!r})"
@@ -184,7 +188,9 @@ def _compare_values(op: str, a: Value, b: Value) -> bool | None:
         else:
             return None
         return found if op == "in" else not found
-    if isinstance(a, Unknown) or isinstance(b, Unknown) or isinstance(a, Obj) or isinstance(b, Obj):
+    if isinstance(a, Unknown) or isinstance(b, Unknown):
+        return _compare_bounded(op, a, b)
+    if isinstance(a, Obj) or isinstance(b, Obj):
         return None
     try:
         if op == "==":
@@ -245,3 +251,31 @@ def _text(e: PExpr | None) -> str:
 
 
 expr_text = _text
+
+
+_FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "==": "==", "!=": "!="}
+
+
+def _compare_bounded(op: str, a: Value, b: Value) -> bool | None:
+    """``x OP c`` for an unknown number ``x`` with a known bound and a known number ``c``.
+
+    Only answers that hold when ``x`` is NaN too are given (``min(nan, 1)`` is NaN, and
+    every ordering with NaN is False, ``!=`` True): so a bound decides an ordering that is
+    False, or ``!=`` that is True, never an ordering that is True."""
+    if isinstance(b, Unknown) and not isinstance(a, Unknown):
+        return _compare_bounded(_FLIP[op], b, a) if op in _FLIP else None
+    if not isinstance(a, Unknown) or not isinstance(b, (int, float)) or isinstance(b, bool):
+        return None
+    c: int | float = b
+    hi, lo = a.upper, a.lower
+    if hi is not None:
+        if op == ">" and hi <= c or op in (">=", "==") and hi < c:
+            return False
+        if op == "!=" and hi < c:
+            return True
+    if lo is not None:
+        if op == "<" and lo >= c or op in ("<=", "==") and lo > c:
+            return False
+        if op == "!=" and lo > c:
+            return True
+    return None
