@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import re
 import time
 import os
 import shutil
@@ -199,7 +200,32 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
         raise RuntimeCheckError(f"the vLLM run exited with code {rc} ({rundir.log_hint(log)})")
     if not isinstance(data, dict):
         raise RuntimeCheckError(f"the vLLM run wrote a result that is not a JSON object ({rundir.log_hint(log)})")
+    if data.get("outcome") not in (None, "ran"):
+        try:
+            cause = background_exception(log.read_text(errors="replace"))
+        except OSError:
+            cause = None
+        if cause is not None:
+            data["background_exception"] = cause
     return data
+
+
+# A line of a vLLM background process in the engine log: "(Worker pid=7) ERROR 12-01 12:39:28 [f.py:870] text"
+_BACKGROUND_LINE = re.compile(r"^\((?P<proc>[\w ]+?) pid=\d+\) (?:\w+ [\d-]+ [\d:]+ \[[^\]]*\] )?(?P<text>.*)$")
+_EXCEPTION_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Exit)): (?P<msg>.+)$")
+
+
+def background_exception(log_text: str) -> dict[str, str] | None:
+    """The last exception a vLLM background process (a worker, the engine core) logged: where
+    the engine's own exception only says "see stack trace for root cause"."""
+    found = None
+    for line in log_text.splitlines():
+        m = _BACKGROUND_LINE.match(line)
+        e = _EXCEPTION_LINE.match(m.group("text").strip()) if m else None
+        if m and e:
+            found = {"process": m.group("proc"), "exception": e.group("exc").rsplit(".", 1)[-1],
+                     "message": e.group("msg").strip()[:500]}
+    return found
 
 
 def _synth(arch: str, layers: int, out: Path, timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
@@ -256,7 +282,9 @@ def outcome_text(run: dict[str, Any]) -> str:
         return "ran"
     site = run.get("site") or {}
     where = f" ({site['path']}:{site['line']} in {site['function']})" if site else ""
-    return f"{run['outcome']} {run.get('exception')}: {run.get('message')}{where}"
+    bg = run.get("background_exception")
+    cause = f"; in the {bg['process']} process: {bg['exception']}: {bg['message']}" if bg else ""
+    return f"{run['outcome']} {run.get('exception')}: {run.get('message')}{where}{cause}"
 
 
 def _fmt_val(v: object, how: str | None) -> str:

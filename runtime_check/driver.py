@@ -258,8 +258,8 @@ def prepare_runner(runner: str, work_dir: Path | None = None) -> dict[str, str]:
 
 
 class _WarningCapture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
+    def __init__(self, level: int = logging.WARNING) -> None:
+        super().__init__(level=level)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -271,7 +271,11 @@ def _check_vllm_enables_triton() -> None:
     refuses to start without it. Ask first, so that a refusal says why in one line."""
     import vllm.logger  # noqa: F401  (configures vLLM's loggers; ours is added after)
 
-    capture = _WarningCapture()
+    # Its reasons are warnings or (e.g. "0 active driver(s) found") info lines: hear both.
+    capture = _WarningCapture(logging.INFO)
+    checker = logging.getLogger("vllm.triton_utils.importing")
+    level = checker.level
+    checker.setLevel(logging.INFO)
     logging.getLogger("vllm").addHandler(capture)
     try:
         from vllm.triton_utils import importing
@@ -279,6 +283,7 @@ def _check_vllm_enables_triton() -> None:
         return
     finally:
         logging.getLogger("vllm").removeHandler(capture)
+        checker.setLevel(level)
     if not importing.HAS_TRITON:
         why = "; ".join(m for m in capture.messages if "riton" in m) or "vllm.triton_utils.HAS_TRITON is False"
         raise DriverError(f"the V2 runner cannot start: vLLM {_vllm_version()} disables Triton "

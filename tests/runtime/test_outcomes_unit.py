@@ -234,3 +234,22 @@ def test_the_version_note_comes_before_any_engine_starts(tmp_path):
     r = cli("check", "-q", "--model", str(model), "--k", "2", "--runner", "v1", "--findings", str(scan),
             env=_fake_runtime(tmp_path, "0.28.0"))
     assert "note:" not in r.stderr and r.returncode == 2
+
+
+def test_a_background_process_exception_is_the_root_cause():
+    """vLLM's own exception may only say "see stack trace for root cause" (a worker process
+    failed): the last exception a background process logged is recorded beside it."""
+    from runtime_check.cli import background_exception
+
+    log = ("(Worker pid=31539) ERROR 12-01 12:39:28 [multiproc_executor.py:870] Traceback (most recent call last):\n"
+           "(Worker pid=31539) ERROR 12-01 12:39:28 [multiproc_executor.py:870]     raise NotImplementedError(\"x\")\n"
+           "(Worker pid=31539) ERROR 12-01 12:39:28 [multiproc_executor.py:870] NotImplementedError: MLA is not supported on CPU.\n"
+           "Traceback (most recent call last):\n"
+           "Exception: WorkerProc initialization failed due to an exception in a background process.\n")
+    assert background_exception(log) == {"process": "Worker", "exception": "NotImplementedError",
+                                         "message": "MLA is not supported on CPU."}
+    assert background_exception("Exception: only the main process\n") is None
+    run = {"outcome": "rejected", "exception": "Exception", "message": "WorkerProc initialization failed",
+           "site": None, "background_exception": background_exception(log)}
+    assert outcome_text(run) == ("rejected Exception: WorkerProc initialization failed; in the Worker process: "
+                                 "NotImplementedError: MLA is not supported on CPU.")
