@@ -434,6 +434,11 @@ def find_drafter(llm):
         d = getattr(obj, attr, None)
         if d is not None and isinstance(getattr(d, "model", None), nn.Module):
             return d
+    if "Multiproc" in type(obj).__name__:
+        # e.g. vLLM < 0.23 on CPU, whose platform always picks the multiprocess executor
+        raise DriverError(f"the engine runs the model in worker processes ({type(obj).__name__}: this vLLM "
+                          "chose a multiprocess executor although VLLM_ENABLE_V1_MULTIPROCESSING=0), where "
+                          "the checker's in-process instrumentation cannot reach the drafter")
     raise DriverError(f"no speculative drafter with a model found on {type(obj).__name__} "
                       "(is speculative decoding active, and the engine in-process?)")
 
