@@ -21,7 +21,7 @@
 #
 # Layers are observed in-graph: per-layer counter buffers and a step log updated inside each
 # MTP layer's forward, installed when vLLM loads the drafter, so they are compiled and
-# captured with the layer and replayed with it (see runtime_check/README_SECTION.md). The
+# captured with the layer and replayed with it (see docs/runtime.md). The
 # multi-module speculator is what the V2 runner builds for DeepSeek-V3 and GLM-4 MoE with
 # 3 MTP layers and K=3. Rows the budget left out say "not run: the ... budget was spent".
 #
