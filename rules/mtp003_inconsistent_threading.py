@@ -31,6 +31,10 @@ class InconsistentThreading(Rule):
     The entries that miss it run with the default step: the hidden state comes from
     layer *i* but the logits from layer 0's head, or the other way round. This is the
     defect the public fix attempt (vLLM PR #36910) was reviewed for.
+
+    Only loops an MTP route runs are reported, with the condition of the routes that run
+    them: a drafter that no dispatch factory builds (its code left in a release with no
+    branch that constructs it) reports nothing.
     """
 
     code = "MTP003"
@@ -57,6 +61,10 @@ class InconsistentThreading(Rule):
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
         for result in analysis.loops.loop_results():
+            pairing = analysis.dispatch.pairing(result.func)
+            if not pairing.paired:
+                continue  # no MTP route runs this loop (a drafter no factory builds, or never for MTP)
+            when = f"; reached only when {pairing.condition}" if pairing.condition else ""
             for param in analysis.params:
                 groups = analysis.loops.entry_groups(result, param)
                 threaded = [g for g in groups if g.kind is StepKind.VARYING]
@@ -80,10 +88,11 @@ class InconsistentThreading(Rule):
                         callee=e.method,
                         message=(
                             f"the draft loop in {result.func[1]} passes the per-step {param} to {', '.join(good)} "
-                            f"but reaches {e.method} with it {g.kind.value}: that entry always uses step 0"
+                            f"but reaches {e.method} with it {g.kind.value}: that entry always uses step 0{when}"
                         ),
                         trace=[result.hop, *e.hops[1:]],
-                        affected_classes=[ClassRef(*c) for c in sorted(g.classes)],
+                        affected_classes=[ClassRef(*c) for c in sorted(g.classes)
+                                          if analysis.dispatch.pairing(result.func, c).paired],
                         fingerprint_key=f"{param}|{result.func[1]}|{e.method}",
                         parameter=param,
                     )

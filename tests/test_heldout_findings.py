@@ -1,0 +1,45 @@
+"""`scan` against the held-out findings (this session's held-out check of MTP005, MTP002,
+MTP003 and MTP001): per release, what an independent reader derived from vLLM 0.24.0-0.31.0
+source without looking at this tool (``tests/data/heldout/README.md``;
+``heldout_findings.json`` is the reader's file, unchanged). :mod:`heldout_findings_score`
+judges each entry: a finding of the question's rule at the entry's function (or with it on
+its call chain), or, for a "none found" entry, no such finding beyond the listed ones.
+
+One entry contradicts the reader's own evidence and is asserted the other way round,
+with the reason: the answer is checked, never tuned.
+"""
+
+from __future__ import annotations
+
+import pytest
+from heldout_findings_score import judge, load_cases
+from scan_helpers import scan_release
+
+pytestmark = pytest.mark.release
+
+CASES = load_cases()
+# The reader lists a constant-head loop of MultiModuleMTPSpeculator in 0.27.1 and notes in
+# the same file that 0.27.1 never constructs that class (its V2 init_speculator has no
+# multi-module branch: vllm/v1/worker/gpu/spec_decode/__init__.py). No route runs the loop,
+# so the right answer is no finding.
+CONTRADICTED = {
+    "0.27.1-Q2-v2-multimodule-logits": "MultiModuleMTPSpeculator is never built in 0.27.1 (the reader's own note)",
+}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in CASES])
+def test_scan_agrees_with_the_reader(case: dict) -> None:
+    agrees, said = judge(case, list(scan_release(case["release"]).result.findings), CASES)
+    if case["id"] in CONTRADICTED:
+        assert not agrees, f"{case['id']}: {CONTRADICTED[case['id']]}, yet the scan says {said}"
+    else:
+        assert agrees, f"{case['id']} ({case['question']}): the scan says {said}"
+
+
+def test_the_contradicted_entry_is_a_case_and_says_so() -> None:
+    """The reader's file itself says the class is never constructed in that release."""
+    by_id = {c["id"]: c for c in CASES}
+    assert set(CONTRADICTED) <= set(by_id)
+    for i in CONTRADICTED:
+        words = " ".join(str(v) for c in CASES if c["release"] == by_id[i]["release"] for v in c.values())
+        assert "MultiModuleMTPSpeculator is never constructed in 0.27.1" in words
