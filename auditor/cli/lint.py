@@ -76,5 +76,12 @@ def lint(
     report_fixed_baseline(apply_baseline(outcome.result, baseline, outcome.head_findings, cfg), baseline)
     emit(render(outcome.result, format.value), output)
     changed, new = outcome.result.stats.get("changed_files", 0), len(outcome.result.findings)
-    progress.line(f"{changed} changed file{'' if changed == 1 else 's'}, {new} new finding{'' if new == 1 else 's'}")
+    gone = outcome.result.lint
+    extra = ""
+    if gone is not None and gone.fixed:
+        extra += f", {len(gone.fixed)} fixed"
+    if gone is not None and gone.behaviour_changes:
+        n = len(gone.behaviour_changes)
+        extra += f", {n} behaviour change{'' if n == 1 else 's'}"
+    progress.line(f"{changed} changed file{'' if changed == 1 else 's'}, {new} new finding{'' if new == 1 else 's'}{extra}")
     raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)

@@ -9,7 +9,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .lint_changes import LintChanges
 
 JSON_SCHEMA_VERSION = 1
 
@@ -67,6 +70,9 @@ class Meaning(str, Enum):
     CANNOT_TAKE = "cannot-take"  # a class on the path cannot accept the step
     STEP_FROZEN = "step-frozen"  # a capture (compile, CUDA graph) freezes the step
     GATE_CLOSED = "gate-closed"  # a dispatch gate never opens for the classes listed (issue 18)
+    # the step is constant on purpose (EAGLE-style drafting): when such a report goes away,
+    # the behaviour changed; nothing was fixed (lint, issue 18 item 10)
+    BY_DESIGN = "by-design"
 
 
 @dataclass
@@ -235,6 +241,7 @@ class ScanResult:
     reachability: list[ClassReachability] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     roots: list[ScanRoot] = field(default_factory=list)  # issue 13: empty without plugins
+    lint: "LintChanges | None" = None  # only in a lint result: what the change fixed and changed by design
 
     def root_of(self, path: str) -> ScanRoot | None:
         top = path.split("/", 1)[0]
@@ -258,6 +265,7 @@ class ScanResult:
             "reachability": [r.to_json() for r in self.reachability],
             "stats": self.stats,
             **({"roots": [r.to_json() for r in self.roots]} if self.roots else {}),
+            **({"lint": self.lint.to_json()} if self.lint is not None else {}),
         }
 
     @classmethod
@@ -271,4 +279,11 @@ class ScanResult:
             reachability=[ClassReachability.from_json(r) for r in data["reachability"]],
             stats=dict(data.get("stats", {})),
             roots=[ScanRoot.from_json(r) for r in data.get("roots", [])],
+            lint=_lint_from_json(data["lint"]) if "lint" in data else None,
         )
+
+
+def _lint_from_json(data: dict[str, Any]) -> "LintChanges":
+    from .lint_changes import LintChanges
+
+    return LintChanges.from_json(data)

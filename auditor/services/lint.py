@@ -30,13 +30,14 @@ from ..common.progress import Progress
 from ..engine.result_cache import ResultCache
 from ..source.trees import SourceTree
 from ..source.git_changes import GitWorkTree, changed_files, open_unexpanded, tracked_or_unignored
+from .lint_changes import classify, meanings_of
 
 
 @dataclass
 class LintOutcome:
-    result: ScanResult  # only the new findings (with their cause in the message)
+    result: ScanResult  # only the new findings (with their cause in the message), and ``result.lint``
     changed_files: list[str] = field(default_factory=list)
-    fixed: list[Finding] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)  # the base's defects the change removes (not by-design reports)
     base_label: str = ""
     head_label: str = ""
     # every finding of the linted side (not only the new ones): what a baseline entry is checked against
@@ -119,7 +120,6 @@ def run_lint(
     changed_set = set(changed)
 
     base_fps = {f.fingerprint for f in base_result.findings}
-    head_fps = {f.fingerprint for f in head_result.findings}
     new: list[Finding] = []
     for f in head_result.findings:
         if f.fingerprint in base_fps or f.suppressed:
@@ -132,14 +132,18 @@ def run_lint(
             f.message += f" [introduced by the change to {', '.join(changed[:3])}{' …' if len(changed) > 3 else ''}]"
         new.append(f)
     new += unparsable_changes(head_tree, head_result, changed)
-    fixed = [f for f in base_result.findings if f.fingerprint not in head_fps]
-    result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems, roots=head_result.roots)
+    # Issue 18 item 10: a removed by-design report (its rule's meaning) is a behaviour change, not a fix.
+    changes = classify(base_result, head_result, new, base, meanings_of(rules))
+    fixed = changes.fixed
+    result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems, roots=head_result.roots,
+                        lint=changes)
     result.stats = {
         "files": head_result.stats.get("files", 0),
         "findings": len(new),
         "base": base,
         "changed_files": len(changed),
         "fixed": len(fixed),
+        "behaviour_changes": len(changes.behaviour_changes),
     }
     result.sort()
     return LintOutcome(result, changed, fixed, base_tree.label, head_tree.label, list(head_result.findings))

@@ -1,0 +1,110 @@
+"""lint (issue 18 item 10): sort the findings a change removes into *fixed* and *behaviour
+changes*, and find the by-design reports it adds where the step used to be threaded.
+
+Which findings are by design is what their rule declares (``Rule.meaning`` is
+:attr:`Meaning.BY_DESIGN`), never a rule code. The layers each step selects come from the
+two sides' layer-reachability tables (per MTP class, per draft loop), which every scan
+computes: no extra analysis runs.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from ..model.findings import ClassReachability, ClassRef, Finding, LoopReach, Meaning, ScanResult
+from ..model.lint_changes import (
+    EAGLE_TO_THREADED,
+    EAGLE_TO_UNKNOWN,
+    EAGLE_TO_UNREACHED,
+    LAYER_0,
+    LAYER_I,
+    NOT_REACHED,
+    THREADED_TO_EAGLE,
+    BehaviourChange,
+    LintChanges,
+    StepChange,
+)
+
+#: per class, per loop (path, function): how the loop reaches the class
+LoopTable = dict[tuple[str, str], dict[tuple[str, str], LoopReach]]
+
+
+def meanings_of(rules: Sequence[type]) -> dict[str, Meaning | None]:
+    """Rule code -> the meaning its rule declares (a cached result does not carry it)."""
+    return {rule.code: getattr(rule, "meaning", None) for rule in rules}
+
+
+def _loop_key(loop: str) -> tuple[str, str]:
+    """``"path:line Class.method"`` -> (path, Class.method): lines move with any edit."""
+    where, _, function = loop.partition(" ")
+    return where.rpartition(":")[0] or where, function
+
+
+def _table(reachability: Sequence[ClassReachability]) -> LoopTable:
+    table: LoopTable = {}
+    for cls in reachability:
+        for reach in cls.loops:
+            table.setdefault(_loop_key(reach.loop), {})[(cls.model_class.path, cls.model_class.name)] = reach
+    return table
+
+
+def _step(reach: LoopReach | None) -> str:
+    if reach is None:
+        return NOT_REACHED
+    return LAYER_I if reach.steps_reach_layers else LAYER_0
+
+
+def _touches(f: Finding, ref: ClassRef) -> bool:
+    """Whether a new finding is about that class (it lists it, or sits on it)."""
+    if any(c.path == ref.path and c.name == ref.name for c in f.affected_classes):
+        return True
+    return f.path == ref.path and f.function.split(".")[0] == ref.name
+
+
+def _steps(f: Finding, base: LoopTable, head: LoopTable, introduced: Sequence[Finding]) -> list[StepChange]:
+    loop = (f.path, f.function)
+    before, after = base.get(loop, {}), head.get(loop, {})
+    classes = {(c.path, c.name) for c in f.affected_classes} | set(before) | set(after)
+    out = []
+    for path, name in sorted(classes):
+        ref = ClassRef(path, name)
+        was, now = before.get((path, name)), after.get((path, name))
+        related = tuple(sorted({g.fingerprint for g in introduced if g is not f and _touches(g, ref)}))
+        detail = (now or was).detail if (now or was) else ""
+        out.append(StepChange(ref, _step(was), _step(now), detail, related))
+    return out
+
+
+def _removed_kind(steps: Sequence[StepChange]) -> str:
+    afters = {s.after for s in steps}
+    if LAYER_I in afters:
+        return EAGLE_TO_THREADED
+    if afters == {NOT_REACHED}:
+        return EAGLE_TO_UNREACHED
+    return EAGLE_TO_UNKNOWN  # gone while the loop still reaches its classes with layer 0: the report went, not the reason
+
+
+def classify(
+    base: ScanResult, head: ScanResult, introduced: Sequence[Finding], base_label: str,
+    meanings: Mapping[str, Meaning | None],
+) -> LintChanges:
+    """``introduced``: the change's new findings (what lint reports)."""
+    head_ids = {f.fingerprint for f in head.findings}
+    base_ids = {f.fingerprint for f in base.findings}
+    base_loops, head_loops = _table(base.reachability), _table(head.reachability)
+    changes = LintChanges(base_label)
+    for f in base.findings:
+        if f.fingerprint in head_ids:
+            continue
+        if meanings.get(f.rule) is Meaning.BY_DESIGN:
+            steps = _steps(f, base_loops, head_loops, introduced)
+            changes.behaviour_changes.append(BehaviourChange(_removed_kind(steps), f, steps))
+        else:
+            changes.fixed.append(f)
+    for f in introduced:
+        if f.fingerprint in base_ids or meanings.get(f.rule) is not Meaning.BY_DESIGN:
+            continue
+        steps = _steps(f, base_loops, head_loops, ())
+        if any(s.before == LAYER_I for s in steps):
+            changes.behaviour_changes.append(BehaviourChange(THREADED_TO_EAGLE, f, steps))
+    return changes.sort()
