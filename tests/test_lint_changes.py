@@ -17,13 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from scan_helpers import scan_tree, write_tree  # noqa: E402
 
-from auditor.model.findings import Meaning  # noqa: E402
-from auditor.model.lint_changes import (  # noqa: E402
-    EAGLE_TO_THREADED,
-    LAYER_0,
-    LAYER_I,
-    THREADED_TO_EAGLE,
-)
+from auditor.model.findings import EAGLE_TO_THREADED, LAYER_0, LAYER_I, THREADED_TO_EAGLE, Meaning  # noqa: E402
 from auditor.output import render  # noqa: E402
 from auditor.output.json_format import load_schema  # noqa: E402
 from auditor.services.lint_changes import classify, meanings_of  # noqa: E402

@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from scan_helpers import scan_release  # noqa: E402
 
-from auditor.model.lint_changes import EAGLE_TO_THREADED, LAYER_0, LAYER_I  # noqa: E402
+from auditor.model.findings import EAGLE_TO_THREADED, LAYER_0, LAYER_I  # noqa: E402
 from auditor.output.json_format import load_schema  # noqa: E402
 
 pytestmark = pytest.mark.release

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from rich.console import Console
 from rich.text import Text
 
-from auditor.model.findings import Finding, ScanResult
-from auditor.model.lint_changes import BehaviourChange, LintChanges, StepChange
+from auditor.model.findings import BehaviourChange, Finding, LintChanges, ScanResult, StepChange
 
 from ._common import rule_title
 

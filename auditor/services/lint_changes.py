@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..model.findings import ClassReachability, ClassRef, Finding, LoopReach, Meaning, ScanResult
-from ..model.lint_changes import (
+from ..engine.scan import RuleClass
+from ..model.findings import (
+    ClassReachability,
+    ClassRef,
+    Finding,
+    LoopReach,
+    Meaning,
+    ScanResult,
     EAGLE_TO_THREADED,
     EAGLE_TO_UNKNOWN,
     EAGLE_TO_UNREACHED,
@@ -29,7 +35,7 @@ from ..model.lint_changes import (
 LoopTable = dict[tuple[str, str], dict[tuple[str, str], LoopReach]]
 
 
-def meanings_of(rules: Sequence[type]) -> dict[str, Meaning | None]:
+def meanings_of(rules: Sequence[RuleClass]) -> dict[str, Meaning | None]:
     """Rule code -> the meaning its rule declares (a cached result does not carry it)."""
     return {rule.code: getattr(rule, "meaning", None) for rule in rules}
 
@@ -70,7 +76,8 @@ def _steps(f: Finding, base: LoopTable, head: LoopTable, introduced: Sequence[Fi
         ref = ClassRef(path, name)
         was, now = before.get((path, name)), after.get((path, name))
         related = tuple(sorted({g.fingerprint for g in introduced if g is not f and _touches(g, ref)}))
-        detail = (now or was).detail if (now or was) else ""
+        shown = now or was
+        detail = shown.detail if shown is not None else ""
         out.append(StepChange(ref, _step(was), _step(now), detail, related))
     return out
 
