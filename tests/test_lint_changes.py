@@ -159,3 +159,11 @@ def test_lint_text_without_fixes_or_design_changes_prints_no_sections(tmp_path: 
     got, _ = changes(base, base)
     base.lint = got
     assert "Fixed by the change" not in render(base, "text") and "Behaviour changes" not in render(base, "text")
+
+
+def test_lint_text_verbose_names_every_class_with_its_steps_before_and_after(repo: Path) -> None:
+    out = lint(repo, "--verbose").stdout.splitlines()
+    changed = out.index("Behaviour changes (1): by design, not fixes")
+    assert "(EAGLE-style reuse, intentional per vLLM maintainers)" in out[changed + 2]  # the report's own message
+    (line,) = [ln for ln in out[changed:] if ln.startswith("    Predictor (")]
+    assert line.startswith("    Predictor (vllm/models/m_mtp.py): layer 0 at every step -> step i -> layer i; step i selects")
