@@ -17,7 +17,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from scan_helpers import scan_tree, write_tree  # noqa: E402
 
-from auditor.model.findings import EAGLE_TO_THREADED, LAYER_0, LAYER_I, THREADED_TO_EAGLE, Meaning  # noqa: E402
+from auditor.model.findings import (  # noqa: E402
+    EAGLE_TO_THREADED,
+    EAGLE_TO_UNREACHED,
+    LAYER_0,
+    LAYER_I,
+    NOT_REACHED,
+    THREADED_TO_EAGLE,
+    Meaning,
+)
 from auditor.output import render  # noqa: E402
 from auditor.output.json_format import load_schema  # noqa: E402
 from auditor.services.lint_changes import classify, meanings_of  # noqa: E402
@@ -93,6 +101,15 @@ def test_a_loop_that_stops_threading_the_step_is_introduced_and_a_behaviour_chan
     (change,) = got.behaviour_changes
     assert change.change == THREADED_TO_EAGLE and change.finding.fingerprint == introduced[0].fingerprint
     assert [(s.model_class.name, s.before, s.after) for s in change.steps] == [("Predictor", LAYER_I, LAYER_0)]
+
+
+def test_a_loop_that_no_longer_drafts_with_the_model_is_not_reached_not_fixed(tmp_path: Path) -> None:
+    base, head = scan(tmp_path, "base", EAGLE_STYLE), scan(tmp_path, "head", "out.append(hidden_states)")
+    got, introduced = changes(base, head)
+    assert got.fixed == [] and introduced == []
+    (change,) = got.behaviour_changes
+    assert change.change == EAGLE_TO_UNREACHED
+    assert [(s.model_class.name, s.before, s.after) for s in change.steps] == [("Predictor", LAYER_0, NOT_REACHED)]
 
 
 # --- the command, on a git repository of the same tree: both formats list both ---
