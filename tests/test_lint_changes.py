@@ -112,6 +112,25 @@ def test_a_loop_that_no_longer_drafts_with_the_model_is_not_reached_not_fixed(tm
     assert [(s.model_class.name, s.before, s.after) for s in change.steps] == [("Predictor", LAYER_0, NOT_REACHED)]
 
 
+def test_a_loop_run_as_a_subclass_is_matched_by_its_own_method() -> None:
+    """The V2 runner's default eagle-style speculator runs its base class's loop: the
+    reachability table labels it ``… (as Sub)``, the report names ``Base.propose``."""
+    from auditor.model.findings import ClassReachability, ClassRef, Finding, LoopReach, ScanResult, Severity
+
+    model = ClassRef("vllm/models/m_mtp.py", "Predictor")
+    report = Finding("MTP002", Severity.WARNING, "vllm/spec/base.py", 12, 8, "Base.propose", "forward", "constant step",
+                     affected_classes=[model]).finalize()
+
+    def side(threads: bool, findings: list[Finding]) -> ScanResult:
+        reach = LoopReach("vllm/spec/base.py:12 Base.propose (as Sub)", threads, "why")
+        return ScanResult("t", findings=findings, reachability=[ClassReachability(model, ["P"], ["n"], [reach])])
+
+    got = classify(side(False, [report]), side(True, []), [], "HEAD~1", meanings_of(all_rules()))
+    (change,) = got.behaviour_changes
+    assert change.change == EAGLE_TO_THREADED
+    assert [(s.before, s.after) for s in change.steps] == [(LAYER_0, LAYER_I)]
+
+
 # --- the command, on a git repository of the same tree: both formats list both ---
 
 ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t",

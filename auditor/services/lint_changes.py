@@ -41,9 +41,11 @@ def meanings_of(rules: Sequence[RuleClass]) -> dict[str, Meaning | None]:
 
 
 def _loop_key(loop: str) -> tuple[str, str]:
-    """``"path:line Class.method"`` -> (path, Class.method): lines move with any edit."""
+    """``"path:line Class.method"`` -> (path, Class.method): lines move with any edit. A
+    loop a drafter runs with ``self`` of a subclass is labelled ``… (as Sub)``; its report
+    names the loop's own method."""
     where, _, function = loop.partition(" ")
-    return where.rpartition(":")[0] or where, function
+    return where.rpartition(":")[0] or where, function.split(" (as ", 1)[0]
 
 
 def _table(reachability: Sequence[ClassReachability]) -> LoopTable:
