@@ -76,6 +76,31 @@ def test_a_loop_that_starts_threading_the_step_is_a_behaviour_change_not_a_fix(t
     assert [(s.model_class.name, s.before, s.after) for s in change.steps] == [("Predictor", LAYER_0, LAYER_I)]
 
 
+ASSERTS_STEP_0 = GOOD.replace(
+    "        layer = self.layers[spec_step_idx % self.num_mtp_layers]\n",
+    "        assert spec_step_idx == 0, 'one token only'\n        layer = self.layers[spec_step_idx % self.num_mtp_layers]\n")
+
+
+def test_a_model_that_asserts_step_0_raises_at_step_1_once_the_loop_threads(tmp_path: Path) -> None:
+    assert ASSERTS_STEP_0 != GOOD
+    base = scan(tmp_path, "base", EAGLE_STYLE, ASSERTS_STEP_0)
+    head_scan = scan_tree(write_tree(tmp_path / "head", draft_tree(THREADED, model=ASSERTS_STEP_0)))
+    plain, _ = changes(base, head_scan.result)  # the reachability table alone: step i -> layer i
+    assert [s.after for c in plain.behaviour_changes for s in c.steps] == [LAYER_I]
+    got = classify(base, head_scan.result, [], "HEAD~1", meanings_of(all_rules()),
+                   raises=head_scan.analysis.dispatch.loop_step_raise)
+    (change,) = got.behaviour_changes
+    assert change.change == EAGLE_TO_THREADED  # the loop threads the step; the model cannot take step 1
+    (step,) = change.steps
+    assert (step.model_class.name, step.before, step.after) == ("Predictor", LAYER_0, "raises at step 1")
+    assert step.detail.startswith(f"{MODEL}:") and "Predictor.forward: assert spec_step_idx == 0" in step.detail
+    # A model without the assert keeps its answer.
+    good = scan_tree(write_tree(tmp_path / "good", draft_tree(THREADED, model=GOOD)))
+    got = classify(scan(tmp_path, "base2", EAGLE_STYLE), good.result, [], "HEAD~1", meanings_of(all_rules()),
+                   raises=good.analysis.dispatch.loop_step_raise)
+    assert [s.after for c in got.behaviour_changes for s in c.steps] == [LAYER_I]
+
+
 def test_the_decision_is_the_rules_declared_meaning_not_its_code(tmp_path: Path) -> None:
     base, head = scan(tmp_path, "base", EAGLE_STYLE), scan(tmp_path, "head", THREADED)
     declared = meanings_of(all_rules())

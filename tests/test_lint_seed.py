@@ -96,7 +96,12 @@ def test_the_eagle_style_loops_are_behaviour_changes_not_fixes(lint, base_ids) -
         assert c["finding"]["fingerprint"] == base_ids[("MTP002", c["finding"]["function"])][0]
         steps = {s["class"]["name"]: (s["before"], s["after"]) for s in c["steps"]}
         assert steps["Qwen3_5MTP"] == steps["Qwen3NextMTP"] == steps["DeepSeekMTP"] == (LAYER_0, LAYER_I)
-        assert set(steps.values()) == {(LAYER_0, LAYER_I)} and len(steps) >= 10
+        # ERNIE's and MiMo's forward assert spec_step_idx == 0 in 0.17.1: the change makes them raise
+        # at draft step 1 (what `layers` says of that route), every other class now threads the step.
+        raising = {name for name, (_, after) in steps.items() if after != LAYER_I}
+        assert raising == {"ErnieMTP", "MiMoMTP"} and {steps[n] for n in raising} == {(LAYER_0, "raises at step 1")}
+        assert all("assert spec_step_idx == 0" in s["detail"] for s in c["steps"] if s["class"]["name"] in raising)
+        assert {before for before, _ in steps.values()} == {LAYER_0} and len(steps) >= 10
         new_ids = {f["fingerprint"] for f in doc["findings"]}
         assert all(set(s["related"]) <= new_ids for s in c["steps"])
     assert not any(f["rule"] == "MTP002" for f in doc["lint"]["fixed"] + doc["findings"])
@@ -118,3 +123,12 @@ def test_the_text_report_has_both_sections(lint, base_ids) -> None:
     assert f"  eagle-style -> threaded  vllm/v1/spec_decode/eagle.py:{at}  SpecDecodeBaseProposer.propose  (was MTP002 " \
            f"loop-constant-step [id {fp}])" in out[changed + 1:]
     assert r.stderr.strip().splitlines()[-1].endswith(", 2 fixed, 2 behaviour changes")
+
+
+def test_linting_the_commit_gives_the_same_changes_cached_or_not(lint) -> None:
+    """``--head HEAD`` scans the commit (its result cached by git tree id); the second run
+    reads that result, which has no analysis, so the linted side is analysed again: both,
+    and the work-tree run, give the same lint document."""
+    work = json.loads(lint("-f", "json").stdout)["lint"]
+    first, second = (json.loads(lint("--head", "HEAD", "-f", "json").stdout)["lint"] for _ in range(2))
+    assert work == first == second

@@ -313,7 +313,7 @@ class StepChange:
 
     model_class: ClassRef
     before: str  # LAYER_I, LAYER_0 or NOT_REACHED
-    after: str
+    after: str  # the same, or "raises at step N" (an assert on the step fails there)
     detail: str = ""  # the linted side's reachability detail ("step i selects self.layers[i] (via forward)")
     # ids of the change's new findings about this class (a compiled forward that now freezes the step)
     related: tuple[str, ...] = ()

@@ -4,13 +4,16 @@ changes*, and find the by-design reports it adds where the step used to be threa
 Which findings are by design is what their rule declares (``Rule.meaning`` is
 :attr:`Meaning.BY_DESIGN`), never a rule code. The layers each step selects come from the
 two sides' layer-reachability tables (per MTP class, per draft loop), which every scan
-computes: no extra analysis runs.
+computes. Where a class now selects by the step, the linted side's dispatch analysis says
+whether an assert on the step fails first (``raises at step N``, as ``layers`` answers).
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence
 
+from ..analyses.dispatch.outcomes import StepRaise
 from ..engine.scan import RuleClass
 from ..model.findings import (
     ClassReachability,
@@ -33,6 +36,18 @@ from ..model.findings import (
 
 #: per class, per loop (path, function): how the loop reaches the class
 LoopTable = dict[tuple[str, str], dict[tuple[str, str], LoopReach]]
+
+#: draft steps 0..RAISE_STEPS-1 are checked for an assert that fails on the step
+RAISE_STEPS = 8
+
+
+#: the linted side's answer to "at which step does this loop's call into this class raise?"
+Raises = Callable[[tuple[str, str], tuple[str, str], int], "StepRaise | None"]
+
+
+def raises_at(step: int) -> str:
+    """``StepChange.after`` of a class whose code fails an assert on the step at ``step``."""
+    return f"raises at step {step}"
 
 
 def meanings_of(rules: Sequence[RuleClass]) -> dict[str, Meaning | None]:
@@ -93,11 +108,28 @@ def _removed_kind(steps: Sequence[StepChange]) -> str:
     return EAGLE_TO_UNKNOWN  # gone while the loop still reaches its classes with layer 0: the report went, not the reason
 
 
+def threads_now(changes: LintChanges) -> bool:
+    """Whether some class's steps select by the step after the change (then ask ``raises``)."""
+    return any(s.after == LAYER_I for c in changes.behaviour_changes for s in c.steps)
+
+
+def _with_raises(steps: list[StepChange], loop: tuple[str, str], raises: Raises) -> list[StepChange]:
+    out = []
+    for s in steps:
+        hit = raises(loop, (s.model_class.path, s.model_class.name), RAISE_STEPS) if s.after == LAYER_I else None
+        if hit is not None:
+            s = replace(s, after=raises_at(hit.step), detail=f"{hit.path}:{hit.line} {hit.function}: {hit.message}")
+        out.append(s)
+    return out
+
+
 def classify(
     base: ScanResult, head: ScanResult, introduced: Sequence[Finding], base_label: str,
-    meanings: Mapping[str, Meaning | None],
+    meanings: Mapping[str, Meaning | None], raises: Raises | None = None,
 ) -> LintChanges:
-    """``introduced``: the change's new findings (what lint reports)."""
+    """``introduced``: the change's new findings (what lint reports). ``raises``: the linted
+    side's dispatch analysis, when there is one; a class whose steps now select by the step
+    but whose code asserts on it gets ``raises at step i`` instead."""
     head_ids = {f.fingerprint for f in head.findings}
     base_ids = {f.fingerprint for f in base.findings}
     base_loops, head_loops = _table(base.reachability), _table(head.reachability)
@@ -107,7 +139,10 @@ def classify(
             continue
         if meanings.get(f.rule) is Meaning.BY_DESIGN:
             steps = _steps(f, base_loops, head_loops, introduced)
-            changes.behaviour_changes.append(BehaviourChange(_removed_kind(steps), f, steps))
+            kind = _removed_kind(steps)
+            if raises is not None:
+                steps = _with_raises(steps, (f.path, f.function), raises)
+            changes.behaviour_changes.append(BehaviourChange(kind, f, steps))
         else:
             changes.fixed.append(f)
     for f in introduced:
