@@ -164,6 +164,9 @@ class StepFrozenByCapture(Rule):
             column=0,
             function=comp.cls[1],
             callee=comp.decorator,
+            # The decorator's name without its call marker: giving it arguments (a newer
+            # release adds enable_if=...) does not make it another defect.
+            callee_key=comp.decorator.removesuffix("(…)"),
             message="".join(parts),
             trace=[Hop(comp.cls[0], comp.line, comp.cls[1], f"compiled by {comp.decorator}"), *first.hops],
             affected_classes=[ClassRef(*c) for c in classes],

@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # What renderers may read besides the result models and common helpers: the dispatch
 # analysis's plan types (annotations only) and the rules' metadata (names, documentation).
 RENDERER_READS = ("auditor.common", "auditor.model", "auditor.output", "rules",
-                  "auditor.analyses.dispatch", "auditor.analyses.forced_plan")
+                  "auditor.analyses.dispatch")
 # The engine's packages: they never import the rules package at run time.
 ENGINE = ("auditor.engine", "auditor.analyses", "auditor.index", "auditor.facts", "auditor.source", "auditor.model",
           "auditor.common")
@@ -288,6 +288,32 @@ def test_a_planted_rule_code_in_an_analysis_is_found(tmp_path):
     (tmp_path / "auditor" / "analyses").mkdir(parents=True)
     (tmp_path / "auditor" / "analyses" / "x.py").write_text('"""MTP001 in a docstring is prose."""\nLOSING = ("MTP001",)\n')
     assert _rule_code_literals(tmp_path, "auditor/analyses") == ["auditor/analyses/x.py:2 'MTP001'"]
+
+
+# Rule output: what a scan's rules report. Analyses compute facts (where a step is lost, which
+# gate a configuration closes, where a compiled forward freezes it); the services layer joins
+# them with findings (auditor/services/citations.py).
+RULE_OUTPUT = ("auditor.model.findings.Finding", "auditor.model.findings.Meaning")
+
+
+def analyses_reading_rule_output(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    mods = modules(root, packages)
+    return [f"{m}:{imp.line} imports {imp.target}" for m, p in sorted(mods.items()) if _within(m, ("auditor.analyses",))
+            for imp in imports(m, p) if imp.target in RULE_OUTPUT]
+
+
+def test_analyses_never_read_rule_output():
+    assert analyses_reading_rule_output() == []
+
+
+def test_a_planted_analysis_reading_findings_is_found(tmp_path):
+    root = _plant(tmp_path, {
+        "auditor/analyses/__init__.py": "",
+        "auditor/analyses/planner.py": "def plan(findings):\n    from ..model.findings import Finding, Hop\n",
+        "auditor/model/findings.py": "class Finding:\n    pass\nclass Hop:\n    pass\n",
+    })
+    assert analyses_reading_rule_output(root, ("auditor",)) == [
+        "auditor.analyses.planner:2 imports auditor.model.findings.Finding"]
 
 
 def private_rule_imports(tests: Path) -> list[str]:

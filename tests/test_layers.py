@@ -13,6 +13,7 @@ from scan_helpers import scan_tree, write_tree
 from auditor.common.cache_entry import unseal
 
 from auditor.analyses.dispatch import DispatchProvider, Setting
+from auditor.services.citations import cite
 from cli_runner import invoke
 from trees import gate_tree as _tree
 
@@ -77,7 +78,7 @@ def planned_scan(root: Path, settings, config=None):
     scan = run_scan(DirectoryTree(root), config or Config(), all_rules(), FactsCache(None), 1, queries=[Plans()])
     assert scan.analysis is not None
     d = scan.analysis.get(DispatchProvider)
-    return scan, [d.plan(s, scan.result.findings) for s in settings]
+    return scan, [cite(d.plan(s), scan.result.findings) for s in settings]
 
 
 def _plan(root: Path, setting: Setting):

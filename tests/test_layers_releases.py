@@ -12,6 +12,7 @@ import pytest
 from scan_helpers import by_rule, scan_release
 
 from auditor.analyses.dispatch import DispatchProvider, Plan, Setting
+from auditor.services.citations import cite
 
 pytestmark = pytest.mark.release
 
@@ -36,7 +37,7 @@ def _plan(version: str, runner: str, arch: str, fields, k: int = 3) -> Plan:
     scan = run_scan(DirectoryTree(release_root(version)), Config(), all_rules(), FactsCache(release_cache_dir()), 2,
                     queries=[PlanQuery(lambda _dispatch: [setting])])
     assert scan.analysis is not None
-    plan = scan.analysis.get(DispatchProvider).plan(setting, scan.result.findings)
+    plan = cite(scan.analysis.get(DispatchProvider).plan(setting), scan.result.findings)
     assert not any("frozen" in n for n in plan.notes), plan.notes
     return plan
 

@@ -28,6 +28,7 @@ from release_cache import release_cache_dir, release_root
 from test_release_sweep import pytest_generate_tests  # noqa: F401  (the sweep's versions)
 
 from auditor.analyses.dispatch import DispatchProvider, Plan
+from auditor.services.citations import cite
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
 from auditor.engine.scan import run_scan
@@ -52,7 +53,7 @@ def test_views_agree_with_the_routes(version: str) -> None:
                     queries=[query])
     assert scan.analysis is not None
     dispatch = scan.analysis.get(DispatchProvider)
-    plans = [dispatch.plan(s, scan.result.findings) for s in query.settings]
+    plans = [cite(dispatch.plan(s), scan.result.findings) for s in query.settings]
     routes = dispatch.model_routes()
     rows = {(r.model_class.path, r.model_class.name): r for r in scan.result.reachability}
     problems: list[str] = []

@@ -8,8 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..analyses.dispatch import Plan
-    from ..analyses.forced_plan import ForcedPlan
+    from ..analyses.dispatch import ForcedPlan, Plan
 
 LAYERS_FORMAT_VERSION = 1
 FORMATS = ("text", "json", "markdown", "html")
@@ -56,7 +55,7 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
             "steps": [{"step": st.step, "forward_layer": st.forward_layer, "head_layer": st.head_layer, "verdict": st.verdict}
                       for st in c.steps],
         }
-    # The forced view (auditor/forced_plan.py): what runs when the loop hands the model step i.
+    # The forced view (auditor/services/forced_plan.py): what runs when the loop hands the model step i.
     doc["forced"] = None if forced is None else {
         "why": forced.why,
         "steps": [{"step": f.step, "forward_layer": f.forward_layer, "head_layer": f.head_layer} for f in forced.steps],

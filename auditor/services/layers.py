@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 from ..analyses.analysis import Analysis
 from ..analyses.dispatch import DispatchProvider, Plan, Setting
 from ..analyses.dispatch.inputs import CONFIG_NAME, parse_speculative_config
-from ..analyses.forced_plan import ForcedPlan, forced_plan
 from ..common.errors import UsageError
 from ..output.layers import ENGINE_MODES, LAYERS_FORMAT_VERSION
+from .citations import cite
+from .forced_plan import ForcedPlan, forced_plan
 
 if TYPE_CHECKING:
     from ..common.progress import Progress
@@ -95,7 +96,8 @@ class PlanQuery:
 
 
 def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: Any) -> list[Plan]:
-    return [dispatch.plan(s, findings) for s in settings]
+    """The plans, each verdict naming the finding that explains it (:mod:`.citations`)."""
+    return [cite(dispatch.plan(s), findings) for s in settings]
 
 
 def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str = "mtp",
@@ -123,7 +125,7 @@ def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleCla
                      forced: bool = True, say: Optional[Callable[[str], None]] = None,
                      problems: Optional[list[Any]] = None) -> tuple[list[Plan], list[ForcedPlan | None]]:
     """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
-    the model step i; see :mod:`auditor.forced_plan`)."""
+    the model step i; see :mod:`auditor.services.forced_plan`)."""
     from ..engine.scan import run_scan
 
     query = PlanQuery(choose)

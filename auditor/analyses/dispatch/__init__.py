@@ -21,8 +21,11 @@ the scan); ``provider`` holds them.
 
 from ...facts.extract import chain_of
 from ..partial_eval import describe
-from .model import DecisionRow, Family, Gate, ModelPath, Pairing, Plan, Route, Setting, StepPlan, Verdict, route_alternatives
+from .engine_modes import FROZEN_VERDICT
+from .model import (ClosedGates, DecisionRow, EngineView, Family, ForcedPlan, ForcedStep, Gate, ModelPath, Pairing, Plan,
+                    Route, Setting, StepLoss, StepPlan, Verdict, route_alternatives)
 from .provider import DispatchProvider
 
-__all__ = ["DecisionRow", "DispatchProvider", "Family", "Gate", "ModelPath", "Pairing", "Plan", "Route", "Setting",
-           "StepPlan", "Verdict", "chain_of", "describe", "route_alternatives"]
+__all__ = ["FROZEN_VERDICT", "ClosedGates", "DecisionRow", "DispatchProvider", "EngineView", "Family", "ForcedPlan",
+           "ForcedStep", "Gate", "ModelPath", "Pairing", "Plan", "Route", "Setting", "StepLoss", "StepPlan", "Verdict",
+           "chain_of", "describe", "route_alternatives"]

@@ -3,14 +3,12 @@ compiles the draft model (torch.compile) and replays CUDA graphs. The capture/co
 analysis (:mod:`auditor.analyses.capture`) says where a per-step value stops mattering on the
 plan's own loop (explored with ``self`` of the plan's drafter): a compiled ``forward`` that
 does not mark the step dynamic, or a graph whose key leaves it out. Then every step gets
-the layer of the first traced (captured) step — step 0's — on the frozen methods, and the
-view names the finding that says so (a finding of meaning ``STEP_FROZEN``: MTP007)."""
+the layer of the first traced (captured) step — step 0's — on the frozen methods. The view
+keeps where each freeze is (``EngineView.frozen``); the services layer names the finding
+that says so (MTP007)."""
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from ...model.findings import Finding, Meaning
 from ..capture import FreezeKind, FrozenStep
 from ..loops import FORWARD_METHODS
 from .model import EngineView, Plan, StepPlan, Verdict
@@ -18,7 +16,7 @@ from .part import DispatchPart
 
 
 class EngineModes(DispatchPart):
-    def compiled(self, plan: Plan, findings: Sequence[Finding]) -> EngineView | None:
+    def compiled(self, plan: Plan) -> EngineView | None:
         """None when the plan has no drafter, model class or loop (nothing to compile)."""
         model, proposer = plan.model_class, plan.proposer
         if model is None or proposer is None or not plan.steps or plan.outcome == "rejected":
@@ -46,8 +44,6 @@ class EngineModes(DispatchPart):
         fwd_maybe = any(fs.method in FORWARD_METHODS for fs in maybe)
         head_maybe = any(fs.method in self.config.head_methods for fs in maybe)
         first = plan.steps[0]
-        ids = tuple(dict.fromkeys(f"{f.rule} {f.fingerprint}" for fs in frozen for f in findings if _explains(f, fs)))
-        cite = f" ({', '.join(ids)})" if ids else ""
         undecided = (f"depends on whether platform {platform} captures CUDA graphs (its platform module does not "
                      f"say): {_why(maybe[0])}" if maybe else "")
         steps: list[StepPlan] = []
@@ -64,10 +60,11 @@ class EngineModes(DispatchPart):
                                       Verdict.UNKNOWN.value, undecided))
             elif (fl, hl) != (s.forward_layer, s.head_layer):
                 changed.append(s.step)
-                steps.append(StepPlan(s.step, fl, hl, f"frozen at step 0's layer{cite}", _why(sure[0])))
+                steps.append(StepPlan(s.step, fl, hl, FROZEN_VERDICT, _why(sure[0])))
             else:
                 steps.append(s)
-        return EngineView("compiled", tuple(steps), tuple(changed), ids, _why(sure[0]) if sure else undecided)
+        return EngineView("compiled", tuple(steps), tuple(changed), (), _why(sure[0]) if sure else undecided,
+                          tuple(frozen))
 
     # -- does the platform capture CUDA graphs? -------------------------------------
     def load_platforms(self) -> None:
@@ -98,15 +95,7 @@ class EngineModes(DispatchPart):
 
 
 _EMPTY = {"[]", "()", "list()", "tuple()"}
-
-
-def _explains(f: Finding, fs: FrozenStep) -> bool:
-    if f.meaning is not Meaning.STEP_FROZEN:
-        return False
-    if fs.kind is FreezeKind.COMPILE and fs.compiled is not None:
-        return (f.path, f.function) == fs.compiled.cls
-    inst = fs.installation
-    return inst is not None and (f.path, f.line) == (inst.site[0], inst.line)
+FROZEN_VERDICT = "frozen at step 0's layer"
 
 
 def _why(fs: FrozenStep) -> str:

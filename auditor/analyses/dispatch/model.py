@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
+from ..capture import FrozenStep
 from ..loops import LoopResult, LoopSelection
 from ..partial_eval import Decision
 from .outcomes import Rejection, StepRaise
@@ -62,12 +63,47 @@ class DecisionRow:
 
 
 @dataclass(frozen=True)
+class StepLoss:
+    """Where a plan's step is lost: the functions on the selection paths that do not carry
+    it to the layer selection. A finding that loses the step in one of them explains the
+    verdict (the services layer names it: analyses never read rule output)."""
+
+    on_path: frozenset[FuncKey]
+
+
+@dataclass(frozen=True)
 class StepPlan:
     step: int
     forward_layer: int | None
     head_layer: int | None
     verdict: str
     why: str
+    lost: StepLoss | None = None  # set on a "lost at ..." step
+
+
+@dataclass(frozen=True)
+class ForcedStep:
+    step: int
+    forward_layer: int | None
+    head_layer: int | None
+
+
+@dataclass(frozen=True)
+class ForcedPlan:
+    """A plan's *forced* view: the layer selected when the loop hands the model step i
+    (made by :mod:`auditor.services.forced_plan`)."""
+
+    steps: tuple[ForcedStep, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class ClosedGates:
+    """A plan whose every step is constant, and the gate conditions its configuration
+    evaluated to False: a finding that a gate never opens for the model (MTP006) may
+    explain the constant step instead of "by design"."""
+
+    conditions: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -77,8 +113,9 @@ class EngineView:
     mode: str  # "compiled": torch.compile and CUDA graphs, vLLM's default
     steps: tuple[StepPlan, ...]
     frozen_steps: tuple[int, ...]  # steps whose layer differs from the eager plan
-    findings: tuple[str, ...]  # fingerprints of the findings that explain it
+    findings: tuple[str, ...]  # fingerprints of the findings that explain it (named by the services layer)
     why: str
+    frozen: tuple[FrozenStep, ...] = ()  # where the step stops mattering on this route
 
 
 @dataclass(frozen=True)
@@ -100,7 +137,8 @@ class Plan:
     outcome: str = "plan"
     rejections: tuple[Rejection, ...] = ()
     step_raise: StepRaise | None = None
-    compiled: EngineView | None = None  # the plan under torch.compile and CUDA graphs (made with findings)
+    compiled: EngineView | None = None  # the plan under torch.compile and CUDA graphs
+    closed_gates: ClosedGates | None = None
 
     @property
     def raises_at_step(self) -> int | None:

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from typing import Sequence
 
 from ...index.index import ClassKey
-from ...model.findings import Finding, Hop, Meaning
+from ...model.findings import Hop
 from ..loops import FORWARD_METHODS, KIND_ORDER, LoopSelection, StepKind
 from ..partial_eval import Obj
-from .model import Verdict, Setting, DecisionRow, StepPlan, Plan
+from .model import ClosedGates, Verdict, Setting, DecisionRow, StepLoss, StepPlan, Plan
 from .outcomes import StepRaise
 from .part import DispatchPart
 
 
 class Planner(DispatchPart):
-    def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
+    def plan(self, setting: Setting) -> Plan:
         hf, override_decisions, notes = self.provider.factory_runs.draft_config(setting)
         assert hf is not None
         field_name = self.config.override_field[0]
@@ -39,36 +38,14 @@ class Planner(DispatchPart):
         if self.index.frozen and not self.provider.drafting.explored(proposer) and self.provider.drafting.entry_methods(proposer):
             notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
                          "(ask for plans in a query run_scan takes)")
-        loop, steps = self._steps(setting, proposer, model, n, findings)
+        loop, steps = self._steps(setting, proposer, model, n)
         if alternatives:
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
             why = f"the drafter depends on {', '.join(deps) or 'an unknown branch'}: {proposer[1]} or {', '.join(c[1] for c in alternatives)}"
             steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value, why) for s in steps)
-        steps = self._gate_verdict(steps, proposer, model, decisions, findings)
         plan = Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
-                    tuple(notes))
+                    tuple(notes), closed_gates=_closed_gates(steps, model, decisions))
         return self._outcome(plan, hf)
-
-    @staticmethod
-    def _gate_verdict(steps: tuple[StepPlan, ...], proposer: ClassKey, model: ClassKey | None,
-                      decisions: list[DecisionRow], findings: Sequence[Finding]) -> tuple[StepPlan, ...]:
-        """A constant step explained by a gate that never opens for this model (a finding of
-        meaning GATE_CLOSED (MTP006): the gate reads a field the model's override never sets, and the per-step
-        drafter it guards was not built here) names that finding instead of "by design"."""
-        if model is None or not steps or any(s.verdict != Verdict.CONSTANT.value for s in steps):
-            return steps
-        closed = {d.condition for d in decisions if d.value is False}
-        for f in sorted(findings, key=lambda f: f.fingerprint):
-            if f.meaning is not Meaning.GATE_CLOSED or f.callee == proposer[1]:
-                continue
-            if not any((c.path, c.name) == model for c in f.affected_classes):
-                continue
-            predicate = f.function.rpartition(".")[2]
-            if any(f"{predicate}(" in c for c in closed):
-                verdict = f"constant — gate never opens ({f.rule} {f.fingerprint})"
-                why = f"{f.rule} at {f.path}:{f.line} {f.function}: {f.message}"
-                return tuple(StepPlan(s.step, s.forward_layer, s.head_layer, verdict, f"{s.why}; {why}") for s in steps)
-        return steps
 
     def _outcome(self, plan: Plan, hf: Obj) -> Plan:
         """The plan, or the configuration's rejection, or the step an assert on the route
@@ -133,8 +110,8 @@ class Planner(DispatchPart):
         fields = self.reach.layer_count_fields(model)
         return None, (fields[0] if fields else None)
 
-    def _steps(self, setting: Setting, proposer: ClassKey, model: ClassKey | None, n: int | None,
-               findings: Sequence[Finding]) -> tuple[Hop | None, tuple[StepPlan, ...]]:
+    def _steps(self, setting: Setting, proposer: ClassKey, model: ClassKey | None,
+               n: int | None) -> tuple[Hop | None, tuple[StepPlan, ...]]:
         def all_steps(verdict: Verdict, why: str) -> tuple[StepPlan, ...]:
             return tuple(StepPlan(i, None, None, verdict.value, why) for i in range(setting.k))
 
@@ -161,7 +138,7 @@ class Planner(DispatchPart):
         lost_at = None
         if fkind is not StepKind.VARYING and entry_varies or fkind is StepKind.VARYING and hkind not in (None, StepKind.VARYING):
             bad = [s for s in (fwd if fkind is not StepKind.VARYING else heads) if s.kind is not StepKind.VARYING]
-            lost_at = _finding_on(bad, findings, model)
+            lost_at = _lost_on(bad)
         steps = []
         for i in range(setting.k):
             fl, hl = layer(fkind, i), layer(hkind, i)
@@ -171,7 +148,7 @@ class Planner(DispatchPart):
                 verdict, why = Verdict.UNKNOWN, f"{loop_label} hands {model[1]} a {param} the analysis cannot classify per step"
                 fl = hl = None
             elif lost_at is not None:
-                verdict, why = Verdict.LOST, lost_at[1]
+                verdict, why = Verdict.LOST, lost_at[2]
             elif fkind is StepKind.VARYING:
                 sel = next(s for s in fwd if s.kind is StepKind.VARYING)
                 verdict = Verdict.THREADED
@@ -182,8 +159,10 @@ class Planner(DispatchPart):
                 verdict = Verdict.CONSTANT
                 why = (f"{loop_label} hands no per-step {param} to {model[1]} ({'/'.join(sorted({s.kind.value for s in fwd}))}): "
                        f"{_last(sel)} selects {sel.container} with step 0 every step")
-            steps.append(StepPlan(i, fl, hl, verdict.value if verdict is not Verdict.LOST else f"lost at {lost_at[0]}"  # type: ignore[index]
-                                  , why))
+            if verdict is Verdict.LOST and lost_at is not None:
+                steps.append(StepPlan(i, fl, hl, f"lost at {lost_at[1]}", why, lost=lost_at[0]))
+            else:
+                steps.append(StepPlan(i, fl, hl, verdict.value, why))
         return r.hop, tuple(steps)
 
 
@@ -200,13 +179,20 @@ def _last(sel: LoopSelection) -> str:
     return f"{h.function} ({h.path}:{h.line})"
 
 
-def _finding_on(sels: list[LoopSelection], findings: Sequence[Finding], model: ClassKey) -> tuple[str, str] | None:
-    """The finding that loses the step (``Meaning.STEP_LOST``) on these selections' paths."""
-    on_path = {(h.path, h.function) for s in sels for h in s.hops}
-    for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
-        if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in on_path:
-            return f.fingerprint, f"{f.rule} at {f.path}:{f.line} {f.function}: {f.message}"
-    if sels:
-        h = sels[0].hops[-1]
-        return f"{h.path}:{h.line}", f"the step does not reach {sels[0].container} in {h.function} ({h.path}:{h.line})"
-    return None
+def _lost_on(sels: list[LoopSelection]) -> tuple[StepLoss, str, str] | None:
+    """Where these selections lose the step: the functions on their paths (a finding there
+    explains it), and the site and reason when none does: the selection they never reach."""
+    if not sels:
+        return None
+    on_path = frozenset((h.path, h.function) for s in sels for h in s.hops)
+    h = sels[0].hops[-1]
+    return (StepLoss(on_path), f"{h.path}:{h.line}",
+            f"the step does not reach {sels[0].container} in {h.function} ({h.path}:{h.line})")
+
+
+def _closed_gates(steps: tuple[StepPlan, ...], model: ClassKey | None,
+                  decisions: list[DecisionRow]) -> ClosedGates | None:
+    """Every step constant: the conditions this configuration closed (see :class:`ClosedGates`)."""
+    if model is None or not steps or any(s.verdict != Verdict.CONSTANT.value for s in steps):
+        return None
+    return ClosedGates(tuple(d.condition for d in decisions if d.value is False))

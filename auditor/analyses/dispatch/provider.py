@@ -4,10 +4,10 @@ answers for them (rules, ``layers`` and the history views ask it)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from ...index.index import ClassKey, FuncKey
-from ...model.findings import ClassReachability, Finding, Hop
+from ...model.findings import ClassReachability, Hop
 from ..base import Analyses, Provider
 from ..loops import LoopProvider, LoopResult
 from ..partial_eval import Decision
@@ -117,12 +117,10 @@ class DispatchProvider(Provider):
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         return self.factory_runs.dispatch(setting)
 
-    def plan(self, setting: Setting, findings: Sequence[Finding] = ()) -> Plan:
-        """The plan; with the scan's findings, also its compiled view (which cites them)."""
-        plan = self.planner.plan(setting, findings)
-        if not findings:
-            return plan
-        return replace(plan, compiled=self.engine_modes.compiled(plan, findings))
+    def plan(self, setting: Setting) -> Plan:
+        """The plan under the eager engine, and its compiled view."""
+        plan = self.planner.plan(setting)
+        return replace(plan, compiled=self.engine_modes.compiled(plan))
 
     def routes(self) -> list[Route]:
         return self.precision.routes()

@@ -8,29 +8,20 @@ forced layer at step ``i`` is ``i mod N`` when no finding that loses the step
 (``Meaning.STEP_LOST``) lies on that path from the model class's entry on, else 0 (the callee's default). The head
 follows the same rule on the head-method path; a model with one shared head has none (null).
 Nothing here special-cases a model: it reuses the dispatch provider's explored loops.
+
+A services module, not an analysis: it joins the dispatch analysis's paths with the scan's
+findings (rule output), which analyses never read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
-from .dispatch import DispatchProvider, Plan
-from .loops import LoopSelection
+from ..analyses.dispatch import DispatchProvider, ForcedPlan, ForcedStep, Plan
+from ..analyses.loops import LoopSelection
 from ..model.findings import Finding, Meaning
 
-
-@dataclass(frozen=True)
-class ForcedStep:
-    step: int
-    forward_layer: int | None
-    head_layer: int | None
-
-
-@dataclass(frozen=True)
-class ForcedPlan:
-    steps: tuple[ForcedStep, ...]
-    why: str
+__all__ = ["ForcedPlan", "ForcedStep", "forced_plan"]
 
 
 def _model_hops_lose(sels: list[LoopSelection], mro: list[tuple[str, str]], findings: Sequence[Finding]) -> Finding | None:
