@@ -7,7 +7,7 @@ from typing import Any, Iterable, Sequence
 from auditor.analyses import StepKind
 from auditor.analyses.analysis import Analysis
 from auditor.analyses.dispatch import route_alternatives
-from auditor.model.findings import ClassRef, Finding, Severity
+from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
 from rules._examples import by_design_tree, draft_tree, tree_proposer_tree
 from rules.base import Invalid, Rule, Valid
@@ -50,6 +50,8 @@ class LoopPassesConstantStep(Rule):
     name = "loop-constant-step"
     severity = Severity.WARNING
     summary = "Draft loop reaches the MTP model without a per-step spec_step_idx (layers 1..N-1 unused)"
+    # lint: a change that removes this report changes the behaviour (eagle-style -> threaded), it fixes nothing
+    meaning = Meaning.BY_DESIGN
 
     VALID = [
         Valid(draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))")),

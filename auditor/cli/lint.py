@@ -45,12 +45,15 @@ def lint(
     quiet: QuietOpt = False,
     vllm: Annotated[Optional[Path], typer.Option("--vllm", metavar="PATH", help="Lint a platform plugin's repository against this vLLM tree (pinned).")] = None,
     vllm_release: Annotated[Optional[str], typer.Option("--vllm-release", metavar="X.Y.Z", help="Lint a platform plugin's repository against this vLLM release (fetched, cached).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Text report: every hop and affected class, and per MTP class the layer each step selects before and after a behaviour change.")] = False,
 ) -> None:
     """Report only the findings a change introduces (a pre-merge gate).
 
     Both sides are analysed as whole trees. Exit 1 when the change introduces a finding
     at or above --fail-on, or when a changed file no longer parses (reported like a
-    finding, rule MTP901)."""
+    finding, rule MTP901). The findings the change removes are listed after the new
+    ones: defects as fixed (by rule and id), by-design reports (EAGLE-style reuse of
+    layer 0) as behaviour changes (eagle-style -> threaded); neither changes the exit."""
     from ..facts.cache import FactsCache
     from ..model.findings import Severity
     from ..output import render
@@ -74,7 +77,14 @@ def lint(
     outcome = run_lint(path.resolve(), base, head, cfg, FactsCache(root), root, workers, progress, rules=registered_rules(),
                        packages=in_plugin.packages if in_plugin else ("vllm",), host=in_plugin.host if in_plugin else None)
     report_fixed_baseline(apply_baseline(outcome.result, baseline, outcome.head_findings, cfg), baseline)
-    emit(render(outcome.result, format.value), output)
+    emit(render(outcome.result, format.value, verbose=verbose), output)
     changed, new = outcome.result.stats.get("changed_files", 0), len(outcome.result.findings)
-    progress.line(f"{changed} changed file{'' if changed == 1 else 's'}, {new} new finding{'' if new == 1 else 's'}")
+    gone = outcome.result.lint
+    extra = ""
+    if gone is not None and gone.fixed:
+        extra += f", {len(gone.fixed)} fixed"
+    if gone is not None and gone.behaviour_changes:
+        n = len(gone.behaviour_changes)
+        extra += f", {n} behaviour change{'' if n == 1 else 's'}"
+    progress.line(f"{changed} changed file{'' if changed == 1 else 's'}, {new} new finding{'' if new == 1 else 's'}{extra}")
     raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)

@@ -10,7 +10,8 @@ Formats:
 ``text``
     Human report rendered with rich: findings grouped by file, each with its id, call
     chain and affected MTP classes; skipped files; the layer-reachability table only
-    when asked for (``reachability=True``); a one-line summary.
+    when asked for (``reachability=True``); in a lint result, what the change fixed and
+    what it changed by design (:mod:`auditor.output.lint_text`); a one-line summary.
 ``json``
     The ``ScanResult.to_json()`` document (schema version 1), documented in
     ``JSON_FORMAT.md`` and described by ``scan-result.schema.json`` beside this file.

@@ -10,7 +10,9 @@ Layout (stable order, no timestamps):
 3. only with ``reachability=True`` (``scan --reachability``): ``Layer reachability``,
    per MTP model class its architectures and layer-count config fields, and per draft
    loop whether step i reaches layer i (``✓ step i → layer i`` / ``✗ layer 0 every step``);
-4. one summary line.
+4. only in a lint result: ``Fixed by the change`` and ``Behaviour changes`` (see
+   :mod:`auditor.output.lint_text`);
+5. one summary line.
 
 Columns are shown 1-based (``path:line:col`` as editors expect); ``Finding.column`` is
 0-based.
@@ -29,6 +31,7 @@ from rich.text import Text
 from auditor.model.findings import Finding, Hop, ScanResult, Severity
 from auditor.common.search_limits import advice
 
+from .lint_text import render_changes
 from ._common import (
     rule_index,
     rule_title,
@@ -282,6 +285,10 @@ def render(
     by_code = rule_index(rules)
     _findings(console, result, by_code, verbose)
     _problems(console, result, first=not buf.getvalue())
+    if result.lint is not None:  # lint: what the change fixed and what it changed by design
+        if buf.getvalue() and (result.lint.fixed or result.lint.behaviour_changes):
+            console.print()
+        render_changes(console, result, by_code, _clean, _location, verbose)
     if reachability:
         _reachability(console, result)
     if buf.getvalue():

@@ -22,7 +22,7 @@ import git
 
 from ..facts.cache import FactsCache
 from ..common.config import Config
-from ..engine.scan import RuleClass, run_scan
+from ..engine.scan import RuleClass, Scan, run_scan
 from ..common.errors import GitError, UsageError
 from ..source.gittree import GitTree, NoVllmInTree
 from ..model.findings import Finding, ScanResult, Severity
@@ -30,13 +30,14 @@ from ..common.progress import Progress
 from ..engine.result_cache import ResultCache
 from ..source.trees import SourceTree
 from ..source.git_changes import GitWorkTree, changed_files, open_unexpanded, tracked_or_unignored
+from .lint_changes import classify, meanings_of, threads_now
 
 
 @dataclass
 class LintOutcome:
-    result: ScanResult  # only the new findings (with their cause in the message)
+    result: ScanResult  # only the new findings (with their cause in the message), and ``result.lint``
     changed_files: list[str] = field(default_factory=list)
-    fixed: list[Finding] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)  # the base's defects the change removes (not by-design reports)
     base_label: str = ""
     head_label: str = ""
     # every finding of the linted side (not only the new ones): what a baseline entry is checked against
@@ -60,9 +61,9 @@ def repo_for(path: Path) -> git.Repo:
 
 def _scan_git(
     tree: GitTree, config: Config, rules: Sequence[RuleClass], cache: FactsCache, cache_root: Path | None, workers: int | None
-) -> ScanResult:
+) -> Scan:
     tree_id = tree.commit.tree["vllm"].hexsha
-    return run_scan(tree, config, rules, cache, workers, ResultCache(cache_root), tree_id=tree_id).result
+    return run_scan(tree, config, rules, cache, workers, ResultCache(cache_root), tree_id=tree_id)
 
 
 HostWrap = Callable[[SourceTree], SourceTree]  # a plugin's tree combined with a pinned vLLM
@@ -100,17 +101,18 @@ def run_lint(
         head_tree: SourceTree = GitWorkTree(work, label="work tree", packages=packages,
                                             keep=tracked_or_unignored(repo, packages))
         progress.phase("lint: scanning the work tree")
-        head_result = run_scan(host(head_tree) if host else head_tree, config, rules, cache, workers).result
+        head_scan = run_scan(host(head_tree) if host else head_tree, config, rules, cache, workers)
     else:
         head_tree = GitTree(repo, head, packages=packages)
         progress.phase(f"lint: scanning {head}")
         if host is None:
-            head_result = _scan_git(head_tree, config, rules, cache, cache_root, workers)
+            head_scan = _scan_git(head_tree, config, rules, cache, cache_root, workers)
         else:
-            head_result = run_scan(host(head_tree), config, rules, cache, workers, ResultCache(cache_root)).result
+            head_scan = run_scan(host(head_tree), config, rules, cache, workers, ResultCache(cache_root))
+    head_result = head_scan.result
     progress.phase(f"lint: scanning {base} (cached after the first run)")
     if host is None:
-        base_result = _scan_git(base_tree, config, rules, cache, cache_root, workers)
+        base_result = _scan_git(base_tree, config, rules, cache, cache_root, workers).result
     else:
         base_result = run_scan(host(base_tree), config, rules, cache, workers, ResultCache(cache_root)).result
 
@@ -119,7 +121,6 @@ def run_lint(
     changed_set = set(changed)
 
     base_fps = {f.fingerprint for f in base_result.findings}
-    head_fps = {f.fingerprint for f in head_result.findings}
     new: list[Finding] = []
     for f in head_result.findings:
         if f.fingerprint in base_fps or f.suppressed:
@@ -132,14 +133,29 @@ def run_lint(
             f.message += f" [introduced by the change to {', '.join(changed[:3])}{' …' if len(changed) > 3 else ''}]"
         new.append(f)
     new += unparsable_changes(head_tree, head_result, changed)
-    fixed = [f for f in base_result.findings if f.fingerprint not in head_fps]
-    result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems, roots=head_result.roots)
+    # Issue 18 item 10: a removed by-design report (its rule's meaning) is a behaviour change, not a fix.
+    meanings = meanings_of(rules)
+    changes = classify(base_result, head_result, new, base, meanings)
+    if threads_now(changes):
+        # What the newly threaded step does to each model (an assert on step 0 raises) is the
+        # head's dispatch analysis's answer; a cached head result has none, so that side is
+        # analysed again (facts are cached).
+        analysis = head_scan.analysis
+        if analysis is None:
+            progress.phase("lint: analysing the linted side's loops")
+            analysis = run_scan(host(head_tree) if host else head_tree, config, rules, cache, workers).analysis
+        if analysis is not None:
+            changes = classify(base_result, head_result, new, base, meanings, raises=analysis.dispatch.loop_step_raise)
+    fixed = changes.fixed
+    result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems, roots=head_result.roots,
+                        lint=changes)
     result.stats = {
         "files": head_result.stats.get("files", 0),
         "findings": len(new),
         "base": base,
         "changed_files": len(changed),
         "fixed": len(fixed),
+        "behaviour_changes": len(changes.behaviour_changes),
     }
     result.sort()
     return LintOutcome(result, changed, fixed, base_tree.label, head_tree.label, list(head_result.findings))

@@ -27,6 +27,7 @@ import msgspec
 
 from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
+from ..loops import StepKind
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
 from .part import DispatchPart
 from .syntax import TreeWorld
@@ -157,6 +158,28 @@ class Outcomes(DispatchPart):
                     if truth(ev.eval(c.test, p, key)) is False:
                         return StepRaise(i, key[0], c.line, key[1], _assert_text(c))
         return None
+
+    def loop_step_raise(self, loop: FuncKey, model: ClassKey, k: int) -> StepRaise | None:
+        """The first draft step below ``k`` at which an assert on the threaded parameter fails
+        on the way from the draft loop ``loop`` (as explored with its own class, or run by a
+        drafter subclass) to ``model``'s layer selection; what the planner asks of one route,
+        asked of one loop (lint: a loop that starts threading the step, into a model that
+        asserts step 0). Reads what the loading phase explored; parses nothing."""
+        results = [lr for lr in self.loops.loop_results() if lr.func == loop]
+        results += [res for _, res in self.provider.precision.dispatched_loops() if res.func == loop]
+        owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
+        found: list[StepRaise] = []
+        for res in results:
+            for sel in res.selections:
+                if sel.model_class != model:
+                    continue
+                values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
+                funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
+                                           if self.types.defining_class((h.path, h.function)) in owners))
+                hit = self.step_raise(funcs, k, values)
+                if hit is not None:
+                    found.append(hit)
+        return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
 
 
 def _assert_text(c: CheckFact) -> str:

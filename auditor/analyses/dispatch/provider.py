@@ -26,7 +26,7 @@ from .plugins import PluginDispatch
 from .precision import ScanPrecision
 from .routes import RouteMap
 from .load_routes import LoadRoutes
-from .outcomes import Outcomes
+from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
 
 
@@ -80,6 +80,9 @@ class DispatchProvider(Provider):
 
     def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
         return self.drafting.model_path(proposer, model)
+
+    def loop_step_raise(self, loop: FuncKey, model: ClassKey, k: int) -> StepRaise | None:
+        return self.outcomes.loop_step_raise(loop, model, k)
 
     def threads_per_step(self, cls: ClassKey) -> bool:
         return self.drafting.threads_per_step(cls)

@@ -1,0 +1,154 @@
+"""lint (issue 18 item 10): sort the findings a change removes into *fixed* and *behaviour
+changes*, and find the by-design reports it adds where the step used to be threaded.
+
+Which findings are by design is what their rule declares (``Rule.meaning`` is
+:attr:`Meaning.BY_DESIGN`), never a rule code. The layers each step selects come from the
+two sides' layer-reachability tables (per MTP class, per draft loop), which every scan
+computes. Where a class now selects by the step, the linted side's dispatch analysis says
+whether an assert on the step fails first (``raises at step N``, as ``layers`` answers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence
+
+from ..analyses.dispatch.outcomes import StepRaise
+from ..engine.scan import RuleClass
+from ..model.findings import (
+    ClassReachability,
+    ClassRef,
+    Finding,
+    LoopReach,
+    Meaning,
+    ScanResult,
+    EAGLE_TO_THREADED,
+    EAGLE_TO_UNKNOWN,
+    EAGLE_TO_UNREACHED,
+    LAYER_0,
+    LAYER_I,
+    NOT_REACHED,
+    THREADED_TO_EAGLE,
+    BehaviourChange,
+    LintChanges,
+    StepChange,
+)
+
+#: per class, per loop (path, function): how the loop reaches the class
+LoopTable = dict[tuple[str, str], dict[tuple[str, str], LoopReach]]
+
+#: draft steps 0..RAISE_STEPS-1 are checked for an assert that fails on the step
+RAISE_STEPS = 8
+
+
+#: the linted side's answer to "at which step does this loop's call into this class raise?"
+Raises = Callable[[tuple[str, str], tuple[str, str], int], "StepRaise | None"]
+
+
+def raises_at(step: int) -> str:
+    """``StepChange.after`` of a class whose code fails an assert on the step at ``step``."""
+    return f"raises at step {step}"
+
+
+def meanings_of(rules: Sequence[RuleClass]) -> dict[str, Meaning | None]:
+    """Rule code -> the meaning its rule declares (a cached result does not carry it)."""
+    return {rule.code: getattr(rule, "meaning", None) for rule in rules}
+
+
+def _loop_key(loop: str) -> tuple[str, str]:
+    """``"path:line Class.method"`` -> (path, Class.method): lines move with any edit. A
+    loop a drafter runs with ``self`` of a subclass is labelled ``… (as Sub)``; its report
+    names the loop's own method."""
+    where, _, function = loop.partition(" ")
+    return where.rpartition(":")[0] or where, function.split(" (as ", 1)[0]
+
+
+def _table(reachability: Sequence[ClassReachability]) -> LoopTable:
+    table: LoopTable = {}
+    for cls in reachability:
+        for reach in cls.loops:
+            table.setdefault(_loop_key(reach.loop), {})[(cls.model_class.path, cls.model_class.name)] = reach
+    return table
+
+
+def _step(reach: LoopReach | None) -> str:
+    if reach is None:
+        return NOT_REACHED
+    return LAYER_I if reach.steps_reach_layers else LAYER_0
+
+
+def _touches(f: Finding, ref: ClassRef) -> bool:
+    """Whether a new finding is about that class (it lists it, or sits on it)."""
+    if any(c.path == ref.path and c.name == ref.name for c in f.affected_classes):
+        return True
+    return f.path == ref.path and f.function.split(".")[0] == ref.name
+
+
+def _steps(f: Finding, base: LoopTable, head: LoopTable, introduced: Sequence[Finding]) -> list[StepChange]:
+    loop = (f.path, f.function)
+    before, after = base.get(loop, {}), head.get(loop, {})
+    classes = {(c.path, c.name) for c in f.affected_classes} | set(before) | set(after)
+    out = []
+    for path, name in sorted(classes):
+        ref = ClassRef(path, name)
+        was, now = before.get((path, name)), after.get((path, name))
+        related = tuple(sorted({g.fingerprint for g in introduced if g is not f and _touches(g, ref)}))
+        shown = now or was
+        detail = shown.detail if shown is not None else ""
+        out.append(StepChange(ref, _step(was), _step(now), detail, related))
+    return out
+
+
+def _removed_kind(steps: Sequence[StepChange]) -> str:
+    afters = {s.after for s in steps}
+    if LAYER_I in afters:
+        return EAGLE_TO_THREADED
+    if afters == {NOT_REACHED}:
+        return EAGLE_TO_UNREACHED
+    return EAGLE_TO_UNKNOWN  # gone while the loop still reaches its classes with layer 0: the report went, not the reason
+
+
+def threads_now(changes: LintChanges) -> bool:
+    """Whether some class's steps select by the step after the change (then ask ``raises``)."""
+    return any(s.after == LAYER_I for c in changes.behaviour_changes for s in c.steps)
+
+
+def _with_raises(steps: list[StepChange], loop: tuple[str, str], raises: Raises) -> list[StepChange]:
+    out = []
+    for s in steps:
+        hit = raises(loop, (s.model_class.path, s.model_class.name), RAISE_STEPS) if s.after == LAYER_I else None
+        if hit is not None:
+            s = replace(s, after=raises_at(hit.step), detail=f"{hit.path}:{hit.line} {hit.function}: {hit.message}")
+        out.append(s)
+    return out
+
+
+def classify(
+    base: ScanResult, head: ScanResult, introduced: Sequence[Finding], base_label: str,
+    meanings: Mapping[str, Meaning | None], raises: Raises | None = None,
+) -> LintChanges:
+    """``introduced``: the change's new findings (what lint reports). ``raises``: the linted
+    side's dispatch analysis, when there is one; a class whose steps now select by the step
+    but whose code asserts on it gets ``raises at step i`` instead."""
+    head_ids = {f.fingerprint for f in head.findings}
+    base_ids = {f.fingerprint for f in base.findings}
+    base_loops, head_loops = _table(base.reachability), _table(head.reachability)
+    changes = LintChanges(base_label)
+    for f in base.findings:
+        if f.fingerprint in head_ids:
+            continue
+        if meanings.get(f.rule) is Meaning.BY_DESIGN:
+            steps = _steps(f, base_loops, head_loops, introduced)
+            kind = _removed_kind(steps)
+            if raises is not None:
+                steps = _with_raises(steps, (f.path, f.function), raises)
+            changes.behaviour_changes.append(BehaviourChange(kind, f, steps))
+        else:
+            changes.fixed.append(f)
+    for f in introduced:
+        if f.fingerprint in base_ids or meanings.get(f.rule) is not Meaning.BY_DESIGN:
+            continue
+        steps = _steps(f, base_loops, head_loops, ())
+        if any(s.before == LAYER_I for s in steps):
+            changes.behaviour_changes.append(BehaviourChange(THREADED_TO_EAGLE, f, steps))
+    return changes.sort()
