@@ -156,7 +156,7 @@ class GateReadsOtherField(Rule):
                 if gate.field in fam.sets:
                     continue
                 for arch in fam.architectures:
-                    for cls in dispatch.classes_for(arch):
+                    for cls in dispatch.registry_lookup.classes_for(arch):
                         if cls not in model_classes or not dispatch.selects_per_step(gate.proposer, cls):
                             continue
                         fields = analysis.reachability.layer_count_fields(cls)

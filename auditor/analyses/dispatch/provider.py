@@ -111,9 +111,6 @@ class DispatchProvider(Provider):
     def layer_count_field(self, arch: str, platform: str) -> str | None:
         return self.registry_lookup.layer_count_field(arch, platform)
 
-    def classes_for(self, arch: str) -> list[ClassKey]:
-        return self.registry_lookup.classes_for(arch)
-
     def model_class_for(self, arch: str, platform: str) -> ClassKey | None:
         return self.registry_lookup.model_class_for(arch, platform)
 
