@@ -120,7 +120,7 @@ class DeepMTP(nn.Module):
         return self.heads[spec_step_idx % self.num_mtp_layers](x)
 '''
 
-_GATED_FACTORY = '''
+GATED_FACTORY = '''
 def init_speculator(vllm_config):
     speculative_config = vllm_config.speculative_config
     if speculative_config.use_multi_module_mtp():
@@ -186,7 +186,7 @@ class MultiModuleSpeculator(BaseSpeculator):
     return {
         "vllm/loader.py": LOADER,
         "vllm/config/speculative.py": _GATED_SPEC,
-        "vllm/spec_decode/__init__.py": _GATED_FACTORY,
+        "vllm/spec_decode/__init__.py": GATED_FACTORY,
         "vllm/spec_decode/speculators.py": speculators,
         "vllm/models/registry.py": '_SPECULATIVE_DECODING_MODELS = {\n    "DeepMTPModel": ("deep_mtp", "DeepMTP"),\n}\n',
         "vllm/models/deep_mtp.py": _HEADED_MODEL,

@@ -10,6 +10,7 @@ from auditor.analyses.analysis import Analysis
 from auditor.index.index import ClassKey
 from auditor.model.findings import Meaning, ClassRef, Finding, Hop, Severity
 
+from rules._examples import GATED_FACTORY
 from rules.base import Invalid, Rule, Valid
 
 _SPEC = '''
@@ -32,19 +33,7 @@ class SpeculativeConfig:
         return min(num_mtp_layers, self.num_speculative_tokens) > 1
 '''
 
-_FACTORY = '''
-def init_speculator(vllm_config):
-    speculative_config = vllm_config.speculative_config
-    if speculative_config.use_multi_module_mtp():
-        from vllm.spec_decode.speculators import MultiModuleSpeculator
-
-        return MultiModuleSpeculator(vllm_config)
-    elif speculative_config.method == "mtp":
-        from vllm.spec_decode.speculators import EagleStyleSpeculator
-
-        return EagleStyleSpeculator(vllm_config)
-    raise NotImplementedError(speculative_config.method)
-'''
+_FACTORY = GATED_FACTORY
 
 _SPECULATORS = '''
 from vllm.loader import get_model

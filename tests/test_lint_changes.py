@@ -30,7 +30,7 @@ from auditor.output import render  # noqa: E402
 from auditor.output.json_format import load_schema  # noqa: E402
 from auditor.services.lint_changes import classify, meanings_of  # noqa: E402
 from rules import all_rules  # noqa: E402
-from rules._examples import PREDICTOR, draft_tree  # noqa: E402
+from rules._examples import draft_tree, wrapper  # noqa: E402
 
 THREADED = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"
 EAGLE_STYLE = "out.append(self.model(input_ids, positions, hidden_states))"
@@ -38,17 +38,6 @@ MODEL = "vllm/models/m_mtp.py"
 LOOP = ("vllm/spec_decode/proposer.py", "Proposer.propose")
 
 
-def wrapper(call: str) -> str:
-    return PREDICTOR + f'''
-
-class WrapperMTP(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.model = Predictor(config)
-
-    def forward(self, input_ids, positions, hidden_states, **kwargs):
-        {call}
-'''
 
 
 GOOD = wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")

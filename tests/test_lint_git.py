@@ -14,23 +14,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from scan_helpers import write_tree  # noqa: E402
 
-from rules._examples import PREDICTOR, draft_tree  # noqa: E402
+from rules._examples import draft_tree, wrapper  # noqa: E402
 
 LOOP = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"
 MODEL = "vllm/models/m_mtp.py"
 
 
-def wrapper(call: str) -> str:
-    return PREDICTOR + f'''
-
-class WrapperMTP(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.model = Predictor(config)
-
-    def forward(self, input_ids, positions, hidden_states, **kwargs):
-        {call}
-'''
 
 
 GOOD = wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")
