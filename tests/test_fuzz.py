@@ -33,6 +33,8 @@ from auditor.source.trees import DirectoryTree
 from rules import all_rules
 from rules._examples import draft_tree, wrapper
 
+pytestmark = pytest.mark.slow  # the 2,000-module fuzz: scheduled early (tests/conftest.py)
+
 FUZZ_EXAMPLES = 2000
 SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much, HealthCheck.large_base_example]
 # Deterministic in CI (the same examples every run) and bounded: no shrinking, so a failure
