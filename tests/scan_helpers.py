@@ -40,3 +40,17 @@ def scan_release(version: str) -> Scan:
 
 def by_rule(scan: Scan, rule: str) -> list:
     return [f for f in scan.result.findings if f.rule == rule]
+
+
+# A git identity and configuration for the repositories tests make (no user or system config read).
+GIT_ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t",
+               GIT_CONFIG_NOSYSTEM="1", GIT_ALLOW_PROTOCOL="file")
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git ARGS`` in ``repo`` (a test's own repository); its stdout. Fails the test on an error."""
+    import os
+    import subprocess
+
+    return subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=repo, check=True,
+                          capture_output=True, text=True, env={**os.environ, **GIT_ENV}).stdout

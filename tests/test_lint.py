@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scan_helpers import git
 
 from rules import all_rules
 
@@ -18,9 +19,6 @@ pytestmark = pytest.mark.release
 DEEPSEEK = "vllm/model_executor/models/deepseek_mtp.py"
 
 
-def git(repo: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout
 
 
 def cli(repo: Path, *args: str, cache: Path) -> subprocess.CompletedProcess:

@@ -6,7 +6,6 @@ the step used to be threaded is the opposite change and also a new finding."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import jsonschema
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scan_helpers import scan_tree, write_tree  # noqa: E402
+from scan_helpers import scan_tree, write_tree, git  # noqa: E402
 
 from auditor.model.findings import (  # noqa: E402
     EAGLE_TO_THREADED,
@@ -147,12 +146,6 @@ def test_a_loop_run_as_a_subclass_is_matched_by_its_own_method() -> None:
 
 # --- the command, on a git repository of the same tree: both formats list both ---
 
-ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t",
-           GIT_CONFIG_NOSYSTEM="1")
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env={**os.environ, **ENV})
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scan_helpers import write_tree  # noqa: E402
+from scan_helpers import write_tree, git  # noqa: E402
 
 from rules._examples import draft_tree, wrapper  # noqa: E402
 
@@ -24,13 +24,6 @@ MODEL = "vllm/models/m_mtp.py"
 
 GOOD = wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")
 BAD = wrapper("return self.model(input_ids, positions, hidden_states)")
-ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t",
-           GIT_CONFIG_NOSYSTEM="1", GIT_ALLOW_PROTOCOL="file")
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=repo, check=True,
-                          capture_output=True, text=True, env={**os.environ, **ENV}).stdout
 
 
 def make_repo(path: Path) -> Path:

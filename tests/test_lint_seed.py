@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scan_helpers import scan_release  # noqa: E402
+from scan_helpers import scan_release, git  # noqa: E402
 
 from auditor.model.findings import EAGLE_TO_THREADED, LAYER_0, LAYER_I  # noqa: E402
 from auditor.output.json_format import load_schema  # noqa: E402
@@ -33,12 +33,6 @@ RELEASE = "0.17.1"
 PATCH = Path(__file__).parent / "data" / "lint" / "seed-pr-36910-on-0.17.1.diff"
 WRAPPERS = ["Qwen3_5MTP.forward", "Qwen3NextMTP.forward"]
 LOOPS = ["EagleSpeculator.generate_draft", "SpecDecodeBaseProposer.propose"]
-ENV = dict(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t",
-           GIT_CONFIG_NOSYSTEM="1")
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env={**os.environ, **ENV})
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 from release_cache import release_cache_dir, release_root
-from scan_helpers import by_rule, scan_release
+from scan_helpers import by_rule, scan_release, git
 
 from auditor.common.config import Config
 from auditor.engine.scan import run_scan
@@ -112,20 +112,17 @@ def test_the_seed_change_on_the_eagle_proposer_is_flagged(tmp_path):
     assert not [g for g in by_rule(scan_release("0.33.0"), "MTP005") if g.function == "SpecDecodeBaseProposer.propose"]
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout
 
 
 def test_lint_on_the_seed_change_reports_the_new_mtp005(tmp_path):
     """What the seed PR's reviewer said, from ``mtp-audit lint`` on the change: passing the
     step where an EAGLE head can be the draft model raises TypeError."""
     repo = _copy_release("0.33.0", tmp_path / "repo")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "vLLM 0.33.0")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "vLLM 0.33.0")
     _apply_seed_change(repo)
-    _git(repo, "commit", "-qam", "forward spec_step_idx in the eagle proposer")
+    git(repo, "commit", "-qam", "forward spec_step_idx in the eagle proposer")
     env = dict(os.environ, MTP_AUDIT_CACHE_DIR=str(release_cache_dir()))
     r = subprocess.run([sys.executable, "-m", "auditor.cli", "lint", ".", "--base", "HEAD~1", "-f", "json", "-q"],
                        cwd=repo, capture_output=True, text=True, env=env, timeout=900)
