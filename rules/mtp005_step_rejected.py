@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from auditor.analyses import Binding, PassKind, Target
+from auditor.analyses import Binding, Target
 from auditor.analyses.analysis import Analysis
 from auditor.analyses.dispatch.load_routes import condition_of
 from auditor.analyses.dispatch.model import ModelRoute
-from auditor.analyses.load_calls import LoadCallProvider
+from auditor.analyses.load_calls import LoadCallProvider, keyword_only, misbound_slot, step_arguments
 from auditor.facts.extract import CallFact, FunctionFact
 from auditor.index.index import ClassKey, FuncKey
 from auditor.model.findings import ClassRef, Finding, Meaning, Severity
@@ -23,6 +23,21 @@ _NO_STEP_HEAD = wrapper(
 ) + '''
     def compute_logits(self, hidden_states):
         return hidden_states
+'''
+
+
+# A forward with an optional parameter before the step (as vLLM's ``intermediate_tensors``).
+_SLOT_BEFORE_STEP = wrapper(
+    "return self.model(input_ids, positions, hidden_states, spec_step_idx=spec_step_idx)",
+    "self, input_ids, positions, hidden_states, intermediate_tensors=None, spec_step_idx=0",
+)
+
+_STEP_BY_POSITION = "spec_step_idx = token_index + 1\n            out.append(self.model(input_ids, positions, hidden_states, {}))"
+
+# A helper that takes the step under its own name: the step lands in ``idx`` on purpose.
+_RENAMING_HELPER = '''
+    def _draft(self, input_ids, positions, hidden_states, idx):
+        return self.model(input_ids, positions, hidden_states, spec_step_idx=idx)
 '''
 
 
@@ -157,6 +172,16 @@ class StepRejected(Rule):
         Valid(_routes()),
         # A head with **kwargs takes the step (and drops it: MTP001's business, not a TypeError).
         Valid(_routes(", spec_step_idx=step", head_params="self, x, **kwargs")),
+        # By position, into the step parameter of every class the route can load.
+        Valid(_routes(", step", head_params="self, x, spec_step_idx=0")),
+        Valid(draft_tree(_STEP_BY_POSITION.format("None, spec_step_idx"), model=_SLOT_BEFORE_STEP)),
+        # By keyword, past a slot the position would have filled.
+        Valid(_routes(", spec_step_idx=step", head_params="self, x, h=None, spec_step_idx=0")),
+        Valid(draft_tree(_STEP_BY_POSITION.format("spec_step_idx=spec_step_idx"), model=_SLOT_BEFORE_STEP)),
+        # A helper that names the step its own way is no mis-binding.
+        Valid(draft_tree("spec_step_idx = token_index + 1\n"
+                         "            out.append(self._draft(input_ids, positions, hidden_states, spec_step_idx))",
+                         helpers=_RENAMING_HELPER)),
     ]
     INVALID = [
         Invalid(draft_tree("out.append(self.model.compute_logits(hidden_states, spec_step_idx=token_index))",
@@ -183,6 +208,24 @@ class StepRejected(Rule):
                 message="passes spec_step_idx to EagleSpeculator._sample, which take(s) no spec_step_idx and no "
                         "**kwargs: TypeError at run time; reached only when speculative_config.use_tree() is False "
                         "(V2 builds EagleSpeculator)"),
+        # By position into the wrong slot (the issue's example): the step lands in
+        # intermediate_tensors, spec_step_idx keeps 0 — silently, no TypeError.
+        Invalid(draft_tree(_STEP_BY_POSITION.format("spec_step_idx"), model=_SLOT_BEFORE_STEP),
+                path="vllm/spec_decode/proposer.py", line=16, count=1,
+                message="passes spec_step_idx by position into another parameter of WrapperMTP.forward "
+                        "(intermediate_tensors): no TypeError, the value lands there and spec_step_idx keeps its "
+                        "default for 1 draft model class(es)"),
+        # DeepMTP binds the positional step to spec_step_idx; the EAGLE head, whose step
+        # parameter is keyword-only, to h.
+        Invalid(_routes(", step", head_params="self, x, h=None, *, spec_step_idx=0"),
+                path="vllm/spec_decode/speculators.py", line=14, count=1,
+                message="passes spec_step_idx by position into another parameter of EagleHead.forward "
+                        "(h, whose spec_step_idx is keyword-only): no TypeError"),
+        # By position and by keyword: the same parameter twice.
+        Invalid(_routes(", step, spec_step_idx=step", head_params="self, x, spec_step_idx=0"),
+                path="vllm/spec_decode/speculators.py", line=14, count=1,
+                message="passes spec_step_idx to DeepMTP.forward, EagleHead.forward, which take(s) spec_step_idx "
+                        "twice (by position and by keyword): TypeError at run time"),
     ]
 
     def check(self, analysis: Analysis) -> Iterable[Finding]:
@@ -197,17 +240,20 @@ class StepRejected(Rule):
                     keyword = calls.passes_keyword(call, fn, param)
                     if not keyword and not call.args:
                         continue
-                    rejected = _Rejected()
+                    rejected, misbound = _Rejected(), _Rejected()
                     for ctx in contexts:
-                        self._bind_all(analysis, fkey, fn, own, ctx, ci, param, keyword, rejected)
+                        self._bind_all(analysis, fkey, fn, own, ctx, ci, param, keyword, rejected, misbound)
                     if rejected.callees:
                         yield self._finding(analysis, fkey, call, param, rejected)
+                    if misbound.callees:
+                        yield self._misbound_finding(analysis, fkey, call, param, misbound)
 
     @staticmethod
     def _bind_all(analysis: Analysis, fkey: FuncKey, fn: FunctionFact, own: ClassKey | None, ctx: ClassKey | None,
-                  ci: int, param: str, keyword: bool, rejected: "_Rejected") -> None:
+                  ci: int, param: str, keyword: bool, rejected: "_Rejected", misbound: "_Rejected") -> None:
         """Bind call ``ci`` against every callee it reaches with ``self`` of ``ctx`` on a
-        load route; record the callees that cannot take the step."""
+        load route; record the callees that cannot take the step (``rejected``) and those
+        where the step passed by position lands in another parameter (``misbound``)."""
         calls = analysis.get(LoadCallProvider)
         loads = analysis.dispatch.load_routes
         call = fn.calls[ci]
@@ -228,45 +274,35 @@ class StepRejected(Rule):
             bound.append((tgt, calls.bind(call, fn, tgt), routes))
         # The step passed positionally: an argument that is the step's name, or one that
         # lands in the step parameter of some callee.
-        step_args = {i for i, a in enumerate(call.args) if a.chain == (param,)}
-        for _, b, _ in bound:
-            src = b.params.get(param)
-            if src is not None and src.how is PassKind.POSITIONAL:
-                step_args.update(i for i, a in enumerate(call.args) if a == src.expr)
+        step_args, to_step = step_arguments(call, (b for _, b, _ in bound), param)
         for tgt, b, routes in bound:
             by_keyword = keyword and param in b.unknown_keywords
             by_position = bool(step_args & set(b.extra_positional))
-            if not (by_keyword or by_position):
+            twice = sorted(n for n, i in b.duplicates.items() if i in step_args)
+            if by_keyword or by_position or twice:
+                rejected.add(analysis, fkey, tgt, routes)
+                rejected.keyword |= by_keyword
+                rejected.positional |= by_position and not by_keyword
+                rejected.twice.update(twice)
                 continue
-            classes = rejected.callees.setdefault(tgt.func[1], set())
-            if tgt.model_class:
-                classes.add(tgt.model_class)
-            classes.update((ref.path, ref.name) for ref in analysis.registry.affected_models(tgt.func)
-                           if analysis.dispatch.pairing(fkey, (ref.path, ref.name)).paired)
-            rejected.keyword |= by_keyword
-            rejected.positional |= not by_keyword
-            if routes is None:
-                rejected.drafter_level = True
-            else:
-                rejected.routes += routes
+            callee = analysis.index.function(tgt.func)
+            slots = [s for i in sorted(step_args) if (s := misbound_slot(b, callee, i, to_step, param))]
+            if slots:
+                misbound.add(analysis, fkey, tgt, routes)
+                misbound.slots.setdefault(tgt.func[1], set()).update(slots)
+                if keyword_only(callee, param):
+                    misbound.keyword_only.add(tgt.func[1])
 
     def _finding(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, rejected: "_Rejected") -> Finding:
         callees = sorted(rejected.callees)
-        rejected_by = sorted({c for cs in rejected.callees.values() for c in cs})
-        # The routes that load a rejecting class with this drafter say when it is reached;
-        # code no built drafter runs says it as its drafter-level pairing does.
-        conditions: list[str] = []
-        if rejected.drafter_level:
-            conditions.append(analysis.dispatch.pairing(fkey).condition)
-        if rejected.routes:
-            conditions.append(condition_of(rejected.routes).condition)
-        when = "" if "" in conditions else " or ".join(dict.fromkeys(conditions))
-        positional = rejected.positional and not rejected.keyword
-        how = "too many positional arguments" if positional else f"no {param} and no **kwargs"
-        # Only routes of other methods than MTP's (EAGLE heads): say which, the condition cannot.
-        loads = analysis.dispatch.load_routes
-        methods = dict.fromkeys(m for rt in rejected.routes for m in loads.methods(rt))
-        others = [] if any(m in analysis.config.mtp_methods for m in methods) else list(methods)
+        rejected_by = rejected.classes()
+        when, others = rejected.reached(analysis, fkey)
+        if rejected.keyword:
+            how = f"no {param} and no **kwargs"
+        elif rejected.positional:
+            how = "too many positional arguments"
+        else:
+            how = f"{', '.join(sorted(rejected.twice))} twice (by position and by keyword)"
         return Finding(
             rule=self.code,
             severity=self.severity,
@@ -288,6 +324,42 @@ class StepRejected(Rule):
             parameter=param,
         )
 
+    def _misbound_finding(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str,
+                          misbound: "_Rejected") -> Finding:
+        callees = sorted(misbound.callees)
+        classes = misbound.classes()
+        when, others = misbound.reached(analysis, fkey)
+
+        def where(callee: str) -> str:
+            only = f", whose {param} is keyword-only" if callee in misbound.keyword_only else ""
+            return f"{callee} ({', '.join(sorted(misbound.slots[callee]))}{only})"
+
+        finding = Finding(
+            rule=self.code,
+            severity=self.severity,
+            path=fkey[0],
+            line=call.line,
+            column=call.col,
+            function=fkey[1],
+            callee=", ".join(callees),
+            callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
+            message=(
+                f"passes {param} by position into another parameter of {', '.join(where(c) for c in callees)}: "
+                f"no TypeError, the value lands there and {param} keeps its default"
+                + (f" for {len(classes)} draft model class(es)" if classes else "")
+                + (f" (speculative method {', '.join(others)})" if others else "")
+                + (f"; reached only when {when}" if when else "")
+            ),
+            trace=[analysis.hop(fkey, call.line, f"passes {param} into {where(c)}") for c in callees],
+            affected_classes=[ClassRef(*c) for c in classes],
+            # Its own id at the call: the kind of defect, never the classes it lists.
+            fingerprint_key=f"{param}|{'.'.join(call.func or ())}|binds-elsewhere",
+            parameter=param,
+        )
+        # The step never reaches the callee's step parameter: on the path, it is lost.
+        finding.meaning = Meaning.STEP_LOST
+        return finding
+
 
 def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) -> bool:
     hit = analysis.index.method(cls, name)
@@ -303,3 +375,37 @@ class _Rejected:
     drafter_level: bool = False  # some rejection is in code no built drafter runs
     keyword: bool = False  # some callee has no such parameter and no **kwargs
     positional: bool = False  # some callee gets it as one positional argument too many
+    twice: set[str] = field(default_factory=set)  # parameters given by position and by keyword
+    slots: dict[str, set[str]] = field(default_factory=dict)  # callee -> where the step lands instead
+    keyword_only: set[str] = field(default_factory=set)  # callees that take the step only by keyword
+
+    def add(self, analysis: Analysis, fkey: FuncKey, tgt: Target, routes: list[ModelRoute] | None) -> None:
+        """Record callee ``tgt`` with the draft model classes it runs for and its routes."""
+        classes = self.callees.setdefault(tgt.func[1], set())
+        if tgt.model_class:
+            classes.add(tgt.model_class)
+        classes.update((ref.path, ref.name) for ref in analysis.registry.affected_models(tgt.func)
+                       if analysis.dispatch.pairing(fkey, (ref.path, ref.name)).paired)
+        if routes is None:
+            self.drafter_level = True
+        else:
+            self.routes += routes
+
+    def classes(self) -> list[ClassKey]:
+        return sorted({c for cs in self.callees.values() for c in cs})
+
+    def reached(self, analysis: Analysis, fkey: FuncKey) -> tuple[str, list[str]]:
+        """When the recorded callees are reached ("" always), and the speculative methods
+        that reach them when no MTP method does (EAGLE heads: the condition cannot say)."""
+        # The routes that load a recorded class with this drafter say when it is reached;
+        # code no built drafter runs says it as its drafter-level pairing does.
+        conditions: list[str] = []
+        if self.drafter_level:
+            conditions.append(analysis.dispatch.pairing(fkey).condition)
+        if self.routes:
+            conditions.append(condition_of(self.routes).condition)
+        when = "" if "" in conditions else " or ".join(dict.fromkeys(conditions))
+        loads = analysis.dispatch.load_routes
+        methods = dict.fromkeys(m for rt in self.routes for m in loads.methods(rt))
+        others = [] if any(m in analysis.config.mtp_methods for m in methods) else list(methods)
+        return when, others

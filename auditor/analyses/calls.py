@@ -68,6 +68,12 @@ class Binding:
     # positional arguments (their indexes) beyond the callee's positional parameters, when
     # it has no ``*args``: Python raises TypeError (too many positional arguments)
     extra_positional: list[int] = field(default_factory=list)
+    # the callee parameter each positional argument binds to, by argument index (those
+    # that land in ``*args`` or beyond have none; none at all when the call has ``*x``)
+    slots: list[str] = field(default_factory=list)
+    # keywords naming a parameter a positional argument already fills -> that argument's
+    # index: Python raises TypeError (multiple values for the argument)
+    duplicates: dict[str, int] = field(default_factory=dict)
 
 
 class CallProvider(Provider):
@@ -212,10 +218,14 @@ class CallProvider(Provider):
         for i, arg in enumerate(call.args):
             if i < len(positional):
                 b.params[positional[i].name] = ArgSource(arg, PassKind.POSITIONAL)
+                if not call.star_args:  # with ``*x`` among them an argument's slot is unknown
+                    b.slots.append(positional[i].name)
             elif not has_varargs and not call.star_args:
                 b.extra_positional.append(i)
 
         def keyword(name: str, src: ArgSource) -> None:
+            if name in b.slots and name in by_name:
+                b.duplicates.setdefault(name, b.slots.index(name))
             if name in by_name or has_kwargs:
                 b.params[name] = src  # a name landing in **kwargs is a virtual parameter
             else:

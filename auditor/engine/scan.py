@@ -195,7 +195,8 @@ def _run_rules(analysis: Analysis, rules: Sequence[RuleClass], known_codes: set[
             continue
         found = _finalize(rule.check(analysis), analysis.config)
         for f in found:
-            f.meaning = getattr(rule_cls, "meaning", None)
+            if f.meaning is None:  # a rule may give one kind of its findings its own
+                f.meaning = getattr(rule_cls, "meaning", None)
         from_rules.extend(found)
     findings = _distinct(from_rules)
     problems = _apply_suppressions(analysis.index, findings, known_codes)
