@@ -55,7 +55,8 @@ class Rule:
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
     autofix: ClassVar["Autofix | None"] = None
-    # What every finding of this rule means for the step (analyses read this, never codes).
+    # What the findings of this rule mean for the step (analyses read this, never codes); a
+    # finding that sets its own ``meaning`` (one kind of a rule's findings) keeps it.
     meaning: ClassVar[Meaning | None] = None
     # severities a finding of the rule may have besides ``severity`` (its usual one)
     ALSO: ClassVar[tuple[Severity, ...]] = ()

@@ -1,4 +1,4 @@
-"""MTP005: the step is passed to a callee that cannot accept it."""
+"""MTP005: the step is passed to a callee that cannot accept it (or, by position, into another parameter)."""
 
 from __future__ import annotations
 
@@ -155,9 +155,24 @@ class StepRejected(Rule):
     a route builds that runs it (resolved through its MRO). Only classes on a route whose
     condition is satisfiable are listed, and the message ends with that condition
     (``reached only when …``). A callee with ``**kwargs`` that drops the step is not a
-    TypeError (MTP001 reports a drop where the step picks a layer). The finding's id
-    depends on the call, not on the classes it lists. ``mtp-audit lint`` on a patch that
-    adds the step to such a call reports it as new.
+    TypeError (MTP001 reports a drop where the step picks a layer). A parameter given
+    both by position and by keyword, where the positional one is the step, is a TypeError
+    too (multiple values). The finding's id depends on the call, not on the classes it
+    lists. ``mtp-audit lint`` on a patch that adds the step to such a call reports it as new.
+
+    **The step bound to another parameter** (no TypeError: silently wrong). A step passed
+    by position is bound through each callee's signature; where it lands in a parameter
+    other than ``spec_step_idx`` — ``forward(ids, pos, hidden, spec_step_idx)`` against
+    ``forward(self, input_ids, positions, hidden_states, intermediate_tensors=None,
+    spec_step_idx=0)``, or a class whose ``spec_step_idx`` is keyword-only — the call
+    runs, the value goes into that other parameter and the step parameter keeps its
+    default. The step is the argument named as the step parameter, or one that another
+    callee of the same call binds to it; a callee with no step parameter of its own is
+    reported only in that second case (a helper may take the step under its own name).
+    This kind is a separate finding at the call, with its own id (it too never depends on
+    the classes listed) and the meaning *step lost* rather than *cannot take*; its
+    message says where the step lands (``passes spec_step_idx by position into another
+    parameter of C.forward (intermediate_tensors; spec_step_idx keeps its default)``).
     """
 
     code = "MTP005"
@@ -213,14 +228,19 @@ class StepRejected(Rule):
         Invalid(draft_tree(_STEP_BY_POSITION.format("spec_step_idx"), model=_SLOT_BEFORE_STEP),
                 path="vllm/spec_decode/proposer.py", line=16, count=1,
                 message="passes spec_step_idx by position into another parameter of WrapperMTP.forward "
-                        "(intermediate_tensors): no TypeError, the value lands there and spec_step_idx keeps its "
-                        "default for 1 draft model class(es)"),
+                        "(intermediate_tensors; spec_step_idx keeps its default): no TypeError, the step lands "
+                        "there instead of in spec_step_idx for 1 draft model class(es)"),
         # DeepMTP binds the positional step to spec_step_idx; the EAGLE head, whose step
         # parameter is keyword-only, to h.
         Invalid(_routes(", step", head_params="self, x, h=None, *, spec_step_idx=0"),
                 path="vllm/spec_decode/speculators.py", line=14, count=1,
                 message="passes spec_step_idx by position into another parameter of EagleHead.forward "
-                        "(h, whose spec_step_idx is keyword-only): no TypeError"),
+                        "(h; spec_step_idx is keyword-only and keeps its default): no TypeError"),
+        # The same, into an EAGLE head with no step parameter but a slot for it.
+        Invalid(_routes(", step", head_params="self, x, h=None"), path="vllm/spec_decode/speculators.py", line=14,
+                count=1, message="passes spec_step_idx by position into another parameter of EagleHead.forward "
+                                 "(h; it has no spec_step_idx): no TypeError, the step lands there instead of in "
+                                 "spec_step_idx for 1 draft model class(es) (speculative method eagle)"),
         # By position and by keyword: the same parameter twice.
         Invalid(_routes(", step, spec_step_idx=step", head_params="self, x, spec_step_idx=0"),
                 path="vllm/spec_decode/speculators.py", line=14, count=1,
@@ -292,6 +312,10 @@ class StepRejected(Rule):
                 misbound.slots.setdefault(tgt.func[1], set()).update(slots)
                 if keyword_only(callee, param):
                     misbound.keyword_only.add(tgt.func[1])
+                if callee is not None and param not in callee.param_names:
+                    misbound.lacking.add(tgt.func[1])
+                elif param not in b.params and not b.forwards_kwargs and not b.opaque_dicts:
+                    misbound.defaulted.add(tgt.func[1])
 
     def _finding(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, rejected: "_Rejected") -> Finding:
         callees = sorted(rejected.callees)
@@ -331,8 +355,12 @@ class StepRejected(Rule):
         when, others = misbound.reached(analysis, fkey)
 
         def where(callee: str) -> str:
-            only = f", whose {param} is keyword-only" if callee in misbound.keyword_only else ""
-            return f"{callee} ({', '.join(sorted(misbound.slots[callee]))}{only})"
+            said = [what for what, says in (("is keyword-only", callee in misbound.keyword_only),
+                                            ("keeps its default", callee in misbound.defaulted)) if says]
+            note = f"; {param} {' and '.join(said)}" if said else ""
+            if callee in misbound.lacking:
+                note = f"; it has no {param}"
+            return f"{callee} ({', '.join(sorted(misbound.slots[callee]))}{note})"
 
         finding = Finding(
             rule=self.code,
@@ -345,7 +373,7 @@ class StepRejected(Rule):
             callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
             message=(
                 f"passes {param} by position into another parameter of {', '.join(where(c) for c in callees)}: "
-                f"no TypeError, the value lands there and {param} keeps its default"
+                f"no TypeError, the step lands there instead of in {param}"
                 + (f" for {len(classes)} draft model class(es)" if classes else "")
                 + (f" (speculative method {', '.join(others)})" if others else "")
                 + (f"; reached only when {when}" if when else "")
@@ -378,6 +406,8 @@ class _Rejected:
     twice: set[str] = field(default_factory=set)  # parameters given by position and by keyword
     slots: dict[str, set[str]] = field(default_factory=dict)  # callee -> where the step lands instead
     keyword_only: set[str] = field(default_factory=set)  # callees that take the step only by keyword
+    defaulted: set[str] = field(default_factory=set)  # callees whose step parameter keeps its default
+    lacking: set[str] = field(default_factory=set)  # callees with no step parameter (another callee's slot)
 
     def add(self, analysis: Analysis, fkey: FuncKey, tgt: Target, routes: list[ModelRoute] | None) -> None:
         """Record callee ``tgt`` with the draft model classes it runs for and its routes."""
