@@ -160,7 +160,7 @@ class StepRejected(Rule):
     too (multiple values). The finding's id depends on the call, not on the classes it
     lists. ``mtp-audit lint`` on a patch that adds the step to such a call reports it as new.
 
-    **The step bound to another parameter** (no TypeError: silently wrong). A step passed
+    **The step bound to another parameter** (the call binds: silently wrong). A step passed
     by position is bound through each callee's signature; where it lands in a parameter
     other than ``spec_step_idx`` — ``forward(ids, pos, hidden, spec_step_idx)`` against
     ``forward(self, input_ids, positions, hidden_states, intermediate_tensors=None,
@@ -228,19 +228,20 @@ class StepRejected(Rule):
         Invalid(draft_tree(_STEP_BY_POSITION.format("spec_step_idx"), model=_SLOT_BEFORE_STEP),
                 path="vllm/spec_decode/proposer.py", line=16, count=1,
                 message="passes spec_step_idx by position into another parameter of WrapperMTP.forward "
-                        "(intermediate_tensors; spec_step_idx keeps its default): no TypeError, the step lands "
-                        "there instead of in spec_step_idx for 1 draft model class(es)"),
+                        "(intermediate_tensors; spec_step_idx keeps its default): the call binds (no TypeError) "
+                        "and the step lands there instead of in spec_step_idx for 1 draft model class(es)"),
         # DeepMTP binds the positional step to spec_step_idx; the EAGLE head, whose step
         # parameter is keyword-only, to h.
         Invalid(_routes(", step", head_params="self, x, h=None, *, spec_step_idx=0"),
                 path="vllm/spec_decode/speculators.py", line=14, count=1,
                 message="passes spec_step_idx by position into another parameter of EagleHead.forward "
-                        "(h; spec_step_idx is keyword-only and keeps its default): no TypeError"),
+                        "(h; spec_step_idx is keyword-only and keeps its default): the call binds (no TypeError)"),
         # The same, into an EAGLE head with no step parameter but a slot for it.
         Invalid(_routes(", step", head_params="self, x, h=None"), path="vllm/spec_decode/speculators.py", line=14,
                 count=1, message="passes spec_step_idx by position into another parameter of EagleHead.forward "
-                                 "(h; it has no spec_step_idx): no TypeError, the step lands there instead of in "
-                                 "spec_step_idx for 1 draft model class(es) (speculative method eagle)"),
+                                 "(h; it has no spec_step_idx): the call binds (no TypeError) and the step lands "
+                                 "there instead of in spec_step_idx for 1 draft model class(es) (speculative method "
+                                 "eagle)"),
         # By position and by keyword: the same parameter twice.
         Invalid(_routes(", step, spec_step_idx=step", head_params="self, x, spec_step_idx=0"),
                 path="vllm/spec_decode/speculators.py", line=14, count=1,
@@ -373,7 +374,7 @@ class StepRejected(Rule):
             callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
             message=(
                 f"passes {param} by position into another parameter of {', '.join(where(c) for c in callees)}: "
-                f"no TypeError, the step lands there instead of in {param}"
+                f"the call binds (no TypeError) and the step lands there instead of in {param}"
                 + (f" for {len(classes)} draft model class(es)" if classes else "")
                 + (f" (speculative method {', '.join(others)})" if others else "")
                 + (f"; reached only when {when}" if when else "")

@@ -36,6 +36,7 @@ from scan_helpers import by_rule, scan_release, git
 from auditor.common.config import Config
 from auditor.engine.scan import run_scan
 from auditor.facts.cache import FactsCache
+from auditor.model.findings import Meaning
 from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
@@ -130,3 +131,47 @@ def test_lint_on_the_seed_change_reports_the_new_mtp005(tmp_path):
     new = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "MTP005"]
     assert new and all(f["path"] == BASE_PROPOSER for f in new), new
     assert all("EagleLlamaForCausalLM" in {c["name"] for c in f["affected_classes"]} for f in new)
+
+
+@pytest.mark.parametrize("version", ["0.22.1", "0.30.0", "0.33.0"])
+def test_no_positional_step_binds_into_another_parameter(version):
+    """Read from vLLM's source: every call on these releases that passes the step by
+    position puts it in the callee's ``spec_step_idx`` slot — the MTP wrappers'
+    ``self.model(input_ids, positions, hidden_states, inputs_embeds, spec_step_idx)``
+    against their predictors' ``forward(input_ids, positions, previous_hidden_states,
+    inputs_embeds=None, spec_step_idx=0)``, ExaoneMoe/Gemma4's six-argument call past
+    ``intermediate_tensors``, ERNIE/MiMo's ``compute_logits(hidden_states, self.lm_head,
+    spec_step_idx)`` and Bailing's ``compute_logits(hidden_states, spec_step_idx,
+    self.lm_head)`` against signatures in those orders. So no MTP005 says the step lands
+    elsewhere, and every MTP005 there is a TypeError."""
+    found = by_rule(scan_release(version), "MTP005")
+    assert not [f for f in found if f.meaning is Meaning.STEP_LOST], [(f.path, f.line, f.message) for f in found]
+    assert all(f.meaning is Meaning.CANNOT_TAKE and "TypeError at run time" in f.message for f in found)
+
+
+BAILING = "vllm/model_executor/models/bailing_moe_mtp.py"
+
+
+def test_a_step_argument_swapped_with_its_neighbour_is_found(tmp_path):
+    """0.33.0's Bailing head with its last two arguments swapped —
+    ``compute_logits(hidden_states, self.lm_head, spec_step_idx)`` against
+    ``compute_logits(self, hidden_states, spec_step_idx=0, lm_head=None)``: the call binds,
+    the step goes into ``lm_head``. One new MTP005 at that call; every other finding keeps
+    its id."""
+    root = _copy_release("0.33.0", tmp_path)
+    path = root / BAILING
+    right = "return self.model.compute_logits(hidden_states, spec_step_idx, self.lm_head)"
+    text = path.read_text()
+    assert text.count(right) == 1
+    path.write_text(text.replace(right, "return self.model.compute_logits(hidden_states, self.lm_head, spec_step_idx)"))
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "self.lm_head, spec_step_idx)" in t)
+    scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2)
+    base = scan_release("0.33.0")
+    new = [f for f in scan.result.findings if f.fingerprint not in {g.fingerprint for g in base.result.findings}]
+    assert [(f.rule, f.path, f.line) for f in new] == [("MTP005", BAILING, line)]
+    f = new[0]
+    assert f.meaning is Meaning.STEP_LOST
+    assert "passes spec_step_idx by position into another parameter of " \
+           "BailingMoeV25MultiTokenPredictor.compute_logits (lm_head)" in f.message
+    assert "the call binds (no TypeError)" in f.message
+    assert {g.fingerprint for g in base.result.findings} <= {g.fingerprint for g in scan.result.findings}
