@@ -32,7 +32,12 @@ _SLOT_BEFORE_STEP = wrapper(
     "self, input_ids, positions, hidden_states, intermediate_tensors=None, spec_step_idx=0",
 )
 
-_STEP_BY_POSITION = "spec_step_idx = token_index + 1\n            out.append(self.model(input_ids, positions, hidden_states, {}))"
+_STEP_BY_POSITION = "spec_step_idx = token_index + 1\n            out.append(self.model({}))"
+
+
+def _slot_tree(args: str) -> dict[str, str]:
+    """The draft loop calls a model whose forward has a slot before the step, with ``args``."""
+    return draft_tree(_STEP_BY_POSITION.format(args), model=_SLOT_BEFORE_STEP)
 
 # A helper that takes the step under its own name: the step lands in ``idx`` on purpose.
 _RENAMING_HELPER = '''
@@ -189,10 +194,10 @@ class StepRejected(Rule):
         Valid(_routes(", spec_step_idx=step", head_params="self, x, **kwargs")),
         # By position, into the step parameter of every class the route can load.
         Valid(_routes(", step", head_params="self, x, spec_step_idx=0")),
-        Valid(draft_tree(_STEP_BY_POSITION.format("None, spec_step_idx"), model=_SLOT_BEFORE_STEP)),
+        Valid(_slot_tree("input_ids, positions, hidden_states, None, spec_step_idx")),
         # By keyword, past a slot the position would have filled.
         Valid(_routes(", spec_step_idx=step", head_params="self, x, h=None, spec_step_idx=0")),
-        Valid(draft_tree(_STEP_BY_POSITION.format("spec_step_idx=spec_step_idx"), model=_SLOT_BEFORE_STEP)),
+        Valid(_slot_tree("input_ids, positions, hidden_states, spec_step_idx=spec_step_idx")),
         # A helper that names the step its own way is no mis-binding.
         Valid(draft_tree("spec_step_idx = token_index + 1\n"
                          "            out.append(self._draft(input_ids, positions, hidden_states, spec_step_idx))",
@@ -225,11 +230,17 @@ class StepRejected(Rule):
                         "(V2 builds EagleSpeculator)"),
         # By position into the wrong slot (the issue's example): the step lands in
         # intermediate_tensors, spec_step_idx keeps 0 — silently, no TypeError.
-        Invalid(draft_tree(_STEP_BY_POSITION.format("spec_step_idx"), model=_SLOT_BEFORE_STEP),
+        Invalid(_slot_tree("input_ids, positions, hidden_states, spec_step_idx"),
                 path="vllm/spec_decode/proposer.py", line=16, count=1,
                 message="passes spec_step_idx by position into another parameter of WrapperMTP.forward "
                         "(intermediate_tensors; spec_step_idx keeps its default): the call binds (no TypeError) "
                         "and the step lands there instead of in spec_step_idx for 1 draft model class(es)"),
+        # A keyword/positional mix: the step third, the slot after it by keyword — the
+        # step fills hidden_states.
+        Invalid(_slot_tree("input_ids, positions, spec_step_idx, intermediate_tensors=None"),
+                path="vllm/spec_decode/proposer.py", line=16, count=1,
+                message="passes spec_step_idx by position into another parameter of WrapperMTP.forward "
+                        "(hidden_states; spec_step_idx keeps its default)"),
         # DeepMTP binds the positional step to spec_step_idx; the EAGLE head, whose step
         # parameter is keyword-only, to h.
         Invalid(_routes(", step", head_params="self, x, h=None, *, spec_step_idx=0"),
