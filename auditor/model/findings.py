@@ -96,8 +96,9 @@ class Finding:
     suppressed: bool = False
     parameter: str = ""  # the threaded parameter the finding is about (the autofix threads it)
     root: str = ""  # issue 13: the scanned root the path is relative to ("vllm", "vllm-ascend"); "" without plugins
-    # What the finding means for the step, stamped by the engine from its rule's declaration;
-    # not part of the JSON or of a finding's identity.
+    # What the finding means for the step, stamped by the engine from its rule's declaration
+    # unless the rule set it for this kind of its findings (MTP005's step bound to another
+    # parameter is a lost step); not part of the JSON or of a finding's identity.
     meaning: Meaning | None = field(default=None, compare=False)
 
     def finalize(self) -> "Finding":
