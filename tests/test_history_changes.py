@@ -138,3 +138,26 @@ def test_history_text_markdown_and_html_show_the_change_not_a_fix(repo: Path, id
     out = invoke("diff", repo, "v0.1.0", "v0.2.0", "--cache-dir", cache).splitlines()
     assert out[1].endswith("0 introduced, 1 fixed, 0 unchanged, 1 behaviour change (by design, not fixes)")
     assert [line.split()[1] for line in out[2:]] == ["MTP001", EAGLE_TO_THREADED.split()[0]]
+
+
+def test_a_finding_whose_file_moved_is_fixed_for_neither_lint_nor_history(tmp_path: Path) -> None:
+    """Both pair what is gone the same way before they classify it: a wrapper that still
+    drops the step in a renamed file persists (moved); nobody calls it fixed."""
+    path = tmp_path / "r"
+    files = draft_tree(THREADED, model=BAD)
+    write_tree(path, files)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "base")
+    git(path, "tag", "v0.1.0")
+    git(path, "mv", "vllm/models/m_mtp.py", "vllm/models/moved_mtp.py")
+    git(path, "commit", "-q", "-m", "move the model file")
+    git(path, "tag", "v0.2.0")
+    cache = tmp_path / "c"
+    hist = run_history(path, config=Config(), cache_dir=cache, rules=all_rules())
+    delta = hist.deltas[-1]
+    assert delta is not None and [f.rule for f in delta.persisted] == ["MTP001"] and len(delta.moved) == 1
+    assert delta.fixed == [] and delta.behaviour_changes == []
+    lint = run_lint(path, "v0.1.0", "v0.2.0", Config(), FactsCache(cache), cache, rules=all_rules())
+    assert lint.result.lint is not None
+    assert lint.result.lint.fixed == [] and lint.fixed == [] and lint.result.stats["fixed"] == 0

@@ -137,3 +137,16 @@ def test_github_format_keeps_the_new_report_a_warning_and_adds_its_change(unthre
     assert warning.startswith("::warning file=vllm/spec_decode/proposer.py,") and "MTP002" in warning
     assert notice.startswith("::notice file=vllm/spec_decode/proposer.py,")
     assert f"title=behaviour change {THREADED_TO_EAGLE}%3A MTP002" in notice and "(now MTP002 [id " in notice
+
+
+def test_a_finding_in_a_file_that_no_longer_parses_is_not_fixed(tmp_path: Path) -> None:
+    """The drop is out of sight, not gone: the change breaks the file (MTP901, an error)."""
+    repo = two_commits(tmp_path / "r", draft_tree(THREADED, model=BAD),
+                       {"vllm/models/m_mtp.py": BAD + "\ndef broken(:\n    pass\n"})
+    r = lint(repo, "-f", "json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [f["rule"] for f in doc["findings"]] == ["MTP901"]
+    assert doc["lint"]["fixed"] == [] and doc["lint"]["behaviour_changes"] == []
+    gh = lint(repo, "-f", "github").stdout.splitlines()
+    assert [ln.split(" ", 1)[0] for ln in gh] == ["::error", "::warning"], gh  # MTP901, the skipped file; no notice

@@ -10,6 +10,8 @@ Which findings are by design is what their rule declares (``Rule.meaning`` is
 two sides' layer-reachability tables (per MTP class, per draft loop), which every scan
 computes. Where a class now selects by the step, the linted side's dispatch analysis says
 whether an assert on the step fails first (``raises at step N``, as ``layers`` answers).
+A finding on a file the later side could not read or parse is neither fixed nor changed:
+nobody can tell (lint reports that file as MTP901, history lists it among the problems).
 """
 
 from __future__ import annotations
@@ -142,7 +144,10 @@ def classify(
     base_loops, head_loops = _table(base.reachability), _table(head.reachability)
     changes = LintChanges(base_label)
     gone = [f for f in base.findings if f.fingerprint not in head_ids] if removed is None else removed
+    unread = {p.path for p in head.problems}  # files the head could not read or parse
     for f in gone:
+        if unread & {f.path, *(h.path for h in f.trace)}:
+            continue  # out of sight, not fixed: the head's problem with that file is reported instead
         if meanings.get(f.rule) is Meaning.BY_DESIGN:
             steps = _steps(f, base_loops, head_loops, introduced)
             kind = _removed_kind(steps)

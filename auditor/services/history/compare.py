@@ -62,6 +62,12 @@ def compare(base: list[Finding], head: list[Finding], base_ref: Optional[str] = 
     return delta
 
 
+def gone(base: list[Finding], head: list[Finding]) -> list[Finding]:
+    """The base's findings that are gone once moved ones are paired (what may be fixed):
+    ``lint`` and ``history`` both classify exactly these."""
+    return compare(base, head).fixed
+
+
 def compare_scans(base: ScanResult, head: ScanResult, base_ref: str, meanings: Mapping[str, Optional[Meaning]]) -> Delta:
     """:func:`compare`, then what is gone sorted as ``lint`` sorts it (one function,
     :func:`auditor.services.lint_changes.classify`): a removed by-design report is a
