@@ -233,7 +233,7 @@ def test_history_cli_formats(synth, cache, tmp_path):
         assert res.stdout == "" and out.read_text()
         assert "━" not in res.output  # no progress bar when stderr is not a terminal
     md = (tmp_path / "h.markdown").read_text()
-    assert "| release | commit | findings | introduced | fixed | persisted |" in md
+    assert "| release | commit | findings | introduced | fixed | behaviour changes | persisted |" in md
     assert "**skipped**" in md and "<" not in md.replace("\\<", "")
     text = (tmp_path / "h.text").read_text()
     assert "SKIPPED" in text and "persisted  MTP001" in text

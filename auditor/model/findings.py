@@ -341,6 +341,11 @@ class BehaviourChange:
     def sort_key(self) -> tuple[str, int, str]:
         return (self.finding.path, self.finding.line, self.finding.fingerprint)
 
+    @property
+    def removed(self) -> bool:
+        """Whether the change removed the report (the base's); else it added it (a new finding)."""
+        return self.change != THREADED_TO_EAGLE
+
     def to_json(self) -> dict[str, Any]:
         return {"change": self.change, "finding": self.finding.to_json(), "steps": [s.to_json() for s in self.steps]}
 

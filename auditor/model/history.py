@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .findings import Finding, ScanResult
+from .findings import BehaviourChange, Finding, ScanResult
 
 
 @dataclass
@@ -34,10 +34,14 @@ class Delta:
 
     base: Optional[str]
     introduced: list[Finding] = field(default_factory=list)  # findings of this revision
-    fixed: list[Finding] = field(default_factory=list)  # findings of the base revision
+    # defects of the base revision that are gone (never a by-design report: see behaviour_changes)
+    fixed: list[Finding] = field(default_factory=list)
     persisted: list[Finding] = field(default_factory=list)  # findings of this revision
     # persisting findings whose fingerprint changed: this revision's fingerprint -> base's
     moved: dict[str, str] = field(default_factory=dict)
+    # by-design reports removed (eagle-style -> threaded, ...) or added where the step was
+    # threaded: a change of behaviour, not a fix (issue 18 item 10, as lint classifies them)
+    behaviour_changes: list[BehaviourChange] = field(default_factory=list)
 
 
 @dataclass

@@ -7,7 +7,9 @@
 * ``text`` — a terminal summary.
 
 A ``diff`` report shows only what changed between its two revisions (introduced, fixed,
-and how many persist); a ``history`` report also lists what the first release had.
+behaviour changes, and how many persist); a ``history`` report also lists what the first
+release had. A by-design report (``eagle-style``) that goes away is a *behaviour change*
+(``eagle-style -> threaded``), never counted as fixed: the same classification as ``lint``.
 :func:`render_bisect` renders a ``bisect`` result (``text`` or ``json``).
 
 Every format is deterministic (no timestamps, no timings) and never mutates the history.
@@ -22,7 +24,7 @@ from typing import Any, Optional
 
 from .. import __version__
 from ..model.history import BisectResult, Delta, History, Release, by_rule
-from ..model.findings import Finding
+from ..model.findings import BehaviourChange, Finding
 from .dispatch import render_as
 
 HISTORY_FORMAT_VERSION = 1
@@ -76,16 +78,17 @@ def _counts(rel: Release, delta: Optional[Delta]) -> dict[str, Any]:
         "by_rule": by_rule(rel.result.findings),
         "introduced": len(delta.introduced),
         "fixed": len(delta.fixed),
+        "behaviour_changes": len(delta.behaviour_changes),
         "persisted": len(delta.persisted),
         "moved": len(delta.moved),
     }
 
 
 def _change_cells(hist: History, delta: Delta, c: dict[str, Any]) -> list[str]:
-    """Introduced, fixed, persisting; a diff's base revision changed nothing ("—")."""
+    """Introduced, fixed, behaviour changes, persisting; a diff's base revision changed nothing ("—")."""
     if hist.kind == "diff" and delta.base is None:
-        return ["—", "—", "—"]
-    return [str(c["introduced"]), str(c["fixed"]), str(c["persisted"])]
+        return ["—", "—", "—", "—"]
+    return [str(c["introduced"]), str(c["fixed"]), str(c["behaviour_changes"]), str(c["persisted"])]
 
 
 # --------------------------------------------------------------------------- json
@@ -112,6 +115,7 @@ def to_json(hist: History) -> dict[str, Any]:
                     "introduced": [f.fingerprint for f in delta.introduced],
                     "persisted": [f.fingerprint for f in delta.persisted],
                     "fixed": [f.to_json() for f in delta.fixed],
+                    "behaviour_changes": [c.to_json() for c in delta.behaviour_changes],
                     "moved": [{"from": old, "to": new} for new, old in sorted(delta.moved.items())],
                     "reachability": [r.to_json() for r in rel.result.reachability],
                     "problems": [p.to_json() for p in rel.result.problems],
@@ -145,6 +149,16 @@ def _finding_line(f: Finding) -> str:
     return _one_line(f"{f.rule} {f.path}:{f.line} {f.function} -> {f.callee} [{f.fingerprint}]")
 
 
+def _change_line(c: BehaviourChange) -> str:
+    """``changed`` row: the kind, then the by-design report it concerns."""
+    return _one_line(f"{c.change}: {_finding_line(c.finding)}")
+
+
+def _changes_said(delta: Delta) -> str:
+    n = len(delta.behaviour_changes)
+    return f", {n} behaviour change{'s' if n != 1 else ''} (by design, not fixes)" if n else ""
+
+
 def _diff_text(hist: History) -> str:
     """A diff: what B introduced and fixed compared with A; persisting findings are counted."""
     out = [f"mtp-audit diff: {_one_line(hist.repository)}"]
@@ -155,11 +169,14 @@ def _diff_text(hist: History) -> str:
         _one_line(
             f"{base.ref} ({base.commit[:12]}) -> {head.ref} ({head.commit[:12]}): "
             f"{len(delta.introduced)} introduced, {len(delta.fixed)} fixed, {len(delta.persisted)} unchanged"
+            + _changes_said(delta)
         )
     )
     for label, items in (("introduced", delta.introduced), ("fixed", delta.fixed)):
         for f in items:
             out.append(f"  {label:<10} {_finding_line(f)}")
+    for change in delta.behaviour_changes:
+        out.append(f"  {'changed':<10} {_change_line(change)}")
     moved = [f for f in delta.persisted if f.fingerprint in delta.moved]
     for f in moved:
         out.append(f"  {'moved':<10} {_finding_line(f)} (was {delta.moved[f.fingerprint]})")
@@ -171,15 +188,16 @@ def to_text(hist: History) -> str:
         return _diff_text(hist)
     out = [f"mtp-audit {hist.kind}: {_one_line(hist.repository)}", ""]
     rules = rules_seen(hist)
-    header = ["release", "findings", "new", "fixed", "kept", *rules]
+    header = ["release", "findings", "new", "fixed", "changed", "kept", *rules]
     rows = []
     for rel, delta in zip(hist.releases, hist.deltas):
         if rel.result is None or delta is None:
-            rows.append([rel.ref, "skipped", "", "", "", *["" for _ in rules]])
+            rows.append([rel.ref, "skipped", "", "", "", "", *["" for _ in rules]])
             continue
         c = _counts(rel, delta)
         rows.append(
-            [rel.ref, str(c["findings"]), str(c["introduced"]), str(c["fixed"]), str(c["persisted"]),
+            [rel.ref, str(c["findings"]), str(c["introduced"]), str(c["fixed"]), str(c["behaviour_changes"]),
+             str(c["persisted"]),
              *[str(c["by_rule"].get(r, 0)) for r in rules]]
         )
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
@@ -199,6 +217,8 @@ def to_text(hist: History) -> str:
             for f in items:
                 moved = f" (moved from {delta.moved[f.fingerprint]})" if f.fingerprint in delta.moved else ""
                 out.append(f"  {label:<10} {_finding_line(f)}{moved}")
+        for change in delta.behaviour_changes:
+            out.append(f"  {'changed':<10} {_change_line(change)}")
     names, cells, _ = matrix(hist)
     if names:
         refs = [r.ref for r in hist.scanned()]
@@ -237,11 +257,12 @@ def to_markdown(hist: History) -> str:
     title = "spec_step_idx audit: release history" if hist.kind == "history" else "spec_step_idx audit: diff"
     out = [f"# {title}", "", f"Repository: {_code(hist.repository)} — mtp-audit {__version__}", ""]
     out += ["## Summary", ""]
-    out.append("| release | commit | findings | introduced | fixed | persisted | " + " | ".join(rules) + (" |" if rules else "|"))
-    out.append("|---" * (6 + len(rules)) + "|")
+    out.append("| release | commit | findings | introduced | fixed | behaviour changes | persisted | "
+               + " | ".join(rules) + (" |" if rules else "|"))
+    out.append("|---" * (7 + len(rules)) + "|")
     for rel, delta in zip(hist.releases, hist.deltas):
         if rel.result is None or delta is None:
-            out.append(f"| {_md(rel.ref)} | {_code(rel.commit[:12])} | **skipped**: {_md(rel.skipped)} | | | |" + " |" * len(rules))
+            out.append(f"| {_md(rel.ref)} | {_code(rel.commit[:12])} | **skipped**: {_md(rel.skipped)} | | | | |" + " |" * len(rules))
             continue
         c = _counts(rel, delta)
         cells = [str(c["findings"]), *_change_cells(hist, delta, c)]
@@ -279,6 +300,8 @@ def to_markdown(hist: History) -> str:
             for f in items:
                 fp = f.fingerprint + (f" (moved from {delta.moved[f.fingerprint]})" if f.fingerprint in delta.moved else "")
                 out.append(f"| {f.rule} | {_code(f'{f.path}:{f.line}')} | {_code(f.function)} | {_code(f.callee)} | {_md(fp)} |")
+        if delta.base is not None:
+            out += _md_changes(delta.behaviour_changes)
         if delta.introduced or (delta.base is None and rel.result.findings):
             out += ["", "#### Call chains of introduced findings", ""]
             for f in delta.introduced:
@@ -286,6 +309,18 @@ def to_markdown(hist: History) -> str:
                 for i, hop in enumerate(f.trace, 1):
                     out.append(f"  {i}. {_code(f'{hop.path}:{hop.line}')} {_code(hop.function)} — {_md(hop.note)}")
     return "\n".join(out) + "\n"
+
+
+def _md_changes(changes: list[BehaviourChange]) -> list[str]:
+    out = ["", f"### Behaviour changes: by design, not fixes ({len(changes)})", ""]
+    if not changes:
+        return out + ["None."]
+    out += ["| change | rule | location | function | classes (before -> after) | fingerprint |", "|---|---|---|---|---|---|"]
+    for c in changes:
+        f = c.finding
+        steps = "; ".join(f"{s.model_class.name}: {s.before} -> {s.after}" for s in c.steps)
+        out.append(f"| {_md(c.change)} | {f.rule} | {_code(f'{f.path}:{f.line}')} | {_code(f.function)} | {_md(steps)} | {_md(f.fingerprint)} |")
+    return out
 
 
 # --------------------------------------------------------------------------- html
@@ -310,6 +345,7 @@ tr.skipped td { color: var(--muted); font-style: italic; background: #fff8c5; }
 .matrix td.no { color: var(--new); background: #ffebe9; }
 .tag { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; font-weight: 600; color: #fff; }
 .tag.introduced { background: var(--new); } .tag.fixed { background: var(--fixed); } .tag.persisted { background: var(--kept); }
+.tag.changed { background: var(--muted); }
 .tag.skipped { background: #8c959f; }
 details { margin: 2px 0; } summary { cursor: pointer; }
 ol.chain { margin: 4px 0 8px 18px; padding: 0; } ol.chain li { margin: 2px 0; }
@@ -420,6 +456,23 @@ def _finding_rows(items: list[Finding], kind: str, delta: Delta) -> str:
     return "".join(rows)
 
 
+def _html_changes(changes: list[BehaviourChange]) -> str:
+    """By-design reports gone (or added where the step was threaded): not fixes."""
+    head = f'<h4><span class="tag changed">Behaviour changes</span> {len(changes)} <span class="muted">by design, not fixes</span></h4>'
+    if not changes:
+        return head + '<p class="muted">None.</p>'
+    rows = [head, '<table class="findings changed"><thead><tr><th>change</th><th>rule</th><th>location</th>'
+            "<th>function</th><th>which layer each step selects, before → after</th><th>fingerprint</th></tr></thead><tbody>"]
+    for c in changes:
+        f = c.finding
+        steps = "".join(f"<li><code>{_e(s.model_class.name)}</code>: {_e(s.before)} → {_e(s.after)}</li>" for s in c.steps)
+        rows.append(f'<tr data-fingerprint="{_e(f.fingerprint)}"><td>{_e(c.change)}</td><td>{_e(f.rule)}</td>'
+                    f"<td><code>{_e(f.path)}:{f.line}</code></td><td><code>{_e(f.function)}</code></td>"
+                    f'<td><ul class="chain">{steps}</ul></td><td class="mono">{_e(f.fingerprint)}</td></tr>')
+    rows.append("</tbody></table>")
+    return "".join(rows)
+
+
 def to_html(hist: History) -> str:
     rules = rules_seen(hist)
     title = "mtp-audit: spec_step_idx across releases" if hist.kind == "history" else "mtp-audit: diff"
@@ -437,7 +490,7 @@ def to_html(hist: History) -> str:
         '<h2 id="chart-title">Findings per rule</h2>',
         chart_svg(hist),
         '<h2>Summary</h2><table id="summary" class="summary"><thead><tr><th>release</th><th>commit</th>'
-        "<th>findings</th><th>introduced</th><th>fixed</th><th>persisting</th>"
+        "<th>findings</th><th>introduced</th><th>fixed</th><th>behaviour changes</th><th>persisting</th>"
         + "".join(f"<th>{_e(r)}</th>" for r in rules)
         + "</tr></thead><tbody>",
     ]
@@ -445,7 +498,7 @@ def to_html(hist: History) -> str:
         if rel.result is None or delta is None:
             b.append(
                 f'<tr class="skipped"><td><a href="#rel-{_e(rel.ref)}">{_e(rel.ref)}</a></td><td class="mono">{_e(rel.commit[:12])}</td>'
-                f'<td colspan="{4 + len(rules)}"><span class="tag skipped">skipped</span> {_e(rel.skipped)}</td></tr>'
+                f'<td colspan="{5 + len(rules)}"><span class="tag skipped">skipped</span> {_e(rel.skipped)}</td></tr>'
             )
             continue
         c = _counts(rel, delta)
@@ -498,6 +551,8 @@ def to_html(hist: History) -> str:
         for kind, label, items in groups:
             b.append(f'<h4><span class="tag {kind}">{label}</span> {len(items)}</h4>')
             b.append(_finding_rows(items, kind, delta))
+        if delta.base is not None:
+            b.append(_html_changes(delta.behaviour_changes))
         b.append("</section>")
     b.append("</body></html>")
     return "\n".join(b) + "\n"

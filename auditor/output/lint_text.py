@@ -100,7 +100,7 @@ def _change(console: Console, change: BehaviourChange, rules: "dict[str, type[Ru
 
 
 def _removed(change: BehaviourChange) -> bool:
-    return not change.change.startswith("threaded")
+    return change.removed
 
 
 def _pair(s: StepChange) -> tuple[str, str]:

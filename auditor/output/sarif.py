@@ -23,6 +23,19 @@ Mapping:
   suppressed findings carry ``suppressions: [{"kind": "inSource"}]``.
 * skipped files (problems) are ``toolExecutionNotifications`` of the single invocation,
   which is ``executionSuccessful: true`` (a skipped file is reported, not fatal).
+* ``lint`` (issue 18 item 10): the change's new findings carry ``baselineState: "new"``.
+  Then one result per finding the change *fixed* and per by-design report it *removed*
+  (a behaviour change, ``eagle-style -> threaded``), at the base's location, with
+  ``baselineState: "absent"`` (SARIF 2.1.0 §3.27.24: in the baseline, not in this run),
+  ``level: "none"`` and ``kind`` ``"pass"`` (fixed) or ``"informational"`` (a behaviour
+  change: nothing was wrong, nothing was fixed), and ``properties.lintChange``
+  (``"fixed"`` / ``"behaviour-change"``), ``properties.change`` (the kind) and, for a
+  change, ``properties.steps`` (per MTP class: before, after). GitHub code scanning reads
+  neither ``baselineState`` nor ``kind``; it does read ``suppressions``, so these results
+  also carry an accepted external suppression whose justification says why: they never show
+  as open alerts. A by-design report the change *adds* where the step was threaded is a new
+  result whose ``properties.change`` is ``threaded -> eagle-style``. The run's
+  ``properties.lint`` counts them against the base ref.
 """
 
 from __future__ import annotations
@@ -33,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from auditor import __version__
-from auditor.model.findings import Finding, Hop, Problem, ScanResult, Severity
+from auditor.model.findings import BehaviourChange, Finding, Hop, LintChanges, Problem, ScanResult, Severity
 
 from ._common import sorted_findings, sorted_problems
 
@@ -152,6 +165,30 @@ def _result(f: Finding, index: int) -> dict[str, Any]:
     return res
 
 
+def _gone(f: Finding, index: int, kind: str, text: str, props: dict[str, Any]) -> dict[str, Any]:
+    """A finding of the base that the change removed: ``baselineState: "absent"``."""
+    res = _result(f, index)
+    res.update({"level": "none", "kind": kind, "baselineState": "absent", "message": {"text": f"{text}: {res['message']['text']}"},
+                "suppressions": [{"kind": "external", "status": "accepted", "justification": text}]})
+    res.setdefault("properties", {}).update(props)
+    return res
+
+
+def _change_props(c: BehaviourChange) -> dict[str, Any]:
+    return {"lintChange": "behaviour-change", "change": c.change,
+            "steps": [{"class": str(s.model_class), "before": s.before, "after": s.after} for s in c.steps]}
+
+
+def _lint_results(changes: LintChanges, index: dict[str, int]) -> list[dict[str, Any]]:
+    out = [_gone(f, index[f.rule], "pass", f"fixed by the change (present at {changes.base})",
+                 {"lintChange": "fixed"}) for f in sorted_findings(changes.fixed)]
+    for c in sorted(changes.behaviour_changes, key=BehaviourChange.sort_key):
+        if c.removed:  # an added report is one of the new results
+            out.append(_gone(c.finding, index[c.finding.rule], "informational",
+                             f"behaviour change {c.change} (by design, not a fix)", _change_props(c)))
+    return out
+
+
 def _notification(p: Problem) -> dict[str, Any]:
     return {
         "level": "warning",
@@ -170,7 +207,9 @@ def build(result: ScanResult, rules: "list[type[Rule]]") -> dict[str, Any]:
         if rule.code not in index:
             index[rule.code] = len(descriptors)
             descriptors.append(_descriptor(rule))
-    for f in findings:  # rules the caller did not list, in first-seen (sorted) order
+    changes = result.lint
+    gone = ([*changes.fixed, *(c.finding for c in changes.behaviour_changes)] if changes else [])
+    for f in [*findings, *sorted_findings(gone)]:  # rules the caller did not list, in first-seen (sorted) order
         if f.rule not in index:
             index[f.rule] = len(descriptors)
             descriptors.append(_unknown_descriptor(f.rule, f.severity))
@@ -193,12 +232,28 @@ def build(result: ScanResult, rules: "list[type[Rule]]") -> dict[str, Any]:
         "columnKind": "unicodeCodePoints",
         "results": [_result(f, index[f.rule]) for f in findings],
     }
+    if changes is not None:
+        _add_lint(run, changes)
+        run["results"] += _lint_results(changes, index)
     root_uri = _root_uri(result.root)
     if root_uri:
         run["originalUriBaseIds"] = {SRCROOT: {"uri": root_uri}}
     if result.roots:
         _name_plugin_roots(run, result)
     return {"$schema": SARIF_SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
+
+
+def _add_lint(run: dict[str, Any], changes: LintChanges) -> None:
+    """Mark the new results as new (and an added by-design report with its change); count."""
+    added = {c.finding.fingerprint: c for c in changes.behaviour_changes if not c.removed}
+    for res in run["results"]:
+        res["baselineState"] = "new"
+        change = added.get(res.get("partialFingerprints", {}).get(FINGERPRINT_KEY, ""))
+        if change is not None:
+            res.setdefault("properties", {}).update(_change_props(change))
+    removed = sum(1 for c in changes.behaviour_changes if c.removed)
+    run["properties"] = {"lint": {"base": changes.base, "new": len(run["results"]), "fixed": len(changes.fixed),
+                                  "behaviourChanges": len(changes.behaviour_changes), "absent": len(changes.fixed) + removed}}
 
 
 def _name_plugin_roots(run: dict[str, Any], result: ScanResult) -> None:

@@ -30,6 +30,7 @@ from ..common.progress import Progress
 from ..engine.result_cache import ResultCache
 from ..source.trees import SourceTree
 from ..source.git_changes import GitWorkTree, changed_files, open_unexpanded, tracked_or_unignored
+from .history.compare import gone
 from .lint_changes import classify, meanings_of, threads_now
 
 
@@ -135,7 +136,9 @@ def run_lint(
     new += unparsable_changes(head_tree, head_result, changed)
     # Issue 18 item 10: a removed by-design report (its rule's meaning) is a behaviour change, not a fix.
     meanings = meanings_of(rules)
-    changes = classify(base_result, head_result, new, base, meanings)
+    # What is gone, as history pairs it: a finding whose file moved persists; it is not fixed.
+    removed = gone(base_result.findings, head_result.findings)
+    changes = classify(base_result, head_result, new, base, meanings, removed=removed)
     if threads_now(changes):
         # What the newly threaded step does to each model (an assert on step 0 raises) is the
         # head's dispatch analysis's answer; a cached head result has none, so that side is
@@ -145,7 +148,8 @@ def run_lint(
             progress.phase("lint: analysing the linted side's loops")
             analysis = run_scan(host(head_tree) if host else head_tree, config, rules, cache, workers).analysis
         if analysis is not None:
-            changes = classify(base_result, head_result, new, base, meanings, raises=analysis.dispatch.loop_step_raise)
+            changes = classify(base_result, head_result, new, base, meanings, raises=analysis.dispatch.loop_step_raise,
+                               removed=removed)
     fixed = changes.fixed
     result = ScanResult(root=head_result.root, findings=new, problems=head_result.problems, roots=head_result.roots,
                         lint=changes)

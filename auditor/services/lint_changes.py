@@ -1,11 +1,17 @@
-"""lint (issue 18 item 10): sort the findings a change removes into *fixed* and *behaviour
-changes*, and find the by-design reports it adds where the step used to be threaded.
+"""lint and history (issue 18 item 10): sort the findings a change removes into *fixed* and
+*behaviour changes*, and find the by-design reports it adds where the step used to be threaded.
+
+:func:`classify` is the one place that decides what is fixed: ``lint`` calls it on the base
+and the linted side, ``history``/``diff`` (:func:`auditor.services.history.compare.compare_scans`)
+on each pair of consecutive revisions, so the two commands cannot disagree.
 
 Which findings are by design is what their rule declares (``Rule.meaning`` is
 :attr:`Meaning.BY_DESIGN`), never a rule code. The layers each step selects come from the
 two sides' layer-reachability tables (per MTP class, per draft loop), which every scan
 computes. Where a class now selects by the step, the linted side's dispatch analysis says
 whether an assert on the step fails first (``raises at step N``, as ``layers`` answers).
+A finding on a file the later side could not read or parse is neither fixed nor changed:
+nobody can tell (lint reports that file as MTP901, history lists it among the problems).
 """
 
 from __future__ import annotations
@@ -126,17 +132,22 @@ def _with_raises(steps: list[StepChange], loop: tuple[str, str], raises: Raises)
 def classify(
     base: ScanResult, head: ScanResult, introduced: Sequence[Finding], base_label: str,
     meanings: Mapping[str, Meaning | None], raises: Raises | None = None,
+    removed: Sequence[Finding] | None = None,
 ) -> LintChanges:
     """``introduced``: the change's new findings (what lint reports). ``raises``: the linted
     side's dispatch analysis, when there is one; a class whose steps now select by the step
-    but whose code asserts on it gets ``raises at step i`` instead."""
+    but whose code asserts on it gets ``raises at step i`` instead. ``removed``: the base's
+    findings that are gone (default: those whose fingerprint the head lacks; history passes
+    what is left once moved findings are paired)."""
     head_ids = {f.fingerprint for f in head.findings}
     base_ids = {f.fingerprint for f in base.findings}
     base_loops, head_loops = _table(base.reachability), _table(head.reachability)
     changes = LintChanges(base_label)
-    for f in base.findings:
-        if f.fingerprint in head_ids:
-            continue
+    gone = [f for f in base.findings if f.fingerprint not in head_ids] if removed is None else removed
+    unread = {p.path for p in head.problems}  # files the head could not read or parse
+    for f in gone:
+        if unread & {f.path, *(h.path for h in f.trace)}:
+            continue  # out of sight, not fixed: the head's problem with that file is reported instead
         if meanings.get(f.rule) is Meaning.BY_DESIGN:
             steps = _steps(f, base_loops, head_loops, introduced)
             kind = _removed_kind(steps)

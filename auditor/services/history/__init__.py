@@ -2,7 +2,8 @@
 
 * :mod:`auditor.model.history` — what a run produces (:class:`Release`, :class:`Delta`,
   :class:`History`, :class:`BisectResult`);
-* :mod:`.compare` — introduced, fixed and persisting findings between two revisions;
+* :mod:`.compare` — introduced, fixed and persisting findings between two revisions, and
+  behaviour changes (a by-design report gone: not a fix, as ``lint`` says);
 * :mod:`.scan` — scanning revisions (:class:`Scanner`), :func:`run_history`, :func:`run_diff`;
 * :mod:`.bisect` — :func:`run_bisect`.
 * :mod:`.layers` — ``history --layers``: since which release step *i* reaches MTP layer *i*.

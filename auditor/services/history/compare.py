@@ -1,13 +1,16 @@
-"""Comparing the findings of two revisions: introduced, fixed, persisting (and moved)."""
+"""Comparing the findings of two revisions: introduced, fixed, persisting (and moved), and
+the behaviour changes (a by-design report gone is not fixed), sorted by lint's own
+:func:`~auditor.services.lint_changes.classify`."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
-from ...model.findings import Finding
+from ...model.findings import Finding, Meaning, ScanResult
 from ...model.history import Delta
+from ..lint_changes import classify
 
 
 def identity(f: Finding) -> tuple[str, str, str]:
@@ -56,6 +59,23 @@ def compare(base: list[Finding], head: list[Finding], base_ref: Optional[str] = 
     delta.introduced = sorted(still_introduced, key=Finding.sort_key)
     delta.fixed = sorted((f for f in fixed if f.fingerprint not in moved_old), key=Finding.sort_key)
     delta.persisted = sorted(persisted, key=Finding.sort_key)
+    return delta
+
+
+def gone(base: list[Finding], head: list[Finding]) -> list[Finding]:
+    """The base's findings that are gone once moved ones are paired (what may be fixed):
+    ``lint`` and ``history`` both classify exactly these."""
+    return compare(base, head).fixed
+
+
+def compare_scans(base: ScanResult, head: ScanResult, base_ref: str, meanings: Mapping[str, Optional[Meaning]]) -> Delta:
+    """:func:`compare`, then what is gone sorted as ``lint`` sorts it (one function,
+    :func:`auditor.services.lint_changes.classify`): a removed by-design report is a
+    behaviour change (``eagle-style -> threaded``), not a fix; a by-design report added
+    where the step was threaded is one too (and stays introduced)."""
+    delta = compare(base.findings, head.findings, base_ref)
+    changes = classify(base, head, delta.introduced, base_ref, meanings, removed=delta.fixed)
+    delta.fixed, delta.behaviour_changes = changes.fixed, changes.behaviour_changes
     return delta
 
 

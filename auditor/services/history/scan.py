@@ -25,7 +25,8 @@ from ...engine.mtp_presence import NO_MTP_CODE, has_mtp_code, hidden_files
 if TYPE_CHECKING:
     from ...engine.scan import RuleClass
 from ...engine.result_cache import ResultCache
-from .compare import compare
+from ..lint_changes import meanings_of
+from .compare import compare_scans
 from ...model.history import Delta, History, Release
 
 #: default --tags pattern: final releases, including 4-part and .postN versions (v0.10.1.1)
@@ -106,6 +107,7 @@ def scan_refs(scanner: Scanner, refs: list[str], kind: str, progress: Optional[P
             releases.append(scanner.release(ref))
     deltas: list[Optional[Delta]] = []
     prev: Optional[Release] = None
+    meanings = meanings_of(scanner.rules)
     for rel in releases:
         if not rel.scanned:
             deltas.append(None)
@@ -115,7 +117,7 @@ def scan_refs(scanner: Scanner, refs: list[str], kind: str, progress: Optional[P
             deltas.append(Delta(None, introduced=list(rel.result.findings)))
         else:
             assert prev.result is not None
-            deltas.append(compare(prev.result.findings, rel.result.findings, prev.ref))
+            deltas.append(compare_scans(prev.result, rel.result, prev.ref, meanings))
         prev = rel
     timing = {
         "seconds": time.perf_counter() - started,
