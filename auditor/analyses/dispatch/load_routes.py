@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
-from .model import ModelRoute, Pairing, route_alternatives
+from .model import ModelRoute, Pairing, common_cuts, route_alternatives
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def condition_of(routes: list[ModelRoute]) -> Pairing:
         return Pairing(False, "")
     if any(not rt.conditions for rt in routes):
         return Pairing(True, "")
-    return Pairing(True, route_alternatives(_distinct(routes)))
+    return Pairing(True, route_alternatives(_distinct(routes)), common_cuts(routes))
 
 
 def _distinct(routes: list[ModelRoute]) -> list[ModelRoute]:

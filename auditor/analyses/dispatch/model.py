@@ -46,6 +46,9 @@ class Setting:
     options: tuple[tuple[str, Any], ...] = ()
 
 
+CUT = "cut: "  # the ``depends_on`` of a decision that stands for a cut of the evaluator
+
+
 @dataclass(frozen=True)
 class DecisionRow:
     path: str
@@ -60,6 +63,21 @@ class DecisionRow:
     @classmethod
     def of(cls, d: Decision) -> "DecisionRow":
         return cls(d.path, d.line, d.function, d.condition, d.value, d.fields, d.depends_on, d.taken)
+
+    @property
+    def cut(self) -> str | None:
+        """The evaluator's cut this row stands for (None: a guard of the code)."""
+        return self.depends_on[len(CUT):] if self.depends_on.startswith(CUT) else None
+
+    def describe(self) -> str:
+        """How a route's condition reads: the guard and the side taken, or the cut named."""
+        return f"past a cut of the evaluator ({self.cut})" if self.cut is not None else f"{self.condition} is {self.taken}"
+
+
+def route_condition(d: Decision) -> bool:
+    """Whether a decision on a factory run is part of the route's condition: a guard left
+    unknown that reads the configuration, or a cut (either may decide another drafter)."""
+    return d.value is None and (bool(d.fields) or d.depends_on.startswith(CUT))
 
 
 @dataclass(frozen=True)
@@ -169,7 +187,11 @@ class Route:
     conditions: tuple[DecisionRow, ...]
 
     def describe(self) -> str:
-        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+        return " and ".join(d.describe() for d in self.conditions)
+
+    @property
+    def cuts(self) -> tuple[str, ...]:
+        return tuple(c for d in self.conditions if (c := d.cut) is not None)
 
 
 @dataclass(frozen=True)
@@ -185,7 +207,11 @@ class ModelRoute:
     conditions: tuple[DecisionRow, ...]
 
     def describe(self) -> str:
-        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+        return " and ".join(d.describe() for d in self.conditions)
+
+    @property
+    def cuts(self) -> tuple[str, ...]:
+        return tuple(c for d in self.conditions if (c := d.cut) is not None)
 
 
 def route_alternatives(routes: "Sequence[Route | ModelRoute]") -> str:
@@ -197,12 +223,21 @@ def route_alternatives(routes: "Sequence[Route | ModelRoute]") -> str:
     return " or ".join(alts) + more
 
 
+def common_cuts(routes: "Sequence[Route | ModelRoute]") -> tuple[str, ...]:
+    """The cuts that decide every one of ``routes`` (empty when one of them is decided
+    without a cut): code only those routes run may not run at all."""
+    if not routes or any(not rt.cuts for rt in routes):
+        return ()
+    return tuple(sorted({c for rt in routes for c in rt.cuts}))
+
+
 @dataclass(frozen=True)
 class Pairing:
     """How a function of a drafter class is paired with MTP draft models by dispatch."""
 
     paired: bool  # some MTP route builds a drafter whose class hierarchy holds it
     condition: str  # "" when reached unconditionally (or not a drafter's code); else when it is reached
+    cuts: tuple[str, ...] = ()  # every route that runs it is decided past these cuts: whether it runs is unknown
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Obj, Value
-from .model import DecisionRow, ModelRoute, Pairing, route_alternatives
+from .model import DecisionRow, ModelRoute, Pairing, common_cuts, route_alternatives, route_condition
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class RouteMap(DispatchPart):
                 for fkey in factories:
                     for cls, site, chain in self.provider.factory_runs.run_factory(
                             fkey, {"root": root, "speculative": spec}):
-                        conds = tuple(DecisionRow.of(d) for d in chain if d.value is None and d.fields)
+                        conds = tuple(DecisionRow.of(d) for d in chain if route_condition(d))
                         out.append(ModelRoute(runner, arch, models, cls, site, conds))
         return out
 
@@ -92,9 +92,9 @@ class RouteMap(DispatchPart):
             if not mine:
                 found = Pairing(False, "")
             elif any(not rt.conditions for rt in mine) or all(runs(rt.drafter) for rt in routes):
-                found = Pairing(True, "")
+                found = Pairing(True, "", common_cuts(mine))
             else:
-                found = Pairing(True, route_alternatives(mine))
+                found = Pairing(True, route_alternatives(mine), common_cuts(mine))
         self._pairing[key] = found
         return found
 
