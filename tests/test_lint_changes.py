@@ -73,8 +73,11 @@ def test_a_model_that_asserts_step_0_raises_at_step_1_once_the_loop_threads(tmp_
     assert ASSERTS_STEP_0 != GOOD
     base = scan(tmp_path, "base", EAGLE_STYLE, ASSERTS_STEP_0)
     head_scan = scan_tree(write_tree(tmp_path / "head", draft_tree(THREADED, model=ASSERTS_STEP_0)))
-    plain, _ = changes(base, head_scan.result)  # the reachability table alone: step i -> layer i
-    assert [s.after for c in plain.behaviour_changes for s in c.steps] == [LAYER_I]
+    # The reachability table alone says it (issue 18: its row carries the route's outcome,
+    # the assert layers plans from), and the dispatch callback agrees.
+    plain, _ = changes(base, head_scan.result)
+    assert [(c.change, s.after) for c in plain.behaviour_changes for s in c.steps] == [
+        (EAGLE_TO_THREADED, "raises at step 1")]
     got = classify(base, head_scan.result, [], "HEAD~1", meanings_of(all_rules()),
                    raises=head_scan.analysis.dispatch.loop_step_raise)
     (change,) = got.behaviour_changes

@@ -9,7 +9,8 @@ Layout (stable order, no timestamps):
 2. ``Skipped files``: the problems (parse errors and the like);
 3. only with ``reachability=True`` (``scan --reachability``): ``Layer reachability``,
    per MTP model class its architectures and layer-count config fields, and per draft
-   loop whether step i reaches layer i (``✓ step i → layer i`` / ``✗ layer 0 every step``);
+   loop the route's outcome (``✓ step i → layer i`` / ``✗ layer 0 every step`` /
+   ``✗ raises at step N`` / ``? unknown``);
 4. only in a lint result: ``Fixed by the change`` and ``Behaviour changes`` (see
    :mod:`auditor.output.lint_text`);
 5. one summary line.
