@@ -170,3 +170,17 @@ def test_the_same_route_followed_to_the_end_is_threaded_in_the_scan_views(tmp_pa
     loops = [lp for lp in _reach_rows(scan, "DeepMTP") if "MultiModuleSpeculator" in lp.loop]
     assert loops and all(lp.verdict is ReachVerdict.THREADED and lp.steps_reach_layers for lp in loops)
     assert not any("past a cut" in lp.detail for lp in loops)
+
+
+def test_paths_beyond_the_cap_make_the_scan_row_unknown_as_the_plan(tmp_path):
+    # One joined path past the cap decides which drafter a configuration gets: the plan
+    # is unknown, and so is the row of the loop that drafter runs, the cut named.
+    scan, (plan,) = planned_scan(_tree(tmp_path, _forking_factory(MAX_PATHS.bit_length() + 1)), [_SETTING])
+    assert [s.verdict for s in plan.steps] == ["unknown"] * 3
+    loops = [lp for lp in _reach_rows(scan, "DeepMTP") if "EagleStyleSpeculator" in lp.loop]
+    assert loops and all(lp.verdict is ReachVerdict.UNKNOWN for lp in loops)
+    assert all(f"more than the {MAX_PATHS} the evaluator follows" in lp.detail for lp in loops)
+    # The loop's by-design report says so too: which drafter runs it is unknown past the cut.
+    (mtp002,) = [f for f in scan.result.findings if f.rule == "MTP002" and f.function == "EagleStyleSpeculator.propose"]
+    assert "which drafter runs it is unknown past a cut of the evaluator" in mtp002.message
+    assert f"more than the {MAX_PATHS} the evaluator follows" in mtp002.message

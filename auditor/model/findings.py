@@ -179,7 +179,7 @@ class StepRaise:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "StepRaise":
+    def from_json(cls, data: dict[str, Any]) -> StepRaise:
         return cls(int(data["step"]), data["path"], int(data["line"]), data["function"], data["message"])
 
 

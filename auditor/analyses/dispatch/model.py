@@ -71,7 +71,7 @@ class DecisionRow:
 
     def describe(self) -> str:
         """How a route's condition reads: the guard and the side taken, or the cut named."""
-        return f"past a cut of the evaluator ({self.cut})" if self.cut is not None else f"{self.condition} is {self.taken}"
+        return cut_condition((self.cut,)) if self.cut is not None else f"{self.condition} is {self.taken}"
 
 
 def route_condition(d: Decision) -> bool:
@@ -223,12 +223,26 @@ def route_alternatives(routes: "Sequence[Route | ModelRoute]") -> str:
     return " or ".join(alts) + more
 
 
-def common_cuts(routes: "Sequence[Route | ModelRoute]") -> tuple[str, ...]:
-    """The cuts that decide every one of ``routes`` (empty when one of them is decided
-    without a cut): code only those routes run may not run at all."""
-    if not routes or any(not rt.cuts for rt in routes):
-        return ()
+def route_cuts(routes: Sequence[Route | ModelRoute]) -> tuple[str, ...]:
+    """The cuts of the evaluator that decide any of ``routes``. As in a plan (one option
+    past a cut makes every step unknown), a cut on one of them leaves unknown which drafter
+    a configuration gets, so whether and how code those routes run runs for it is unknown."""
     return tuple(sorted({c for rt in routes for c in rt.cuts}))
+
+
+def cut_condition(cuts: tuple[str, ...]) -> str:
+    """How a condition names the cuts that decide a route."""
+    return f"past a cut of the evaluator ({'; '.join(cuts)})"
+
+
+def paired_when(condition: str, routes: Sequence[Route | ModelRoute]) -> Pairing:
+    """A pairing on ``routes`` (reached when ``condition``, "" for always), with their cuts;
+    where no guard is left and every route is decided past a cut, the cut is the condition
+    (a finding or row names it, never nothing)."""
+    cuts = route_cuts(routes)
+    if not condition and routes and all(rt.cuts for rt in routes):
+        condition = cut_condition(cuts)
+    return Pairing(True, condition, cuts)
 
 
 @dataclass(frozen=True)
@@ -237,7 +251,15 @@ class Pairing:
 
     paired: bool  # some MTP route builds a drafter whose class hierarchy holds it
     condition: str  # "" when reached unconditionally (or not a drafter's code); else when it is reached
-    cuts: tuple[str, ...] = ()  # every route that runs it is decided past these cuts: whether it runs is unknown
+    cuts: tuple[str, ...] = ()  # a route that runs it is decided past these cuts: what runs is unknown
+
+    def when(self) -> str:
+        """How a finding says when its code runs: "; reached only when …" (nothing when
+        always), then the cuts that leave unknown which drafter a configuration gets."""
+        out = f"; reached only when {self.condition}" if self.condition else ""
+        if self.cuts and self.condition != cut_condition(self.cuts):
+            out += f"; which drafter runs it is unknown {cut_condition(self.cuts)}"
+        return out
 
 
 @dataclass(frozen=True)

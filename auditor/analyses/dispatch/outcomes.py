@@ -206,4 +206,4 @@ def _walk(e: object) -> Iterable[object]:
                     yield from _walk(x)
 
 
-__all__ = ["GuardedRaise", "Outcomes", "REACH_STEPS", "Rejection", "StepRaise"]
+__all__ = ["REACH_STEPS", "GuardedRaise", "Outcomes", "Rejection", "StepRaise"]

@@ -10,7 +10,8 @@ from ...index.index import ClassKey, FuncKey
 from ...model.findings import ClassReachability, LoopReach, ReachVerdict
 from ..loops import LoopResult, StepKind
 from ..partial_eval import Obj
-from .model import DecisionRow, Route, Pairing, common_cuts, route_alternatives, route_condition
+from .model import (DecisionRow, Route, Pairing, route_cuts, cut_condition, paired_when, route_alternatives,
+                    route_condition)
 from .outcomes import REACH_STEPS
 from .part import DispatchPart
 
@@ -80,9 +81,9 @@ class ScanPrecision(DispatchPart):
                 found = Pairing(not any(runs(b) for b in built) and not dead, "")
             elif everywhere or any(not rt.conditions for rt in mine):
                 # Every drafter one runner can build for MTP runs this code: no gate decides.
-                found = Pairing(True, "", common_cuts(mine))
+                found = paired_when("", mine)
             else:
-                found = Pairing(True, route_alternatives(mine), common_cuts(mine))
+                found = paired_when(route_alternatives(mine), mine)
         self._pairing[key] = found
         return found
 
@@ -111,7 +112,7 @@ class ScanPrecision(DispatchPart):
                 if not pairing.paired:
                     continue
                 reach = self._judged(reach, lr, cls, pairing.cuts)
-                if pairing.condition:
+                if pairing.condition and pairing.condition != cut_condition(pairing.cuts):  # a cut is named once
                     reach = replace(reach, detail=f"{reach.detail}; reached only when {pairing.condition}")
                 loops.append(reach)
             for (fkey, _lid), all_routes in sorted(extra.items()):
@@ -129,7 +130,7 @@ class ScanPrecision(DispatchPart):
                 conds = [rt for rt, _ in group]
                 mine = [mr for mr in self.provider.route_map.model_routes()
                         if cls in mr.models and mr.drafter in {rt.drafter for rt in conds}]
-                reach = self._judged(added, group[0][1], cls, common_cuts(mine) if mine else common_cuts(conds))
+                reach = self._judged(added, group[0][1], cls, route_cuts(mine) if mine else route_cuts(conds))
                 if all(rt.conditions for rt in conds):
                     when = " or ".join(f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in conds[:2])
                     reach = replace(reach, detail=f"{reach.detail}; reached only when {when}")
@@ -138,10 +139,11 @@ class ScanPrecision(DispatchPart):
         return out
 
     def _judged(self, reach: LoopReach, res: LoopResult | None, cls: ClassKey, cuts: tuple[str, ...]) -> LoopReach:
-        """A row's verdict from its route's outcome, the facts ``layers`` plans from: every
-        route that runs the loop for the class decided past a cut of the evaluator is
-        ``unknown``, the cut named (issue 18: a route decided by an unknown gets the
-        verdict unknown); an assert on the step that fails at a draft step ``raises`` there."""
+        """A row's verdict from its route's outcome, the facts ``layers`` plans from: a route
+        that runs the loop for the class decided past a cut of the evaluator makes it
+        ``unknown``, the cut named (issue 18: a route decided by an unknown gets the verdict
+        unknown, as a plan with one option past a cut does); an assert on the step that
+        fails at a draft step ``raises`` there."""
         if cuts:
             return replace(reach, steps_reach_layers=False, verdict=ReachVerdict.UNKNOWN, raises=None,
                            detail=f"unknown: the drafter is decided past a cut of the evaluator ({'; '.join(cuts)}); "

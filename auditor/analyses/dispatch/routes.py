@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Obj, Value
-from .model import DecisionRow, ModelRoute, Pairing, common_cuts, route_alternatives, route_condition
+from .model import (
+    DecisionRow,
+    ModelRoute,
+    Pairing,
+    paired_when,
+    route_alternatives,
+    route_condition,
+)
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -92,9 +99,9 @@ class RouteMap(DispatchPart):
             if not mine:
                 found = Pairing(False, "")
             elif any(not rt.conditions for rt in mine) or all(runs(rt.drafter) for rt in routes):
-                found = Pairing(True, "", common_cuts(mine))
+                found = paired_when("", mine)
             else:
-                found = Pairing(True, route_alternatives(mine), common_cuts(mine))
+                found = paired_when(route_alternatives(mine), mine)
         self._pairing[key] = found
         return found
 
