@@ -147,6 +147,27 @@ def test_a_loop_run_as_a_subclass_is_matched_by_its_own_method() -> None:
     assert [(s.before, s.after) for s in change.steps] == [(LAYER_0, LAYER_I)]
 
 
+def test_a_row_the_linted_side_calls_unknown_is_unknown_in_lint_too() -> None:
+    """Lint's steps are the two sides' reachability rows: an unknown row (a route decided
+    past a cut, a step that cannot be classified) is ``unknown``, never ``layer 0``."""
+    from auditor.model.findings import (EAGLE_TO_UNKNOWN, STEP_UNKNOWN, ClassReachability, ClassRef, Finding,
+                                        LoopReach, ReachVerdict, ScanResult, Severity)
+
+    model = ClassRef("vllm/models/m_mtp.py", "Predictor")
+    report = Finding("MTP002", Severity.WARNING, "vllm/spec/base.py", 12, 8, "Base.propose", "forward", "constant step",
+                     affected_classes=[model]).finalize()
+
+    def side(reach: LoopReach, findings: list[Finding]) -> ScanResult:
+        return ScanResult("t", findings=findings, reachability=[ClassReachability(model, ["P"], ["n"], [reach])])
+
+    constant = LoopReach("vllm/spec/base.py:12 Base.propose", False, "why")
+    unknown = LoopReach("vllm/spec/base.py:12 Base.propose", False, "unknown: past a cut", verdict=ReachVerdict.UNKNOWN)
+    got = classify(side(constant, [report]), side(unknown, []), [], "HEAD~1", meanings_of(all_rules()))
+    (change,) = got.behaviour_changes
+    assert change.change == EAGLE_TO_UNKNOWN
+    assert [(s.before, s.after) for s in change.steps] == [(LAYER_0, STEP_UNKNOWN)]
+
+
 # --- the command, on a git repository of the same tree: both formats list both ---
 
 

@@ -346,6 +346,7 @@ EAGLE_TO_UNKNOWN = "eagle-style -> unknown"
 LAYER_I = "step i -> layer i"
 LAYER_0 = "layer 0 at every step"
 NOT_REACHED = "not reached"
+STEP_UNKNOWN = "unknown"  # the side's reachability row says unknown (ReachVerdict.UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -353,7 +354,7 @@ class StepChange:
     """Which layer each draft step of one loop selects in one MTP class, before and after."""
 
     model_class: ClassRef
-    before: str  # LAYER_I, LAYER_0 or NOT_REACHED
+    before: str  # LAYER_I, LAYER_0, STEP_UNKNOWN or NOT_REACHED
     after: str  # the same, or "raises at step N" (an assert on the step fails there)
     detail: str = ""  # the linted side's reachability detail ("step i selects self.layers[i] (via forward)")
     # ids of the change's new findings about this class (a compiled forward that now freezes the step)

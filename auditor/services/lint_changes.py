@@ -28,6 +28,8 @@ from ..model.findings import (
     LAYER_0,
     LAYER_I,
     NOT_REACHED,
+    STEP_UNKNOWN,
+    ReachVerdict,
     THREADED_TO_EAGLE,
     BehaviourChange,
     LintChanges,
@@ -79,6 +81,8 @@ def _step(reach: LoopReach | None) -> str:
         return NOT_REACHED
     if reach.raises is not None:  # the row's own outcome: it selects by the step until the assert fails
         return raises_at(reach.raises.step)
+    if reach.verdict is ReachVerdict.UNKNOWN:
+        return STEP_UNKNOWN
     return LAYER_I if reach.steps_reach_layers else LAYER_0
 
 
