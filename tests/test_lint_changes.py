@@ -150,8 +150,17 @@ def test_a_loop_run_as_a_subclass_is_matched_by_its_own_method() -> None:
 def test_a_row_the_linted_side_calls_unknown_is_unknown_in_lint_too() -> None:
     """Lint's steps are the two sides' reachability rows: an unknown row (a route decided
     past a cut, a step that cannot be classified) is ``unknown``, never ``layer 0``."""
-    from auditor.model.findings import (EAGLE_TO_UNKNOWN, STEP_UNKNOWN, ClassReachability, ClassRef, Finding,
-                                        LoopReach, ReachVerdict, ScanResult, Severity)
+    from auditor.model.findings import (
+        EAGLE_TO_UNKNOWN,
+        STEP_UNKNOWN,
+        ClassReachability,
+        ClassRef,
+        Finding,
+        LoopReach,
+        ReachVerdict,
+        ScanResult,
+        Severity,
+    )
 
     model = ClassRef("vllm/models/m_mtp.py", "Predictor")
     report = Finding("MTP002", Severity.WARNING, "vllm/spec/base.py", 12, 8, "Base.propose", "forward", "constant step",
