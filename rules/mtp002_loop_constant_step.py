@@ -6,7 +6,7 @@ from typing import Any, Iterable, Sequence
 
 from auditor.analyses import StepKind
 from auditor.analyses.analysis import Analysis
-from auditor.analyses.dispatch import route_alternatives
+from auditor.analyses.dispatch import paired_when, route_alternatives
 from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
 from rules._examples import by_design_tree, draft_tree, tree_proposer_tree
@@ -95,8 +95,7 @@ class LoopPassesConstantStep(Rule):
             if not pairing.paired:
                 continue
             seen.add((result.func, result.loop.id))
-            when = f"; reached only when {pairing.condition}" if pairing.condition else ""
-            yield from self._findings(analysis, result, when + _run_as(analysis.dispatch.runners_of(result.func)[0]))
+            yield from self._findings(analysis, result, pairing.when() + _run_as(analysis.dispatch.runners_of(result.func)[0]))
         # Issue 18: loops MTP drafters run with ``self`` of a subclass (the V2 runner's default
         # eagle-style MTP speculator runs its base class's loops): once per loop, with the
         # routes it covers.
@@ -106,10 +105,7 @@ class LoopPassesConstantStep(Rule):
                 groups.setdefault((res.func, res.loop.id), []).append((rt, res))
         for _key, group in sorted(groups.items()):
             routes = list(dict.fromkeys(rt for rt, _ in group))
-            if any(not rt.conditions for rt in routes):
-                when = ""
-            else:
-                when = "; reached only when " + route_alternatives(routes)
+            when = paired_when("" if any(not rt.conditions for rt in routes) else route_alternatives(routes), routes).when()
             yield from self._findings(analysis, group[0][1], when + _run_as(routes))
 
     def _findings(self, analysis: Analysis, result: Any, when: str) -> Iterable[Finding]:

@@ -64,7 +64,7 @@ class InconsistentThreading(Rule):
             pairing = analysis.dispatch.pairing(result.func)
             if not pairing.paired:
                 continue  # no MTP route runs this loop (a drafter no factory builds, or never for MTP)
-            when = f"; reached only when {pairing.condition}" if pairing.condition else ""
+            when = pairing.when()
             for param in analysis.params:
                 groups = analysis.loops.entry_groups(result, param)
                 threaded = [g for g in groups if g.kind is StepKind.VARYING]

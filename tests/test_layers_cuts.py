@@ -17,6 +17,7 @@ from trees import gate_tree
 from auditor.analyses.dispatch import Setting
 from auditor.analyses.partial_eval.evaluator import MAX_PATHS
 from auditor.analyses.partial_eval.expressions import MAX_CALL_DEPTH
+from auditor.model.findings import ReachVerdict
 
 _SETTING = Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),))
 
@@ -142,3 +143,44 @@ def test_an_override_that_may_return_another_config_leaves_the_architecture_unkn
     assert plan.architecture is None and plan.model_class is None
     assert all(s.verdict == "unknown" for s in plan.steps) and len(plan.steps) == 3
     assert any("hf_config_override returns a config the evaluator cannot tell" in n for n in plan.notes)
+
+
+def _reach_rows(scan, model: str):
+    return [lp for r in scan.result.reachability if r.model_class.name == model for lp in r.loops]
+
+
+def test_the_scan_views_say_unknown_where_layers_does_past_a_cut(tmp_path):
+    # Issue 18: reachability and the findings' route conditions are views of the same
+    # routes as the plan: a route decided past a cut is unknown there too, the cut named.
+    root = _tree(tmp_path, _deep_factory(MAX_CALL_DEPTH + 2))
+    scan, (plan,) = planned_scan(root, [_SETTING])
+    assert [s.verdict for s in plan.steps] == ["unknown"] * 3
+    cut = f"beyond the call depth of {MAX_CALL_DEPTH}"
+    loops = [lp for lp in _reach_rows(scan, "DeepMTP") if "MultiModuleSpeculator" in lp.loop]
+    assert loops, _reach_rows(scan, "DeepMTP")
+    assert all(lp.verdict is ReachVerdict.UNKNOWN and not lp.steps_reach_layers for lp in loops)
+    assert all("past a cut of the evaluator" in lp.detail and cut in lp.detail for lp in loops)
+    doc = [lp for r in scan.result.to_json()["reachability"] for lp in r["loops"] if "MultiModuleSpeculator" in lp["loop"]]
+    assert doc and all(lp["verdict"] == "unknown" and lp["raise"] is None for lp in doc)
+
+
+def test_the_same_route_followed_to_the_end_is_threaded_in_the_scan_views(tmp_path):
+    scan, (plan,) = planned_scan(_tree(tmp_path, _deep_factory(1)), [_SETTING])
+    assert [s.verdict for s in plan.steps] == ["threaded"] * 3
+    loops = [lp for lp in _reach_rows(scan, "DeepMTP") if "MultiModuleSpeculator" in lp.loop]
+    assert loops and all(lp.verdict is ReachVerdict.THREADED and lp.steps_reach_layers for lp in loops)
+    assert not any("past a cut" in lp.detail for lp in loops)
+
+
+def test_paths_beyond_the_cap_make_the_scan_row_unknown_as_the_plan(tmp_path):
+    # One joined path past the cap decides which drafter a configuration gets: the plan
+    # is unknown, and so is the row of the loop that drafter runs, the cut named.
+    scan, (plan,) = planned_scan(_tree(tmp_path, _forking_factory(MAX_PATHS.bit_length() + 1)), [_SETTING])
+    assert [s.verdict for s in plan.steps] == ["unknown"] * 3
+    loops = [lp for lp in _reach_rows(scan, "DeepMTP") if "EagleStyleSpeculator" in lp.loop]
+    assert loops and all(lp.verdict is ReachVerdict.UNKNOWN for lp in loops)
+    assert all(f"more than the {MAX_PATHS} the evaluator follows" in lp.detail for lp in loops)
+    # The loop's by-design report says so too: which drafter runs it is unknown past the cut.
+    (mtp002,) = [f for f in scan.result.findings if f.rule == "MTP002" and f.function == "EagleStyleSpeculator.propose"]
+    assert "which drafter runs it is unknown past a cut of the evaluator" in mtp002.message
+    assert f"more than the {MAX_PATHS} the evaluator follows" in mtp002.message

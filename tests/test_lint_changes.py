@@ -73,8 +73,11 @@ def test_a_model_that_asserts_step_0_raises_at_step_1_once_the_loop_threads(tmp_
     assert ASSERTS_STEP_0 != GOOD
     base = scan(tmp_path, "base", EAGLE_STYLE, ASSERTS_STEP_0)
     head_scan = scan_tree(write_tree(tmp_path / "head", draft_tree(THREADED, model=ASSERTS_STEP_0)))
-    plain, _ = changes(base, head_scan.result)  # the reachability table alone: step i -> layer i
-    assert [s.after for c in plain.behaviour_changes for s in c.steps] == [LAYER_I]
+    # The reachability table alone says it (issue 18: its row carries the route's outcome,
+    # the assert layers plans from), and the dispatch callback agrees.
+    plain, _ = changes(base, head_scan.result)
+    assert [(c.change, s.after) for c in plain.behaviour_changes for s in c.steps] == [
+        (EAGLE_TO_THREADED, "raises at step 1")]
     got = classify(base, head_scan.result, [], "HEAD~1", meanings_of(all_rules()),
                    raises=head_scan.analysis.dispatch.loop_step_raise)
     (change,) = got.behaviour_changes
@@ -142,6 +145,36 @@ def test_a_loop_run_as_a_subclass_is_matched_by_its_own_method() -> None:
     (change,) = got.behaviour_changes
     assert change.change == EAGLE_TO_THREADED
     assert [(s.before, s.after) for s in change.steps] == [(LAYER_0, LAYER_I)]
+
+
+def test_a_row_the_linted_side_calls_unknown_is_unknown_in_lint_too() -> None:
+    """Lint's steps are the two sides' reachability rows: an unknown row (a route decided
+    past a cut, a step that cannot be classified) is ``unknown``, never ``layer 0``."""
+    from auditor.model.findings import (
+        EAGLE_TO_UNKNOWN,
+        STEP_UNKNOWN,
+        ClassReachability,
+        ClassRef,
+        Finding,
+        LoopReach,
+        ReachVerdict,
+        ScanResult,
+        Severity,
+    )
+
+    model = ClassRef("vllm/models/m_mtp.py", "Predictor")
+    report = Finding("MTP002", Severity.WARNING, "vllm/spec/base.py", 12, 8, "Base.propose", "forward", "constant step",
+                     affected_classes=[model]).finalize()
+
+    def side(reach: LoopReach, findings: list[Finding]) -> ScanResult:
+        return ScanResult("t", findings=findings, reachability=[ClassReachability(model, ["P"], ["n"], [reach])])
+
+    constant = LoopReach("vllm/spec/base.py:12 Base.propose", False, "why")
+    unknown = LoopReach("vllm/spec/base.py:12 Base.propose", False, "unknown: past a cut", verdict=ReachVerdict.UNKNOWN)
+    got = classify(side(constant, [report]), side(unknown, []), [], "HEAD~1", meanings_of(all_rules()))
+    (change,) = got.behaviour_changes
+    assert change.change == EAGLE_TO_UNKNOWN
+    assert [(s.before, s.after) for s in change.steps] == [(LAYER_0, STEP_UNKNOWN)]
 
 
 # --- the command, on a git repository of the same tree: both formats list both ---

@@ -19,8 +19,10 @@ from auditor.model.findings import (
     Hop,
     LoopReach,
     Problem,
+    ReachVerdict,
     ScanResult,
     Severity,
+    StepRaise,
 )
 from auditor.output import FORMATS, render
 from auditor.output import github as gh
@@ -636,3 +638,36 @@ def test_text_report_says_when_search_limits_cut_the_answer():
     r.stats["limits_hit"] = {"draft loop call depth": 3}
     text = render(r, "text")
     assert "note: the search stopped at its limits (draft loop call depth ×3)" in text
+
+
+def _outcome_result() -> ScanResult:
+    """Rows whose verdict is a route's outcome (issue 18): an assert on the step, a cut."""
+    raised = StepRaise(1, MTP, 194, "DeepSeekMTP.forward", "assert spec_step_idx == 0")
+    loops = [
+        LoopReach("vllm/spec.py:405 Spec._drafts", False, "step i selects self.layers[i]; raises at step 1",
+                  verdict=ReachVerdict.RAISES, raises=raised),
+        LoopReach("vllm/spec.py:500 Spec._other", False, "unknown: the drafter is decided past a cut of the evaluator (x)",
+                  verdict=ReachVerdict.UNKNOWN),
+    ]
+    return ScanResult(root="/r", reachability=[ClassReachability(ClassRef(MTP, "DeepSeekMTP"), ["A"], ["n"], loops)])
+
+
+def test_reachability_rows_show_the_route_outcome_in_text_and_json():
+    result = _outcome_result()
+    text = render(result, "text", rules=RULES, console_width=160, reachability=True)
+    assert "✗ raises at step 1" in text and "? unknown" in text and "✓ step i → layer i" not in text
+    doc = json.loads(render(result, "json"))
+    _json_validator().validate(doc)
+    raising, unknown = doc["reachability"][0]["loops"]
+    assert (raising["verdict"], raising["step_i_reaches_layer_i"], raising["raise"]["step"]) == ("raises", False, 1)
+    assert raising["raise"]["line"] == 194 and raising["raise"]["message"] == "assert spec_step_idx == 0"
+    assert (unknown["verdict"], unknown["raise"]) == ("unknown", None)
+    assert [LoopReach.from_json(lp) for lp in doc["reachability"][0]["loops"]] == result.reachability[0].loops
+    bad = copy.deepcopy(doc)
+    bad["reachability"][0]["loops"][0]["verdict"] = "threaded-ish"
+    assert not _json_validator().is_valid(bad)
+
+
+def test_a_row_without_a_verdict_reads_as_its_boolean():
+    assert LoopReach("l", True, "").verdict is ReachVerdict.THREADED
+    assert LoopReach("l", False, "").verdict is ReachVerdict.CONSTANT

@@ -9,8 +9,12 @@ checks:
 1. a plan's (runner, model class, drafter) is a route;
 2. every loop the reachability table lists for a model class runs in a drafter some route
    builds for that class (no pairing dispatch cannot make);
-3. a plan whose verdict is known (threaded or constant) names a loop the reachability table
-   lists for its model class, with the same answer (step i -> layer i, or layer 0);
+3. a plan names a loop the reachability table lists for its model class, and the table's
+   JSON says what the plan says: threaded, constant, ``raises at step i`` (an assert on the
+   step, for K above i) or unknown (the step cannot be classified, or the drafter is decided
+   past a cut of the evaluator); a step lost in a head compares by the forward layers; a
+   rejected plan, or one whose drafter an unknown branch of its configuration decides, has
+   nothing to compare;
 4. a ``history --layers`` cell whose forward layers reach layer i is a ✓ in the history
    matrix; a ✓ in the matrix is a threaded plan, or a route whose condition the table
    states ("reached only when ...": a guard no architecture's override fixes).
@@ -44,6 +48,40 @@ pytestmark = pytest.mark.release
 
 def _loop_label(plan: Plan) -> str | None:
     return f"{plan.loop.path}:{plan.loop.line} {plan.loop.function}" if plan.loop else None
+
+
+def _plan_view(plan: Plan) -> str | None:
+    """What a plan says in the terms of a reachability row (None: nothing a row can say
+    for every configuration: a rejection, or a drafter an unknown branch of this one
+    configuration decides). A step lost in a head is a row's forward answer."""
+    verdicts = {s.verdict for s in plan.steps}
+    if not plan.steps or plan.outcome == "rejected":
+        return None
+    if plan.outcome == "raises":
+        return f"raises at step {plan.raises_at_step}"
+    if verdicts == {"unknown"}:
+        why = " ".join(s.why for s in plan.steps)
+        return "unknown" if ("past a cut" in why or "cannot classify" in why or "no layer selection" in why) \
+            and not plan.alternatives else None
+    if verdicts == {"threaded"}:
+        return "threaded"
+    if all(v.startswith("constant") for v in verdicts):
+        return "constant"
+    if all(v.startswith("lost at") for v in verdicts) and all(s.forward_layer is not None for s in plan.steps):
+        n = plan.num_mtp_layers
+        return "threaded" if all(s.forward_layer == (s.step % n if n else s.step) for s in plan.steps) else "constant"
+    return None
+
+
+def _reach_view(loop: dict, k: int) -> str:
+    """A reachability row (JSON) as a plan with K draft steps would say it: a raise at a step
+    K does not reach is no raise for that K."""
+    raised = loop.get("raise")
+    if raised is not None and raised["step"] < k:
+        return f"raises at step {raised['step']}"
+    if loop.get("verdict") == "unknown":
+        return "unknown"
+    return "threaded" if loop["step_i_reaches_layer_i"] or raised is not None else "constant"
 
 
 def test_views_agree_with_the_routes(version: str) -> None:
@@ -85,23 +123,25 @@ def test_views_agree_with_the_routes(version: str) -> None:
                        and hit[0][1] == func.rpartition(".")[0] for b in built):
                     problems.append(f"reachability {cls[1]}: {lp.loop} runs in no drafter a route builds for it")
 
-    # 3. known plans agree with the reachability row of their loop
+    # 3. plans and reachability rows give the same verdict for the same loop and class,
+    # read from the JSON document users get (``scan --format json``)
+    doc_rows = {(r["class"]["path"], r["class"]["name"]): r for r in scan.result.to_json()["reachability"]}
     for p in plans:
         label = _loop_label(p)
-        if label is None or p.model_class is None or not p.steps:
+        want = _plan_view(p)
+        if label is None or p.model_class is None or want is None:
             continue
-        verdicts = {s.verdict for s in p.steps}
-        if not (verdicts == {"threaded"} or all(v.startswith("constant") for v in verdicts)):
-            continue
-        row = rows.get(p.model_class)
-        listed = [lp for lp in (row.loops if row else []) if lp.loop.split(" (as ")[0] == label
-                  or lp.loop.startswith(label + " (as ")]
+        row_doc = doc_rows.get(p.model_class)
+        listed = [lp for lp in (row_doc["loops"] if row_doc else []) if lp["loop"].split(" (as ")[0] == label
+                  or lp["loop"].startswith(label + " (as ")]
         if not listed:
             problems.append(f"plan {p.architecture}/{p.setting.runner}: loop {label} not in the reachability of "
                             f"{p.model_class[1]}")
-        elif any(lp.steps_reach_layers != (verdicts == {"threaded"}) for lp in listed):
-            problems.append(f"plan {p.architecture}/{p.setting.runner}: {verdicts} but reachability says "
-                            f"{[lp.steps_reach_layers for lp in listed]} for {label}")
+            continue
+        shown = {_reach_view(lp, p.setting.k) for lp in listed}
+        if shown != {want}:
+            problems.append(f"plan {p.architecture}/{p.setting.runner}: layers says {want}, reachability says "
+                            f"{sorted(shown)} for {p.model_class[1]} in {label}")
 
     # 4. history --layers and the history matrix
     hist = History("sweep", "history", [Release(ref=version, result=scan.result)], [None])

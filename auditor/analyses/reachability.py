@@ -4,7 +4,7 @@ layer *i* there (the reachability table of a scan report)."""
 from __future__ import annotations
 
 from ..index.index import ClassKey
-from ..model.findings import ClassRef, ClassReachability, LoopReach
+from ..model.findings import ClassRef, ClassReachability, LoopReach, ReachVerdict
 from .base import Analyses, Provider
 from .loops import FORWARD_METHODS, LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider
@@ -53,12 +53,13 @@ class ReachabilityProvider(Provider):
             return LoopReach(loop_label, True, detail, list(varying[0].hops))
         if any(s.kind is StepKind.UNKNOWN for s in fwd):
             detail = f"the step that selects {fwd[0].container} cannot be classified per step (unknown)"
-            return LoopReach(loop_label, False, detail, list(fwd[0].hops))
+            return LoopReach(loop_label, False, detail, list(fwd[0].hops), ReachVerdict.UNKNOWN)
         if fwd:
             kinds = "/".join(sorted({s.kind.value for s in fwd}))
             detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
             return LoopReach(loop_label, False, detail, list(fwd[0].hops))
-        return LoopReach(loop_label, False, "reached, but no layer selection found on the path", list(entries[0].hops))
+        return LoopReach(loop_label, False, "reached, but no layer selection found on the path", list(entries[0].hops),
+                         ReachVerdict.UNKNOWN)
 
     def reachability(self) -> list[ClassReachability]:
         loops = self.loops.loop_results()

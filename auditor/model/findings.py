@@ -165,26 +165,67 @@ class Problem:
         return cls(data["path"], data["kind"], data["message"])
 
 
+@dataclass(frozen=True)
+class StepRaise:
+    """An assert on a route that fails at draft step ``step`` (issue 18: an outcome of
+    ``layers`` and of a reachability row alike, one fact)."""
+
+    step: int
+    path: str
+    line: int
+    function: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepRaise:
+        return cls(int(data["step"]), data["path"], int(data["line"]), data["function"], data["message"])
+
+
+class ReachVerdict(str, Enum):
+    """What one draft loop does with one MTP class's layers (the ``layers`` verdicts,
+    configuration-free): the same routes, summarised."""
+
+    THREADED = "threaded"  # step i selects layer i
+    CONSTANT = "constant"  # every step selects layer 0
+    UNKNOWN = "unknown"  # the step cannot be classified, or the route is decided past a cut
+    RAISES = "raises"  # step i selects layer i until an assert on the step fails (``raises``)
+
+
 @dataclass
 class LoopReach:
     """How one draft loop reaches one MTP model class."""
 
     loop: str  # "path:line Class.method"
-    steps_reach_layers: bool  # True: step i selects layer i; False: every step selects layer 0
+    steps_reach_layers: bool  # True: step i selects layer i at every step; False: it does not (see verdict)
     detail: str
     trace: list[Hop] = field(default_factory=list)
+    verdict: ReachVerdict | None = None  # None: THREADED or CONSTANT as steps_reach_layers says
+    raises: StepRaise | None = None  # set with verdict RAISES: the first step an assert fails at
+
+    def __post_init__(self) -> None:
+        if self.verdict is None:
+            self.verdict = ReachVerdict.THREADED if self.steps_reach_layers else ReachVerdict.CONSTANT
 
     def to_json(self) -> dict[str, Any]:
+        assert self.verdict is not None
         return {
             "loop": self.loop,
             "step_i_reaches_layer_i": self.steps_reach_layers,
+            "verdict": self.verdict.value,
+            "raise": self.raises.to_json() if self.raises is not None else None,
             "detail": self.detail,
             "trace": [h.to_json() for h in self.trace],
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LoopReach":
-        return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"], [Hop.from_json(h) for h in data["trace"]])
+        verdict = ReachVerdict(data["verdict"]) if data.get("verdict") else None
+        raised = StepRaise.from_json(data["raise"]) if data.get("raise") else None
+        return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"],
+                   [Hop.from_json(h) for h in data["trace"]], verdict, raised)
 
 
 @dataclass
@@ -306,6 +347,7 @@ EAGLE_TO_UNKNOWN = "eagle-style -> unknown"
 LAYER_I = "step i -> layer i"
 LAYER_0 = "layer 0 at every step"
 NOT_REACHED = "not reached"
+STEP_UNKNOWN = "unknown"  # the side's reachability row says unknown (ReachVerdict.UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -313,7 +355,7 @@ class StepChange:
     """Which layer each draft step of one loop selects in one MTP class, before and after."""
 
     model_class: ClassRef
-    before: str  # LAYER_I, LAYER_0 or NOT_REACHED
+    before: str  # LAYER_I, LAYER_0, STEP_UNKNOWN or NOT_REACHED
     after: str  # the same, or "raises at step N" (an assert on the step fails there)
     detail: str = ""  # the linted side's reachability detail ("step i selects self.layers[i] (via forward)")
     # ids of the change's new findings about this class (a compiled forward that now freezes the step)

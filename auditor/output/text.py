@@ -9,7 +9,8 @@ Layout (stable order, no timestamps):
 2. ``Skipped files``: the problems (parse errors and the like);
 3. only with ``reachability=True`` (``scan --reachability``): ``Layer reachability``,
    per MTP model class its architectures and layer-count config fields, and per draft
-   loop whether step i reaches layer i (``✓ step i → layer i`` / ``✗ layer 0 every step``);
+   loop the route's outcome (``✓ step i → layer i`` / ``✗ layer 0 every step`` /
+   ``✗ raises at step N`` / ``? unknown``);
 4. only in a lint result: ``Fixed by the change`` and ``Behaviour changes`` (see
    :mod:`auditor.output.lint_text`);
 5. one summary line.
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from auditor.model.findings import Finding, Hop, ScanResult, Severity
+from auditor.model.findings import Finding, Hop, ReachVerdict, ScanResult, Severity
 from auditor.common.search_limits import advice
 
 from .lint_text import render_changes
@@ -54,6 +55,8 @@ SEVERITY_STYLE = {
 
 REACHES = "✓ step i → layer i"
 STUCK = "✗ layer 0 every step"
+UNKNOWN_REACH = "? unknown"
+RAISES = "✗ raises at step {step}"
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
@@ -265,7 +268,11 @@ def _reachability(console: Console, result: ScanResult) -> None:
             console.print(Text("    — no draft loop reaches it", style="dim"))
         for loop in item.loops:
             line = Text("    ")
-            if loop.steps_reach_layers:
+            if loop.verdict is ReachVerdict.RAISES and loop.raises is not None:
+                line.append(RAISES.format(step=loop.raises.step).ljust(pad), style="red")
+            elif loop.verdict is ReachVerdict.UNKNOWN:
+                line.append(UNKNOWN_REACH.ljust(pad), style="yellow")
+            elif loop.steps_reach_layers:
                 line.append(REACHES.ljust(pad), style="green")
             else:
                 line.append(STUCK.ljust(pad), style="red")

@@ -34,6 +34,8 @@ from ..model.findings import (
     LAYER_0,
     LAYER_I,
     NOT_REACHED,
+    STEP_UNKNOWN,
+    ReachVerdict,
     THREADED_TO_EAGLE,
     BehaviourChange,
     LintChanges,
@@ -51,9 +53,12 @@ RAISE_STEPS = 8
 Raises = Callable[[tuple[str, str], tuple[str, str], int], "StepRaise | None"]
 
 
+RAISES_AT = "raises at step "
+
+
 def raises_at(step: int) -> str:
     """``StepChange.after`` of a class whose code fails an assert on the step at ``step``."""
-    return f"raises at step {step}"
+    return f"{RAISES_AT}{step}"
 
 
 def meanings_of(rules: Sequence[RuleClass]) -> dict[str, Meaning | None]:
@@ -80,7 +85,16 @@ def _table(reachability: Sequence[ClassReachability]) -> LoopTable:
 def _step(reach: LoopReach | None) -> str:
     if reach is None:
         return NOT_REACHED
+    if reach.raises is not None:  # the row's own outcome: it selects by the step until the assert fails
+        return raises_at(reach.raises.step)
+    if reach.verdict is ReachVerdict.UNKNOWN:
+        return STEP_UNKNOWN
     return LAYER_I if reach.steps_reach_layers else LAYER_0
+
+
+def _detail(reach: LoopReach) -> str:
+    r = reach.raises
+    return f"{r.path}:{r.line} {r.function}: {r.message}" if r is not None else reach.detail
 
 
 def _touches(f: Finding, ref: ClassRef) -> bool:
@@ -100,15 +114,15 @@ def _steps(f: Finding, base: LoopTable, head: LoopTable, introduced: Sequence[Fi
         was, now = before.get((path, name)), after.get((path, name))
         related = tuple(sorted({g.fingerprint for g in introduced if g is not f and _touches(g, ref)}))
         shown = now or was
-        detail = shown.detail if shown is not None else ""
+        detail = _detail(shown) if shown is not None else ""
         out.append(StepChange(ref, _step(was), _step(now), detail, related))
     return out
 
 
 def _removed_kind(steps: Sequence[StepChange]) -> str:
     afters = {s.after for s in steps}
-    if LAYER_I in afters:
-        return EAGLE_TO_THREADED
+    if LAYER_I in afters or any(a.startswith(RAISES_AT) for a in afters):
+        return EAGLE_TO_THREADED  # a loop that now threads the step into a model that asserts on it too
     if afters == {NOT_REACHED}:
         return EAGLE_TO_UNREACHED
     return EAGLE_TO_UNKNOWN  # gone while the loop still reaches its classes with layer 0: the report went, not the reason

@@ -23,9 +23,9 @@ from ...facts.extract import chain_of
 from ..partial_eval import describe
 from .engine_modes import FROZEN_VERDICT
 from .model import (ClosedGates, DecisionRow, EngineView, Family, ForcedPlan, ForcedStep, Gate, ModelPath, Pairing, Plan,
-                    Route, Setting, StepLoss, StepPlan, Verdict, route_alternatives)
+                    Route, Setting, StepLoss, StepPlan, Verdict, paired_when, route_alternatives)
 from .provider import DispatchProvider
 
 __all__ = ["FROZEN_VERDICT", "ClosedGates", "DecisionRow", "DispatchProvider", "EngineView", "Family", "ForcedPlan",
            "ForcedStep", "Gate", "ModelPath", "Pairing", "Plan", "Route", "Setting", "StepLoss", "StepPlan", "Verdict",
-           "chain_of", "describe", "route_alternatives"]
+           "chain_of", "describe", "paired_when", "route_alternatives"]

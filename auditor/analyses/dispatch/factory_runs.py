@@ -12,7 +12,7 @@ from ...facts.extract import PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
 from ..partial_eval import Decision, Evaluator, Instance, Obj, Path, Unknown, Value
-from .model import Setting
+from .model import CUT, Setting
 from .syntax import TreeWorld, to_obj
 from .part import DispatchPart
 
@@ -265,9 +265,6 @@ def _branch_at(body: tuple[Stmt, ...], line: int) -> SIf | None:
             if found is not None:
                 return found
     return None
-
-
-CUT = "cut: "  # the ``depends_on`` of a decision that stands for a cut of the evaluator
 
 
 def _cut_decision(fkey: FuncKey, line: int, note: str) -> Decision:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
-from .model import ModelRoute, Pairing, route_alternatives
+from .model import ModelRoute, Pairing, paired_when, route_alternatives
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -115,8 +115,8 @@ def condition_of(routes: list[ModelRoute]) -> Pairing:
     if not routes:
         return Pairing(False, "")
     if any(not rt.conditions for rt in routes):
-        return Pairing(True, "")
-    return Pairing(True, route_alternatives(_distinct(routes)))
+        return paired_when("", routes)
+    return paired_when(route_alternatives(_distinct(routes)), routes)
 
 
 def _distinct(routes: list[ModelRoute]) -> list[ModelRoute]:

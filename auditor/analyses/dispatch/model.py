@@ -46,6 +46,9 @@ class Setting:
     options: tuple[tuple[str, Any], ...] = ()
 
 
+CUT = "cut: "  # the ``depends_on`` of a decision that stands for a cut of the evaluator
+
+
 @dataclass(frozen=True)
 class DecisionRow:
     path: str
@@ -60,6 +63,21 @@ class DecisionRow:
     @classmethod
     def of(cls, d: Decision) -> "DecisionRow":
         return cls(d.path, d.line, d.function, d.condition, d.value, d.fields, d.depends_on, d.taken)
+
+    @property
+    def cut(self) -> str | None:
+        """The evaluator's cut this row stands for (None: a guard of the code)."""
+        return self.depends_on[len(CUT):] if self.depends_on.startswith(CUT) else None
+
+    def describe(self) -> str:
+        """How a route's condition reads: the guard and the side taken, or the cut named."""
+        return cut_condition((self.cut,)) if self.cut is not None else f"{self.condition} is {self.taken}"
+
+
+def route_condition(d: Decision) -> bool:
+    """Whether a decision on a factory run is part of the route's condition: a guard left
+    unknown that reads the configuration, or a cut (either may decide another drafter)."""
+    return d.value is None and (bool(d.fields) or d.depends_on.startswith(CUT))
 
 
 @dataclass(frozen=True)
@@ -169,7 +187,11 @@ class Route:
     conditions: tuple[DecisionRow, ...]
 
     def describe(self) -> str:
-        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+        return " and ".join(d.describe() for d in self.conditions)
+
+    @property
+    def cuts(self) -> tuple[str, ...]:
+        return tuple(c for d in self.conditions if (c := d.cut) is not None)
 
 
 @dataclass(frozen=True)
@@ -185,7 +207,11 @@ class ModelRoute:
     conditions: tuple[DecisionRow, ...]
 
     def describe(self) -> str:
-        return " and ".join(f"{d.condition} is {d.taken}" for d in self.conditions)
+        return " and ".join(d.describe() for d in self.conditions)
+
+    @property
+    def cuts(self) -> tuple[str, ...]:
+        return tuple(c for d in self.conditions if (c := d.cut) is not None)
 
 
 def route_alternatives(routes: "Sequence[Route | ModelRoute]") -> str:
@@ -197,12 +223,43 @@ def route_alternatives(routes: "Sequence[Route | ModelRoute]") -> str:
     return " or ".join(alts) + more
 
 
+def route_cuts(routes: Sequence[Route | ModelRoute]) -> tuple[str, ...]:
+    """The cuts of the evaluator that decide any of ``routes``. As in a plan (one option
+    past a cut makes every step unknown), a cut on one of them leaves unknown which drafter
+    a configuration gets, so whether and how code those routes run runs for it is unknown."""
+    return tuple(sorted({c for rt in routes for c in rt.cuts}))
+
+
+def cut_condition(cuts: tuple[str, ...]) -> str:
+    """How a condition names the cuts that decide a route."""
+    return f"past a cut of the evaluator ({'; '.join(cuts)})"
+
+
+def paired_when(condition: str, routes: Sequence[Route | ModelRoute]) -> Pairing:
+    """A pairing on ``routes`` (reached when ``condition``, "" for always), with their cuts;
+    where no guard is left and every route is decided past a cut, the cut is the condition
+    (a finding or row names it, never nothing)."""
+    cuts = route_cuts(routes)
+    if not condition and routes and all(rt.cuts for rt in routes):
+        condition = cut_condition(cuts)
+    return Pairing(True, condition, cuts)
+
+
 @dataclass(frozen=True)
 class Pairing:
     """How a function of a drafter class is paired with MTP draft models by dispatch."""
 
     paired: bool  # some MTP route builds a drafter whose class hierarchy holds it
     condition: str  # "" when reached unconditionally (or not a drafter's code); else when it is reached
+    cuts: tuple[str, ...] = ()  # a route that runs it is decided past these cuts: what runs is unknown
+
+    def when(self) -> str:
+        """How a finding says when its code runs: "; reached only when …" (nothing when
+        always), then the cuts that leave unknown which drafter a configuration gets."""
+        out = f"; reached only when {self.condition}" if self.condition else ""
+        if self.cuts and self.condition != cut_condition(self.cuts):
+            out += f"; which drafter runs it is unknown {cut_condition(self.cuts)}"
+        return out
 
 
 @dataclass(frozen=True)

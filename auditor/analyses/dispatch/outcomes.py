@@ -27,10 +27,16 @@ import msgspec
 
 from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
-from ..loops import StepKind
+from ...model.findings import StepRaise
+from ..loops import LoopResult, StepKind
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
 from .part import DispatchPart
 from .syntax import TreeWorld
+
+
+#: draft steps 0..REACH_STEPS-1 are checked for an assert that fails on the step where no
+#: K is given (a reachability row holds for any K: "raises at step i" when K > i)
+REACH_STEPS = 8
 
 
 @dataclass(frozen=True)
@@ -42,17 +48,6 @@ class Rejection:
     function: str
     message: str  # the raised exception (or the failing assert and its message), as written
     when: str  # "validation" (config checks) or "build" (the draft model's constructor)
-
-
-@dataclass(frozen=True)
-class StepRaise:
-    """An assert on the route that fails at draft step ``step``."""
-
-    step: int
-    path: str
-    line: int
-    function: str
-    message: str
 
 
 class Outcomes(DispatchPart):
@@ -167,18 +162,23 @@ class Outcomes(DispatchPart):
         asserts step 0). Reads what the loading phase explored; parses nothing."""
         results = [lr for lr in self.loops.loop_results() if lr.func == loop]
         results += [res for _, res in self.provider.precision.dispatched_loops() if res.func == loop]
+        found = [hit for res in results if (hit := self.result_step_raise(res, model, k)) is not None]
+        return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
+
+    def result_step_raise(self, res: LoopResult, model: ClassKey, k: int) -> StepRaise | None:
+        """:meth:`loop_step_raise` for one explored loop (the reachability table asks it of
+        each loop it lists, so a row says what ``layers`` says of the route)."""
         owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
         found: list[StepRaise] = []
-        for res in results:
-            for sel in res.selections:
-                if sel.model_class != model:
-                    continue
-                values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
-                funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
-                                           if self.types.defining_class((h.path, h.function)) in owners))
-                hit = self.step_raise(funcs, k, values)
-                if hit is not None:
-                    found.append(hit)
+        for sel in res.selections:
+            if sel.model_class != model:
+                continue
+            values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
+            funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
+                                       if self.types.defining_class((h.path, h.function)) in owners))
+            hit = self.step_raise(funcs, k, values)
+            if hit is not None:
+                found.append(hit)
         return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
 
 
@@ -206,4 +206,4 @@ def _walk(e: object) -> Iterable[object]:
                     yield from _walk(x)
 
 
-__all__ = ["GuardedRaise", "Outcomes", "Rejection", "StepRaise"]
+__all__ = ["REACH_STEPS", "GuardedRaise", "Outcomes", "Rejection", "StepRaise"]

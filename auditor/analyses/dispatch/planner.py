@@ -12,7 +12,7 @@ from ..loops import FORWARD_METHODS, KIND_ORDER, LoopSelection, StepKind
 from ..partial_eval import Obj
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepLoss, StepPlan, Plan
 from .outcomes import StepRaise
-from .factory_runs import CUT
+from .model import CUT
 from .part import DispatchPart
 
 

@@ -7,10 +7,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
-from ...model.findings import ClassReachability, LoopReach
+from ...model.findings import ClassReachability, LoopReach, ReachVerdict
 from ..loops import LoopResult, StepKind
 from ..partial_eval import Obj
-from .model import DecisionRow, Route, Pairing, route_alternatives
+from .model import (DecisionRow, Route, Pairing, route_cuts, cut_condition, paired_when, route_alternatives,
+                    route_condition)
+from .outcomes import REACH_STEPS
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ class ScanPrecision(DispatchPart):
             for runner, factories in self.provider.location.factories().items():
                 for fkey in factories:
                     for cls, site, chain in self.provider.factory_runs.run_factory(fkey, {"root": root, "speculative": spec}):
-                        conds = tuple(DecisionRow.of(d) for d in chain if d.value is None and d.fields)
+                        conds = tuple(DecisionRow.of(d) for d in chain if route_condition(d))
                         out.append(Route(runner, cls, site, conds))
         self._routes = list(dict.fromkeys(out))
         return self._routes
@@ -79,19 +81,22 @@ class ScanPrecision(DispatchPart):
                 found = Pairing(not any(runs(b) for b in built) and not dead, "")
             elif everywhere or any(not rt.conditions for rt in mine):
                 # Every drafter one runner can build for MTP runs this code: no gate decides.
-                found = Pairing(True, "")
+                found = paired_when("", mine)
             else:
-                found = Pairing(True, route_alternatives(mine))
+                found = paired_when(route_alternatives(mine), mine)
         self._pairing[key] = found
         return found
 
     def refine_reachability(self, rows: list[ClassReachability]) -> list[ClassReachability]:
         """The reachability table with dispatch: loops of drafters no MTP dispatch builds
         are left out, loops behind a gate say when they run, and the loops MTP drafters
-        run with ``self`` of a subclass (the V2 default MTP speculator) are added."""
-        if not self.routes():
-            return rows
+        run with ``self`` of a subclass (the V2 default MTP speculator) are added. Each
+        row's verdict is the route's outcome, as ``layers`` gives it (:meth:`_judged`)."""
         by_label = {f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}": lr for lr in self.loops.loop_results()}
+        if not self.routes():
+            return [replace(row, loops=[self._judged(reach, by_label.get(reach.loop),
+                                                     (row.model_class.path, row.model_class.name), ())
+                                        for reach in row.loops]) for row in rows]
         known = {(lr.func, lr.loop.id) for lr in self.loops.loop_results()}
         extra: dict[tuple[FuncKey, int], list[tuple[Route, LoopResult]]] = {}
         for rt, res in self.dispatched_loops():
@@ -106,7 +111,8 @@ class ScanPrecision(DispatchPart):
                 pairing = self.provider.route_map.pairing(lr.func, cls) if lr is not None else Pairing(True, "")
                 if not pairing.paired:
                     continue
-                if pairing.condition:
+                reach = self._judged(reach, lr, cls, pairing.cuts)
+                if pairing.condition and pairing.condition != cut_condition(pairing.cuts):  # a cut is named once
                     reach = replace(reach, detail=f"{reach.detail}; reached only when {pairing.condition}")
                 loops.append(reach)
             for (fkey, _lid), all_routes in sorted(extra.items()):
@@ -121,14 +127,35 @@ class ScanPrecision(DispatchPart):
                 added = self.reach.loop_reach(group[0][1], cls, label)
                 if added is None:
                     continue
-                reach = added
                 conds = [rt for rt, _ in group]
+                mine = [mr for mr in self.provider.route_map.model_routes()
+                        if cls in mr.models and mr.drafter in {rt.drafter for rt in conds}]
+                reach = self._judged(added, group[0][1], cls, route_cuts(mine) if mine else route_cuts(conds))
                 if all(rt.conditions for rt in conds):
                     when = " or ".join(f"{rt.describe()} ({rt.runner.upper()} builds {rt.drafter[1]})" for rt in conds[:2])
                     reach = replace(reach, detail=f"{reach.detail}; reached only when {when}")
                 loops.append(reach)
             out.append(replace(row, loops=loops))
         return out
+
+    def _judged(self, reach: LoopReach, res: LoopResult | None, cls: ClassKey, cuts: tuple[str, ...]) -> LoopReach:
+        """A row's verdict from its route's outcome, the facts ``layers`` plans from: a route
+        that runs the loop for the class decided past a cut of the evaluator makes it
+        ``unknown``, the cut named (issue 18: a route decided by an unknown gets the verdict
+        unknown, as a plan with one option past a cut does); an assert on the step that
+        fails at a draft step ``raises`` there."""
+        if cuts:
+            return replace(reach, steps_reach_layers=False, verdict=ReachVerdict.UNKNOWN, raises=None,
+                           detail=f"unknown: the drafter is decided past a cut of the evaluator ({'; '.join(cuts)}); "
+                                  f"{reach.detail}")
+        if res is None or reach.verdict is ReachVerdict.UNKNOWN:
+            return reach
+        hit = self.provider.outcomes.result_step_raise(res, cls, REACH_STEPS)
+        if hit is None:
+            return reach
+        return replace(reach, steps_reach_layers=False, verdict=ReachVerdict.RAISES, raises=hit,
+                       detail=f"{reach.detail}; raises at step {hit.step}: {hit.path}:{hit.line} {hit.function}: "
+                              f"{hit.message}")
 
     def _route_models(self) -> set[ClassKey]:
         return {m for mr in self.provider.route_map.model_routes() for m in mr.models}

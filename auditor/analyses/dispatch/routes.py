@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Obj, Value
-from .model import DecisionRow, ModelRoute, Pairing, route_alternatives
+from .model import (
+    DecisionRow,
+    ModelRoute,
+    Pairing,
+    paired_when,
+    route_alternatives,
+    route_condition,
+)
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -61,7 +68,7 @@ class RouteMap(DispatchPart):
                 for fkey in factories:
                     for cls, site, chain in self.provider.factory_runs.run_factory(
                             fkey, {"root": root, "speculative": spec}):
-                        conds = tuple(DecisionRow.of(d) for d in chain if d.value is None and d.fields)
+                        conds = tuple(DecisionRow.of(d) for d in chain if route_condition(d))
                         out.append(ModelRoute(runner, arch, models, cls, site, conds))
         return out
 
@@ -92,9 +99,9 @@ class RouteMap(DispatchPart):
             if not mine:
                 found = Pairing(False, "")
             elif any(not rt.conditions for rt in mine) or all(runs(rt.drafter) for rt in routes):
-                found = Pairing(True, "")
+                found = paired_when("", mine)
             else:
-                found = Pairing(True, route_alternatives(mine))
+                found = paired_when(route_alternatives(mine), mine)
         self._pairing[key] = found
         return found
 
