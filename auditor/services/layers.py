@@ -19,6 +19,7 @@ from ..analyses.analysis import Analysis
 from ..analyses.dispatch import DispatchProvider, Plan, Setting
 from ..analyses.dispatch.inputs import CONFIG_NAME, parse_speculative_config
 from ..common.errors import UsageError
+from ..common.gc_pause import cyclic_gc_paused
 from ..output.layers import ENGINE_MODES, LAYERS_FORMAT_VERSION
 from .citations import CITED_MEANINGS, cite
 from .forced_plan import ForcedPlan, forced_plan
@@ -181,6 +182,7 @@ def check_choice(option: str, value: str, choices: Sequence[str], command: str) 
     return value
 
 
+@cyclic_gc_paused  # the scan's heap lives on while the plans are made and rendered
 def layers_document(
     path: Optional[Path], installed: bool, release: Optional[str], arch: Optional[str], hf_config: Optional[Path],
     k: Optional[int], all_: bool, layers: int, runner: Optional[str], method: str, set_: Optional[list[str]],
