@@ -5,7 +5,9 @@ question) of this tree and of another checkout (``--before``, e.g. ``git worktre
 of the base commit), each run with its own code (``PYTHONPATH`` and the tree's own bench
 scripts), alternating, then ``bench_startup.py`` with both. Writes one table.
 
-Usage: python bench/bench_before_after.py --before DIR [--repeat 2] [--out bench/before_after_17.md]
+Usage: python bench/bench_before_after.py --before DIR [--repeat 2] [--out bench/before_after_17.md] [--title T]
+       python bench/bench_before_after.py --before DIR --interleaved-only [--repeat 3] --out FILE  (appends the
+       new-question runs, one plan and ``--all``, the trees alternating)
 """
 
 from __future__ import annotations
@@ -35,21 +37,37 @@ NEW_QUESTION = ["layers", "--release", "0.33.0", "--arch", "DeepSeekMTPModel", "
                 "--runner", "v2", "--format", "json", "--k"]
 
 
-def interleaved_new_question(trees: dict[str, Path], repeat: int) -> dict[str, list[float]]:
+# ``layers --all`` asked a new question (issue 18: <= 10 s).
+NEW_ALL_QUESTION = ["layers", "--release", "0.33.0", "--all", "--format", "json", "--k"]
+
+
+def interleaved_new_question(trees: dict[str, Path], repeat: int, question: list[str] = NEW_QUESTION,
+                             base_k: int = 40) -> dict[str, list[float]]:
     """``layers`` asked a new question (a K never asked before), the trees alternating run by
     run, so that a change in the machine's load falls on both alike."""
     import time
 
     times: dict[str, list[float]] = {label: [] for label in trees}
-    k = 40 + int(time.time()) % 20  # not asked by an earlier run of this script (the cache is kept)
+    k = base_k + int(time.time()) % 10  # not asked by an earlier run of this script (the cache is kept)
     for i in range(repeat):
         for label, src in trees.items():
             env = dict(os.environ, PYTHONPATH=str(src))
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "import sys; from auditor.cli import main; main()", *NEW_QUESTION,
+            subprocess.run([sys.executable, "-c", "import sys; from auditor.cli import main; main()", *question,
                             str(k + i)], env=env, cwd="/", check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             times[label].append(time.perf_counter() - started)
     return times
+
+
+def interleaved_section(trees: dict[str, Path], repeat: int, title: str, question: list[str], base_k: int) -> str:
+    t = interleaved_new_question(trees, repeat, question, base_k)
+    b, a = statistics.median(t["before"]), statistics.median(t["after"])
+    return "\n".join([
+        "", f"## {title}, interleaved (before, after, before, after, ...)", "",
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, 1-min load average {os.getloadavg()[0]:.2f}; "
+        f"`{' '.join(question)} K`; {len(t['after'])} runs each: before median {b:.2f} s (min {min(t['before']):.2f}), "
+        f"after median {a:.2f} s (min {min(t['after']):.2f}), after / before {a / b:.2f}. "
+        "Raw seconds: `" + json.dumps(t) + "`", ""])
 
 
 def main() -> None:
@@ -57,18 +75,15 @@ def main() -> None:
     ap.add_argument("--before", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out", type=Path, default=HERE / "before_after_17.md")
+    ap.add_argument("--title", default="Before/after (issue 17), back to back")
     ap.add_argument("--interleaved-only", action="store_true",
                     help="only the interleaved new-question runs, appended to --out")
     args = ap.parse_args()
     trees = {"before": args.before.resolve(), "after": HERE.parent}
     if args.interleaved_only:
-        t = interleaved_new_question(trees, max(args.repeat, 3))
-        b, a = statistics.median(t["before"]), statistics.median(t["after"])
-        section = "\n".join([
-            "", "## layers, new question, interleaved (before, after, before, after, ...)", "",
-            f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, 1-min load average {os.getloadavg()[0]:.2f}; "
-            f"medians of {len(t['after'])} runs each: before {b:.2f} s, after {a:.2f} s, after / before {a / b:.2f}. "
-            "Raw seconds: `" + json.dumps(t) + "`", ""])
+        repeat = max(args.repeat, 3)
+        section = interleaved_section(trees, repeat, "layers, new question (one plan)", NEW_QUESTION, 40) \
+            + interleaved_section(trees, repeat, "layers --all, new question", NEW_ALL_QUESTION, 50)
         with args.out.open("a") as fh:
             fh.write(section)
         print(section)
@@ -99,7 +114,7 @@ def main() -> None:
             b, a = statistics.median(layers["before"][case]), statistics.median(layers["after"][case])
             rows.append(f"| layers: {case} | {b:.2f} | {a:.2f} | {a / b:.2f} |")
     text = "\n".join([
-        "# Before/after (issue 17), back to back",
+        f"# {args.title}",
         "",
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, 1-min load average at the end {os.getloadavg()[0]:.2f} (a machine shared with "

@@ -348,3 +348,30 @@ def test_speculative_config_engine_mode_and_a_model_directory_on_the_command_lin
                 env=cache_env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["architecture"] == "DeepMTPModel"
+
+
+def test_layers_runs_only_the_rules_whose_findings_a_plan_names(tmp_path):
+    """`layers` runs the rules of CITED_MEANINGS only; the plans and forced views equal those
+    made with every rule's findings, and the cited findings do change the answer."""
+    from auditor.common.config import Config
+    from auditor.facts.cache import FactsCache
+    from auditor.services.citations import CITED_MEANINGS
+    from auditor.services.forced_plan import forced_plan
+    from auditor.services.layers import cited_rules, plan_tree_forced
+    from auditor.source.trees import DirectoryTree
+    from rules import all_rules
+
+    files = _tree(', "num_nextn_predict_layers": n_predict')
+    files["vllm/models/qwen_mtp.py"] = _DROPPING_QWEN
+    root = write_tree(tmp_path / "t", files)
+    setting = Setting("v2", 2, architecture="QwenMTP", fields=(("num_nextn_predict_layers", 2), ("mtp_num_hidden_layers", 2)))
+    scan, (plan,) = planned_scan(root, [setting])
+    assert {f.meaning for f in scan.result.findings} - CITED_MEANINGS, "the tree has findings a plan does not name"
+    assert len(cited_rules(all_rules())) < len(all_rules())
+    (fast,), (view,) = plan_tree_forced(DirectoryTree(root), Config(), all_rules(), FactsCache(None), lambda _d: [setting], 1)
+    assert scan.analysis is not None
+    dispatch = scan.analysis.get(DispatchProvider)
+    assert fast == plan
+    assert view == forced_plan(dispatch, plan, scan.result.findings)
+    uncited = [f for f in scan.result.findings if f.meaning not in CITED_MEANINGS]
+    assert cite(dispatch.plan(setting), uncited) != plan

@@ -252,3 +252,33 @@ def test_only_dispatch_shaped_functions_keep_their_statement_tree():
     methods = facts.classes["C"].methods
     assert methods["predicate"].body and not methods["plain"].body and not methods["loop"].body
     assert facts.functions["factory"].body and facts.functions["override"].body
+
+
+def test_a_fork_copies_values_as_the_generic_deepcopy_did():
+    """The values' own copy methods (fork's speed) keep what fork promised: every mutable
+    object copied once (aliases stay aliases, cycles close, uids kept), immutable values
+    copied as equal but distinct objects, so that a join still tells paths apart as before."""
+    import copy
+
+    from auditor.analyses.partial_eval.state import fork, join
+    from auditor.analyses.partial_eval.values import FuncRef, Path
+
+    hf = Obj("hf", {"n": Unknown("n", upper=3), "k": 2}, cls=("m.py", "HF"))
+    spec = Obj("spec", {"hf": hf, "kinds": [Instance(("m.py", "A"), 4), ClassRef(("m.py", "B"))]}, roles={"hf_config": hf})
+    hf.fields["back"] = spec  # a cycle
+    env = {"spec": spec, "also": hf, "f": FuncRef(("m.py", "f"), spec)}
+    p = Path(env)
+    q = fork(p)
+    s2 = q.env["spec"]
+    assert isinstance(s2, Obj) and s2 is not spec and s2.uid == spec.uid and s2.label == "spec" and s2.cls is None
+    assert s2.roles["hf_config"] is s2.fields["hf"] is q.env["also"] is not hf
+    assert s2.fields["hf"].fields["back"] is s2 and q.env["f"].self_obj is s2
+    n2 = s2.fields["hf"].fields["n"]
+    assert n2 == hf.fields["n"] and n2 is not hf.fields["n"]
+    assert s2.fields["kinds"] == spec.fields["kinds"] and s2.fields["kinds"] is not spec.fields["kinds"]
+    assert all(a is not b for a, b in zip(s2.fields["kinds"], spec.fields["kinds"]))
+    assert vars(s2).keys() == vars(copy.copy(spec)).keys()
+    # Unchanged on both paths yet copied: the join does not take one path's unknown for both.
+    joined = join([p, q], "joined here")
+    n = joined.env["spec"].fields["hf"].fields["n"]
+    assert isinstance(n, Unknown) and n.reason.endswith("joined here") and n.upper is None

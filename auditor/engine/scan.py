@@ -14,17 +14,16 @@ The engine does not know the rules package: the command line builds the rule lis
 
 from __future__ import annotations
 
-import functools
-import gc
 import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from ..analyses.analysis import Analysis
 from ..facts.cache import FactsCache
 from ..common.config import Config
+from ..common.gc_pause import cyclic_gc_paused
 from ..index.index import Index, default_workers
 from ..model.findings import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
@@ -86,30 +85,7 @@ def rule_files(rules: Sequence[RuleClass]) -> list[Path]:
     return sorted(out)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _cyclic_gc_paused(func: F) -> F:
-    """A scan allocates hundreds of thousands of small records (decoded facts, memo
-    entries) and frees almost none of them before it ends, so CPython's cyclic collector,
-    triggered by allocation counts, would walk the whole growing heap again and again
-    (measured on vLLM 0.30.0 with vllm-ascend, warm cache: about 3.0 s -> 1.0 s without
-    it). Reference counting still frees everything acyclic; the collector resumes after."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return wrapper  # type: ignore[return-value]
-
-
-@_cyclic_gc_paused
+@cyclic_gc_paused
 def run_scan(
     tree: SourceTree,
     config: Config,

@@ -20,6 +20,10 @@ from ..analyses.capture import FreezeKind, FrozenStep
 from ..analyses.dispatch import FROZEN_VERDICT, Plan, StepPlan, Verdict
 from ..model.findings import Finding, Meaning
 
+# The meanings of the findings a plan names (here and in :mod:`.forced_plan`): a plan reads
+# no other finding, so ``layers`` runs only the rules that declare one of these.
+CITED_MEANINGS = frozenset({Meaning.STEP_LOST, Meaning.GATE_CLOSED, Meaning.STEP_FROZEN})
+
 
 def cite(plan: Plan, findings: Sequence[Finding]) -> Plan:
     """``plan`` with its lost, gate-closed and frozen verdicts naming their findings."""

@@ -19,8 +19,9 @@ from ..analyses.analysis import Analysis
 from ..analyses.dispatch import DispatchProvider, Plan, Setting
 from ..analyses.dispatch.inputs import CONFIG_NAME, parse_speculative_config
 from ..common.errors import UsageError
+from ..common.gc_pause import cyclic_gc_paused
 from ..output.layers import ENGINE_MODES, LAYERS_FORMAT_VERSION
-from .citations import cite
+from .citations import CITED_MEANINGS, cite
 from .forced_plan import ForcedPlan, forced_plan
 
 if TYPE_CHECKING:
@@ -125,11 +126,13 @@ def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleCla
                      forced: bool = True, say: Optional[Callable[[str], None]] = None,
                      problems: Optional[list[Any]] = None) -> tuple[list[Plan], list[ForcedPlan | None]]:
     """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
-    the model step i; see :mod:`auditor.services.forced_plan`)."""
+    the model step i; see :mod:`auditor.services.forced_plan`). Only the rules whose findings
+    a plan can name run (:data:`~auditor.services.citations.CITED_MEANINGS`): the others'
+    findings would be discarded, and on a new question they were most of the time."""
     from ..engine.scan import run_scan
 
     query = PlanQuery(choose)
-    scan = run_scan(tree, cfg, rules, facts, workers, progress=say, queries=[query])
+    scan = run_scan(tree, cfg, cited_rules(rules), facts, workers, progress=say, queries=[query])
     assert scan.analysis is not None
     if problems is not None:  # what the plans could not see (the caller says so)
         problems.extend(scan.result.problems)
@@ -137,6 +140,11 @@ def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleCla
     plans = make_plans(dispatch, query.settings, scan.result.findings)
     views: list[ForcedPlan | None] = [forced_plan(dispatch, p, scan.result.findings) if forced else None for p in plans]
     return plans, views
+
+
+def cited_rules(rules: Sequence["RuleClass"]) -> list["RuleClass"]:
+    """The rules whose findings a plan may name (the rest cannot change a plan)."""
+    return [r for r in rules if getattr(r, "meaning", None) in CITED_MEANINGS]
 
 
 class RenderedCache:
@@ -174,6 +182,7 @@ def check_choice(option: str, value: str, choices: Sequence[str], command: str) 
     return value
 
 
+@cyclic_gc_paused  # the scan's heap lives on while the plans are made and rendered
 def layers_document(
     path: Optional[Path], installed: bool, release: Optional[str], arch: Optional[str], hf_config: Optional[Path],
     k: Optional[int], all_: bool, layers: int, runner: Optional[str], method: str, set_: Optional[list[str]],

@@ -91,6 +91,8 @@ class OverrideFamilies(DispatchPart):
     def __init__(self, provider: DispatchProvider) -> None:
         super().__init__(provider)
         self._families: list[Family] | None = None
+        # per architecture: the override functions are located once, so this never changes
+        self._arch_literals: dict[str, list[tuple[tuple[str, Any], ...]]] = {}
 
     def families(self) -> list[Family]:
         if self._families is not None:
@@ -173,6 +175,9 @@ class OverrideFamilies(DispatchPart):
         """Per override branch that picks ``arch``, the fields fixed as literals on the way
         there: what the enclosing branches and this one write, and what their guards compare
         with a literal (``model_type == "x"``). Empty when no branch picks it."""
+        memo = self._arch_literals.get(arch)
+        if memo is not None:
+            return memo
         out: list[tuple[tuple[str, Any], ...]] = []
 
         def visit(stmts: tuple[Stmt, ...], inherited: dict[str, Any]) -> None:
@@ -192,7 +197,8 @@ class OverrideFamilies(DispatchPart):
             fn = self.index.function(okey)
             if fn is not None:
                 visit(fn.body, {})
-        return list(dict.fromkeys(out))
+        self._arch_literals[arch] = list(dict.fromkeys(out))
+        return self._arch_literals[arch]
 
     def writes_override_field(self, body: tuple[Stmt, ...]) -> bool:
         fields = set(self.config.override_field)

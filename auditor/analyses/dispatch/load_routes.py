@@ -35,6 +35,7 @@ class LoadRoutes(DispatchPart):
         self._routes: list[ModelRoute] | None = None
         self._methods: dict[ModelRoute, tuple[str, ...]] = {}
         self._running: dict[tuple[FuncKey, ClassKey | None, ClassKey | None], list[ModelRoute] | None] = {}
+        self._running_any: dict[FuncKey, list[ModelRoute] | None] = {}  # per fkey, whatever model and drafter
 
     def load_routes(self) -> list[ModelRoute]:
         if self._routes is not None:
@@ -92,13 +93,22 @@ class LoadRoutes(DispatchPart):
         key = (fkey, model, drafter)
         if key in self._running:
             return self._running[key]
+        running = self._running_any.get(fkey) if fkey in self._running_any else self._routes_running_any(fkey)
+        found = None if running is None else [rt for rt in running if (model is None or model in rt.models)
+                                               and (drafter is None or rt.drafter == drafter)]
+        self._running[key] = found
+        return found
+
+    def _routes_running_any(self, fkey: FuncKey) -> list[ModelRoute] | None:
+        """:meth:`routes_running` for any model and drafter (kept once the index is frozen:
+        the rules ask it per call site and class)."""
         location = self.provider.location
         built = {c for keys in location.factories().values() for f in keys for c in location.built_classes(f)}
         found: list[ModelRoute] | None = None
         if any(self.runs(b, fkey) for b in built):
-            found = [rt for rt in self.load_routes() if self.runs(rt.drafter, fkey)
-                     and (model is None or model in rt.models) and (drafter is None or rt.drafter == drafter)]
-        self._running[key] = found
+            found = [rt for rt in self.load_routes() if self.runs(rt.drafter, fkey)]
+        if self.index.frozen:
+            self._running_any[fkey] = found
         return found
 
     def pairing(self, fkey: FuncKey, model: ClassKey, drafter: ClassKey | None = None) -> Pairing:

@@ -20,6 +20,7 @@ class FactoryLocation(DispatchPart):
         self._located: dict[str, list[FuncKey]] | None = None
         self._factories: dict[str, list[FuncKey]] | None = None
         self._drafter: dict[ClassKey, bool] = {}
+        self._built: dict[FuncKey, list[ClassKey]] = {}  # once the index is frozen (the rules ask often)
 
     def _locate_all(self) -> dict[str, list[FuncKey]]:
         if self._located is not None:
@@ -116,6 +117,9 @@ class FactoryLocation(DispatchPart):
         return None
 
     def built_classes(self, fkey: FuncKey) -> list[ClassKey]:
+        memo = self._built.get(fkey) if self.index.frozen else None
+        if memo is not None:
+            return memo
         fn = self.index.function(fkey)
         out: list[ClassKey] = []
         for stmt in walk(fn.body if fn else ()):
@@ -124,4 +128,7 @@ class FactoryLocation(DispatchPart):
                 cls = self.resolve_class(fkey[0], value.func)
                 if cls is not None and self.is_drafter(cls):
                     out.append(cls)
-        return list(dict.fromkeys(out))
+        built = list(dict.fromkeys(out))
+        if self.index.frozen:  # while the index loads, a later call may resolve more
+            self._built[fkey] = built
+        return built
