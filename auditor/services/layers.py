@@ -160,11 +160,14 @@ class RenderedCache:
         from ..engine.scan import rule_files, tree_digest
         from ..engine.result_cache import result_key
 
-        # The document is planned here and rendered by output/layers.py: both sources are part of the key.
+        # The document is planned here and rendered by output/layers.py with the shared output
+        # helpers: this module and every output module are part of the key (the analyses are
+        # in result_key's tool digest).
         from ..output import layers as renderer
 
+        renderers = sorted(Path(renderer.__file__).parent.glob("*.py"))
         return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg,
-                          [*rule_files(rules), Path(__file__), Path(renderer.__file__)], [r.code for r in rules])
+                          [*rule_files(rules), Path(__file__), *renderers], [r.code for r in rules])
 
     def get(self, key: str) -> Optional[str]:
         return self.files.read(key)
