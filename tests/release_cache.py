@@ -36,3 +36,18 @@ def shared_cache_dir(tmp_path_factory) -> Path:
     if env:
         return Path(env).expanduser()
     return tmp_path_factory.getbasetemp() / "mtp-audit-cache"
+
+
+def fresh_cache_dir(path: Path) -> Path:
+    """A new cache directory at ``path`` with no results, plans or answers in it, whose facts
+    are the shared release cache's (``<cache>/facts`` is a link to them).
+
+    A facts entry is keyed on the file's content and on the extractor's code, so reading one
+    extracted by another test is exactly what a user's second scan of that file does. What a
+    test using this proves about a *first* run (nothing read from the result or plan cache)
+    still holds; only the per-file parsing is shared, instead of repeated per test."""
+    shared = release_cache_dir() / "facts"
+    shared.mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "facts").symlink_to(shared, target_is_directory=True)
+    return path

@@ -41,7 +41,9 @@ def vllm_repo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
+    from release_cache import fresh_cache_dir
+
+    return fresh_cache_dir(tmp_path_factory.mktemp("cache"))
 
 
 def branch(repo: Path, name: str) -> None:

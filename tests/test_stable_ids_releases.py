@@ -103,11 +103,13 @@ def release_repo(tmp_path_factory):
 @pytest.mark.release
 def test_bisect_names_the_release_that_introduced_it(release_repo, tmp_path):
     import git
+    from release_cache import fresh_cache_dir
 
     from auditor.services.history.bisect import run_bisect
 
     fp = _step3p5(GROWING[-1]).fingerprint
-    res = run_bisect(release_repo, fp, "v0.26.0", f"v{GROWING[-1]}", cache_dir=tmp_path / "cache", workers=1,
+    cache = fresh_cache_dir(tmp_path / "cache")
+    res = run_bisect(release_repo, fp, "v0.26.0", f"v{GROWING[-1]}", cache_dir=cache, workers=1,
                      rules=all_rules())
     repo = git.Repo(release_repo)
     assert res.direction == "introduced"
