@@ -7,8 +7,6 @@ on draft step i: whether layer i runs then depends on the model's own wrapper ch
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -69,18 +67,17 @@ def test_text_output_of_the_readme_command(run_check):
     assert "step i runs layer i: no" in out
 
 
-def test_v2_verdict_from_the_shipped_run(tmp_path, runtime_py):
-    """A scan's MTP001 on Qwen3NextMTP.forward is confirmed by the shipped V2 run, not a forced one."""
+def test_v2_verdict_from_the_shipped_run(run_check):
+    """A scan's MTP001 on Qwen3NextMTP.forward is confirmed by the shipped V2 run, not a forced one.
+    (The same two V2 runs `check --findings` makes; the option end to end is in
+    test_runtime_verdicts_patch, on V1.)"""
+    from runtime_check import verdicts
+
     from .test_runtime_verdicts_patch import FIXTURE
 
-    f = tmp_path / "scan.json"
-    f.write_text(json.dumps(FIXTURE))
-    r = cli("check", "--arch", "qwen3_next", "--k", "3", "--runner", "v2", "--findings", str(f),
-            "--format", "json")
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout)
-    assert [(x["runner"], x["mode"]) for x in doc["runs"]] == [("v2", "shipped"), ("v2", "forced")]
-    v = {(x["rule"], x["function"]): x for x in doc["verdicts"]}
+    runs = [run_check("qwen3_next", runner="v2")["runs"][0], run_check("qwen3_next", True, "v2")["runs"][0]]
+    assert [(x["runner"], x["mode"]) for x in runs] == [("v2", "shipped"), ("v2", "forced")]
+    v = {(x["rule"], x["function"]): x for x in verdicts.judge(FIXTURE, runs)}
     mtp001 = v[("MTP001", "Qwen3NextMTP.forward")]
     assert (mtp001["verdict"], mtp001["runner"], mtp001["mode"]) == ("CONFIRMED", "v2", "shipped")
     assert "qwen3_next v2 shipped K=3 layers=3" in mtp001["reason"]
@@ -111,7 +108,7 @@ def test_run_directories_are_removed_unless_kept(tmp_path, runtime_py):
     assert r.returncode == 0, r.stderr
     assert list(tmp.iterdir()) == []
     # A run vLLM refuses (K=4 on 3 layers: an outcome since issue 19, exit 0) removes its directory too.
-    r = cli("check", "--model", str(tmp_path / "m"), "--k", "4", env={"TMPDIR": str(tmp)})
+    r = cli("check", "--model", str(tmp_path / "m"), "--k", "4", "--runner", "v1", env={"TMPDIR": str(tmp)})
     assert r.returncode == 0 and "outcome: rejected" in r.stdout, r.stdout + r.stderr
     # (torch keeps its own inductor cache, torchinductor_<user>, in TMPDIR: not a run directory)
     assert [p for p in tmp.iterdir() if not p.name.startswith("torchinductor_")] == []
