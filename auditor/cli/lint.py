@@ -61,7 +61,7 @@ def lint(
     from ..services.scan import apply_baseline
     from ..services.settings import cache_root, load_settings, registered_rules
     from ..services.targets import plugin_lint
-    from .scan import report_fixed_baseline
+    from .scan import report_gone_baseline
 
     if base is None:
         raise UsageError("lint needs --base REF: the ref to compare with (e.g. --base origin/main)")
@@ -76,7 +76,7 @@ def lint(
     root = cache_root(no_cache, cache_dir)
     outcome = run_lint(path.resolve(), base, head, cfg, FactsCache(root), root, workers, progress, rules=registered_rules(),
                        packages=in_plugin.packages if in_plugin else ("vllm",), host=in_plugin.host if in_plugin else None)
-    report_fixed_baseline(apply_baseline(outcome.result, baseline, outcome.head_findings, cfg), baseline)
+    report_gone_baseline(apply_baseline(outcome.result, baseline, outcome.head_findings, cfg), baseline)
     emit(render(outcome.result, format.value, verbose=verbose), output)
     changed, new = outcome.result.stats.get("changed_files", 0), len(outcome.result.findings)
     gone = outcome.result.lint

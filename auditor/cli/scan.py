@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -33,15 +33,32 @@ from .options import (
     WorkersOpt,
 )
 
-def report_fixed_baseline(fixed: list[str], baseline: Optional[Path]) -> None:
-    """Say which baseline entries are fixed (their findings are gone) and can be removed."""
-    if fixed:
-        typer.echo(
-            f"mtp-audit: {len(fixed)} baseline entr{'y is' if len(fixed) == 1 else 'ies are'} fixed and can be removed "
-            f"({', '.join(fixed[:5])}{' …' if len(fixed) > 5 else ''}): "
-            f"run `mtp-audit baseline create --force -o {baseline}` to shrink it",
-            err=True,
-        )
+if TYPE_CHECKING:
+    from ..services.baseline import GoneEntries
+
+
+def _ids(entries: "list[dict[str, Any]]") -> str:
+    ids = [str(e["fingerprint"]) for e in entries]
+    return f"{', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}"
+
+
+def report_gone_baseline(gone: "GoneEntries", baseline: Optional[Path]) -> None:
+    """Say which baseline entries are gone (their findings are) and can be removed: fixed,
+    or behaviour changes when their rule's reports are by design (never called fixed)."""
+    if not gone:
+        return
+    shrink = f"run `mtp-audit baseline create --force -o {baseline}` to shrink it"
+    fixed, changed = gone.fixed, gone.behaviour_changes
+    if not changed:
+        typer.echo(f"mtp-audit: {len(fixed)} baseline entr{'y is' if len(fixed) == 1 else 'ies are'} fixed and can be "
+                   f"removed ({_ids(fixed)}): {shrink}", err=True)
+        return
+    n = len(fixed) + len(changed)
+    what = f"{len(fixed)} fixed" + (f" ({_ids(fixed)})" if fixed else "")
+    what += (f", {len(changed)} behaviour change{'' if len(changed) == 1 else 's'} "
+             f"(by design, not {'a fix' if len(changed) == 1 else 'fixes'}: {_ids(changed)})")
+    typer.echo(f"mtp-audit: {n} baseline entr{'y is' if n == 1 else 'ies are'} gone and can be removed: {what}: {shrink}",
+               err=True)
 
 
 def scan(
@@ -87,7 +104,7 @@ def scan(
                              reuse_result=True, plugins=plugin, plugin_releases=plugin_release)
     result = scan_.result
     require_mtp_code(result, str(path or release or "the installed vLLM"))
-    report_fixed_baseline(apply_baseline(result, baseline, list(result.findings), cfg), baseline)
+    report_gone_baseline(apply_baseline(result, baseline, list(result.findings), cfg), baseline)
     color = output is None and sys.stdout is not None and sys.stdout.isatty()
     emit(render(result, format.value, color=color, reachability=reachability, verbose=verbose), output)
     active = [f for f in result.findings if not f.suppressed]

@@ -58,16 +58,21 @@ class History:
 
 
 
+#: ``BisectResult.direction``: the finding appears at the commit found, or goes: a defect is
+#: fixed there; a by-design report (its rule's meaning) is not fixed, the behaviour changed.
+INTRODUCED, FIXED, BEHAVIOUR_CHANGED = "introduced", "fixed", "behaviour-changed"
+
+
 @dataclass
 class BisectResult:
     fingerprint: str
-    direction: str  # "introduced" or "fixed"
+    direction: str  # INTRODUCED, FIXED or BEHAVIOUR_CHANGED
     good: str
     bad: str
     commit: str
     subject: str
     date: str
-    finding: Finding  # at the first bad commit (introduced) or the last commit having it (fixed)
+    finding: Finding  # at the first bad commit (introduced) or the last commit having it (gone)
     candidates: int  # commits between good (excluded) and bad (included)
     scans: int  # revisions examined, endpoints included
     steps: list[tuple[str, bool]] = field(default_factory=list)  # (commit, finding present)

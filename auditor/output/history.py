@@ -23,7 +23,7 @@ import re
 from typing import Any, Optional
 
 from .. import __version__
-from ..model.history import BisectResult, Delta, History, Release, by_rule
+from ..model.history import BEHAVIOUR_CHANGED, FIXED, INTRODUCED, BisectResult, Delta, History, Release, by_rule
 from ..model.findings import BehaviourChange, Finding
 from .dispatch import render_as
 
@@ -561,12 +561,19 @@ def to_html(hist: History) -> str:
 # --------------------------------------------------------------------------- bisect
 
 
+_BISECT_SAYS = {
+    INTRODUCED: "is introduced",
+    FIXED: "is fixed",
+    BEHAVIOUR_CHANGED: "is gone: the behaviour changed (by design, not a fix)",
+}
+
+
 def render_bisect(res: BisectResult, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(res.to_json(), indent=2, sort_keys=False) + "\n"
     f = res.finding
     lines = [
-        f"{res.commit} is the first commit where finding {res.fingerprint} is {res.direction}",
+        f"{res.commit} is the first commit where finding {res.fingerprint} {_BISECT_SAYS[res.direction]}",
         f"subject: {res.subject}",
         f"date:    {res.date}",
         f"searched {res.candidates} commits between {res.good} and {res.bad} with {res.scans} scans",

@@ -1,15 +1,19 @@
 """Baselines: today's findings recorded by id, so that only new ones are reported
-(``baseline create``, ``scan/lint --baseline``)."""
+(``baseline create``, ``scan/lint --baseline``). An entry whose finding is gone is fixed,
+or, when its rule's reports are by design, a behaviour change (:func:`sort_gone`, with
+lint's and history's own rule)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..common.safe_write import ReadOnlyFile, write_file
 from ..common.errors import UsageError
-from ..model.findings import Finding
+from ..model.findings import Finding, Meaning
+from .lint_changes import by_design
 
 BASELINE_VERSION = 1
 
@@ -66,9 +70,30 @@ def read_baseline(path: Path) -> list[dict[str, Any]]:
 
 
 def apply_baseline(findings: list[Finding], entries: list[dict[str, Any]]) -> tuple[list[Finding], list[dict[str, Any]]]:
-    """Drop findings recorded in the baseline; return (remaining, baseline entries now fixed)."""
+    """Drop findings recorded in the baseline; return (remaining, baseline entries whose
+    findings are gone: :func:`sort_gone` says which are fixed)."""
     known = {e["fingerprint"] for e in entries}
     present = {f.fingerprint for f in findings}
     remaining = [f for f in findings if f.fingerprint not in known]
     fixed = [e for e in entries if e["fingerprint"] not in present]
     return remaining, fixed
+
+
+@dataclass
+class GoneEntries:
+    """Baseline entries whose findings are gone, sorted as lint sorts what a change removes."""
+
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    behaviour_changes: list[dict[str, Any]] = field(default_factory=list)  # by-design reports gone: not fixes
+
+    def __bool__(self) -> bool:
+        return bool(self.fixed or self.behaviour_changes)
+
+
+def sort_gone(gone: list[dict[str, Any]], meanings: Mapping[str, Meaning | None]) -> GoneEntries:
+    """``gone`` split by the meaning of each entry's rule code (``meanings``: code -> the
+    meaning its registered rule declares; an entry records the code, not the meaning)."""
+    out = GoneEntries()
+    for entry in gone:
+        (out.behaviour_changes if by_design(entry.get("rule"), meanings) else out.fixed).append(entry)
+    return out

@@ -3,7 +3,9 @@
 
 :func:`classify` is the one place that decides what is fixed: ``lint`` calls it on the base
 and the linted side, ``history``/``diff`` (:func:`auditor.services.history.compare.compare_scans`)
-on each pair of consecutive revisions, so the two commands cannot disagree.
+on each pair of consecutive revisions, so the two commands cannot disagree. Its rule,
+:func:`by_design`, is also what baselines (:func:`auditor.services.baseline.sort_gone`)
+and ``bisect`` (:mod:`auditor.services.history.bisect`) apply to a finding that went away.
 
 Which findings are by design is what their rule declares (``Rule.meaning`` is
 :attr:`Meaning.BY_DESIGN`), never a rule code. The layers each step selects come from the
@@ -64,6 +66,14 @@ def raises_at(step: int) -> str:
 def meanings_of(rules: Sequence[RuleClass]) -> dict[str, Meaning | None]:
     """Rule code -> the meaning its rule declares (a cached result does not carry it)."""
     return {rule.code: getattr(rule, "meaning", None) for rule in rules}
+
+
+def by_design(rule: object, meanings: Mapping[str, Meaning | None]) -> bool:
+    """Whether ``rule``'s (a rule code's) reports are by design, its rule declaring
+    :attr:`Meaning.BY_DESIGN`: one that went away is a behaviour change, not a fix. The one
+    test of it lint, history, baselines and bisect share; an unknown code (a hand-edited
+    baseline entry) is not by design."""
+    return isinstance(rule, str) and meanings.get(rule) is Meaning.BY_DESIGN
 
 
 def _loop_key(loop: str) -> tuple[str, str]:
@@ -162,7 +172,7 @@ def classify(
     for f in gone:
         if unread & {f.path, *(h.path for h in f.trace)}:
             continue  # out of sight, not fixed: the head's problem with that file is reported instead
-        if meanings.get(f.rule) is Meaning.BY_DESIGN:
+        if by_design(f.rule, meanings):
             steps = _steps(f, base_loops, head_loops, introduced)
             kind = _removed_kind(steps)
             if raises is not None:
@@ -171,7 +181,7 @@ def classify(
         else:
             changes.fixed.append(f)
     for f in introduced:
-        if f.fingerprint in base_ids or meanings.get(f.rule) is not Meaning.BY_DESIGN:
+        if f.fingerprint in base_ids or not by_design(f.rule, meanings):
             continue
         steps = _steps(f, base_loops, head_loops, ())
         if any(s.before == LAYER_I for s in steps):

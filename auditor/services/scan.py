@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..common.config import Config
     from ..engine.scan import Scan
     from ..model.findings import Finding, ScanResult
+    from .baseline import GoneEntries
 
 PARSE_FAILURES = ("parse-error", "decode-error")
 
@@ -55,23 +56,27 @@ def scan_target(
 
 
 def apply_baseline(result: "ScanResult", baseline: Optional[Path], everything: "Optional[list[Finding]]",
-                   cfg: "Optional[Config]" = None) -> list[str]:
-    """Hide baseline findings; return the fingerprints of the entries that are fixed. An
-    entry is called fixed only when its finding is really gone from the tree
+                   cfg: "Optional[Config]" = None) -> "GoneEntries":
+    """Hide baseline findings; return the entries whose findings are gone, fixed apart from
+    behaviour changes (an entry of a rule whose reports are by design, as its registered
+    rule declares). An entry is gone only when its finding is really gone from the tree
     (``everything``: all of its findings, not only the reported ones) and its rule ran."""
-    if baseline is None:
-        return []
-    from .baseline import apply_baseline as hide, read_baseline
+    from .baseline import GoneEntries, apply_baseline as hide, read_baseline, sort_gone
+    from .lint_changes import meanings_of
 
+    if baseline is None:
+        return GoneEntries()
     entries = read_baseline(baseline)
     remaining, _ = hide(result.findings, entries)
-    _, fixed = hide(everything if everything is not None else result.findings, entries)
+    _, gone_entries = hide(everything if everything is not None else result.findings, entries)
     if cfg is not None:
-        fixed = [e for e in fixed if not isinstance(e.get("rule"), str) or cfg.rule_enabled(e["rule"])]
+        gone_entries = [e for e in gone_entries if not isinstance(e.get("rule"), str) or cfg.rule_enabled(e["rule"])]
+    gone = sort_gone(gone_entries, meanings_of(registered_rules()))
     result.stats["baseline_hidden"] = len(result.findings) - len(remaining)
-    result.stats["baseline_fixed"] = [e["fingerprint"] for e in fixed]
+    result.stats["baseline_fixed"] = [e["fingerprint"] for e in gone.fixed]
+    result.stats["baseline_behaviour_changes"] = [e["fingerprint"] for e in gone.behaviour_changes]
     result.findings = remaining
-    return [e["fingerprint"] for e in fixed]
+    return gone
 
 
 def find_finding(scan: "Scan", finding_id: str) -> "Finding":

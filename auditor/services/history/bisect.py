@@ -1,4 +1,6 @@
-"""``bisect``: the commit that introduced (or fixed) one finding, by binary search."""
+"""``bisect``: the commit that introduced (or fixed) one finding, by binary search. A
+by-design report that goes is not fixed: that commit changed the behaviour (the rule lint
+and history apply, :func:`auditor.services.lint_changes.by_design`)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from ...common.progress import Progress
 if TYPE_CHECKING:
     from ...engine.scan import RuleClass
 from .compare import find, identity
-from ...model.history import BisectResult
+from ...model.history import BEHAVIOUR_CHANGED, FIXED, INTRODUCED, BisectResult
+from ..lint_changes import by_design, meanings_of
 from .scan import Scanner, resolve_ref
 
 
@@ -31,7 +34,8 @@ def run_bisect(
     *,
     rules: Sequence["RuleClass"],
 ) -> BisectResult:
-    """The first commit in ``good..bad`` whose presence of the finding matches ``bad``'s.
+    """The first commit in ``good..bad`` whose presence of the finding matches ``bad``'s:
+    where it is introduced, fixed, or (a by-design report gone) where the behaviour changed.
 
     Presence is by fingerprint, or by rule + function + callee when the file moved.
     A commit without ``vllm/`` counts as not having the finding.
@@ -68,7 +72,8 @@ def run_bisect(
             where = "present at both" if at_good is not None else "absent at both"
             raise UsageError(f"finding {fp} is {where} --good {good} and --bad {bad}: nothing to bisect")
         want = at_bad is not None  # the state the first "bad" commit has
-        direction = "introduced" if want else "fixed"
+        gone = BEHAVIOUR_CHANGED if by_design(sample.rule, meanings_of(rules)) else FIXED
+        direction = INTRODUCED if want else gone
 
         steps: list[tuple[str, bool]] = []
         state: dict[int, Optional[Finding]] = {len(commits) - 1: at_bad}

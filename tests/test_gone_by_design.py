@@ -1,0 +1,119 @@
+"""Baselines and bisect on a by-design report that went away (issue 18 item 10): like lint and
+history, they call it a behaviour change, never fixed; a defect that went away is fixed. The
+meaning comes from the rule registry (a baseline entry records only the rule code)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_runner import invoke  # noqa: E402
+from scan_helpers import git, write_tree  # noqa: E402
+
+from auditor.model.findings import Meaning  # noqa: E402
+from auditor.model.history import BEHAVIOUR_CHANGED, FIXED  # noqa: E402
+from auditor.services.baseline import sort_gone  # noqa: E402
+from auditor.services.history import run_bisect  # noqa: E402
+from auditor.services.lint_changes import meanings_of  # noqa: E402
+from rules import all_rules  # noqa: E402
+from rules._examples import draft_tree, wrapper  # noqa: E402
+
+EAGLE_STYLE = "out.append(self.model(input_ids, positions, hidden_states))"
+THREADED = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"
+GOOD = wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")
+BAD = wrapper("return self.model(input_ids, positions, hidden_states)")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """v0.1.0: an eagle-style loop over a wrapper that drops the step (MTP002 + MTP001); one
+    commit threads the step in the loop (the design changes), the next in the wrapper (the
+    fix); v0.2.0. Returns the path and the commit ids by name."""
+    path = tmp_path_factory.mktemp("gone") / "r"
+    ids = {}
+    for name, loop, model in (("v0.1.0", EAGLE_STYLE, BAD), ("design", THREADED, BAD), ("fix", THREADED, GOOD)):
+        write_tree(path, draft_tree(loop, model=model))
+        if name == "v0.1.0":
+            git(path, "init", "-q", "-b", "main")
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", name)
+        ids[name] = git(path, "rev-parse", "HEAD").strip()
+    git(path, "tag", "v0.1.0", ids["v0.1.0"])
+    git(path, "tag", "v0.2.0", ids["fix"])
+    return path, ids
+
+
+def scan_json(path: Path, cache: Path, *extra: str) -> dict:
+    res = invoke("scan", str(path), "-f", "json", "-q", "--cache-dir", str(cache), *extra)
+    assert res.returncode in (0, 1), res.stderr
+    return json.loads(res.stdout)
+
+
+def test_a_baseline_entry_whose_by_design_report_is_gone_is_a_behaviour_change(repo, tmp_path: Path) -> None:
+    path, ids = repo
+    cache, baseline = tmp_path / "c", tmp_path / "baseline.json"
+    git(path, "checkout", "-q", "v0.1.0")
+    try:
+        found = {f["rule"]: f["fingerprint"] for f in scan_json(path, cache)["findings"]}
+        assert set(found) == {"MTP001", "MTP002"}, found  # the tree does what the test says
+        assert invoke("baseline", "create", str(path), "-o", str(baseline), "-q", "--cache-dir", str(cache)).returncode == 0
+    finally:
+        git(path, "checkout", "-q", "main")
+    # at v0.2.0 both findings are gone: the defect is fixed, the by-design report changed
+    scan = invoke("scan", str(path), "--baseline", str(baseline), "-q", "--cache-dir", str(cache))
+    lint = invoke("lint", str(path), "--base", "v0.1.0", "--baseline", str(baseline), "-q", "--cache-dir", str(cache))
+    expected = (f"mtp-audit: 2 baseline entries are gone and can be removed: 1 fixed ({found['MTP001']}), "
+                f"1 behaviour change (by design, not a fix: {found['MTP002']})")
+    assert expected in scan.stderr and expected in lint.stderr, (scan.stderr, lint.stderr)
+    assert "entries are fixed" not in scan.stderr
+    assert scan.returncode == 0 and lint.returncode == 0  # nothing new: exit codes unchanged
+    stats = scan_json(path, cache, "--baseline", str(baseline))["stats"]
+    assert stats["baseline_fixed"] == [found["MTP001"]]
+    assert stats["baseline_behaviour_changes"] == [found["MTP002"]]
+    # only the design changed (the wrapper still drops the step): no entry is called fixed
+    git(path, "checkout", "-q", ids["design"])
+    try:
+        only = invoke("scan", str(path), "--baseline", str(baseline), "-q", "--cache-dir", str(cache))
+    finally:
+        git(path, "checkout", "-q", "main")
+    assert only.returncode == 0 and "is fixed" not in only.stderr
+    assert (f"1 baseline entry is gone and can be removed: 0 fixed, 1 behaviour change "
+            f"(by design, not a fix: {found['MTP002']})") in only.stderr
+
+
+def test_baseline_entries_are_sorted_by_the_registered_rules_meaning_not_a_code() -> None:
+    by_design = {r.code for r in all_rules() if getattr(r, "meaning", None) is Meaning.BY_DESIGN}
+    assert "MTP002" in by_design and "MTP001" not in by_design
+    entries = [{"fingerprint": "a", "rule": "MTP001"}, {"fingerprint": "b", "rule": "MTP002"}, {"fingerprint": "c"}]
+    gone = sort_gone(entries, meanings_of(all_rules()))
+    assert [e["fingerprint"] for e in gone.fixed] == ["a", "c"] and [e["fingerprint"] for e in gone.behaviour_changes] == ["b"]
+    # the meaning decides: the same entries under a registry that declares otherwise
+    swapped = sort_gone(entries, {"MTP001": Meaning.BY_DESIGN, "MTP002": None})
+    assert [e["fingerprint"] for e in swapped.behaviour_changes] == ["a"]
+
+
+def test_bisect_names_the_commit_that_changed_the_behaviour_not_a_fix(repo, tmp_path: Path) -> None:
+    path, ids = repo
+    cache = tmp_path / "c"
+    found = {f["rule"]: f["fingerprint"] for f in scan_json(path, cache)["findings"]}
+    assert found == {}  # v0.2.0 (main) has neither
+    git(path, "checkout", "-q", "v0.1.0")
+    try:
+        found = {f["rule"]: f["fingerprint"] for f in scan_json(path, cache)["findings"]}
+    finally:
+        git(path, "checkout", "-q", "main")
+    changed = run_bisect(path, found["MTP002"], "v0.1.0", "v0.2.0", cache_dir=cache, workers=1, rules=all_rules())
+    assert changed.direction == BEHAVIOUR_CHANGED and changed.commit == ids["design"]
+    fixed = run_bisect(path, found["MTP001"], "v0.1.0", "v0.2.0", cache_dir=cache, workers=1, rules=all_rules())
+    assert fixed.direction == FIXED and fixed.commit == ids["fix"]
+    text = invoke("bisect", str(path), found["MTP002"], "--good", "v0.1.0", "--bad", "v0.2.0", "--cache-dir", str(cache))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[0] == (f"{ids['design']} is the first commit where finding {found['MTP002']} "
+                                           "is gone: the behaviour changed (by design, not a fix)")
+    doc = json.loads(invoke("bisect", str(path), found["MTP002"], "--good", "v0.1.0", "--bad", "v0.2.0",
+                            "--cache-dir", str(cache), "-f", "json").stdout)
+    assert doc["direction"] == "behaviour-changed" and doc["commit"] == ids["design"]
