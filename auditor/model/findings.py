@@ -184,6 +184,39 @@ class StepRaise:
         return cls(int(data["step"]), data["path"], int(data["line"]), data["function"], data["message"])
 
 
+@dataclass(frozen=True)
+class StepLoss:
+    """Where a route's step is lost: the layer selection the step does not reach although
+    the loop hands it on (``layers``' ``lost at path:line`` and a reachability row's
+    ``lost`` verdict), and the functions on the selection paths that do not carry it there
+    (a finding that loses the step in one of them explains it: the services layer names it,
+    analyses never read rule output)."""
+
+    on_path: frozenset[tuple[str, str]]  # (path, qualified function)
+    path: str = ""  # the selection the step does not reach ("": not recorded, an older document)
+    line: int = 0
+    function: str = ""
+    container: str = ""  # the layer container selected there ("self.layers")
+    method: str = ""  # the draft model method it is reached through (forward, compute_logits, ...)
+
+    @property
+    def site(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def reason(self) -> str:
+        return f"the step does not reach {self.container} in {self.function} ({self.site})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "function": self.function, "container": self.container,
+                "method": self.method, "on_path": [list(f) for f in sorted(self.on_path)]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepLoss:
+        return cls(frozenset((str(p), str(f)) for p, f in data.get("on_path", [])), data["path"], int(data["line"]),
+                   data["function"], data["container"], data.get("method", ""))
+
+
 class ReachVerdict(str, Enum):
     """What one draft loop does with one MTP class's layers (the ``layers`` verdicts,
     configuration-free): the same routes, summarised."""
@@ -192,6 +225,7 @@ class ReachVerdict(str, Enum):
     CONSTANT = "constant"  # every step selects layer 0
     UNKNOWN = "unknown"  # the step cannot be classified, or the route is decided past a cut
     RAISES = "raises"  # step i selects layer i until an assert on the step fails (``raises``)
+    LOST = "lost"  # the loop hands the step on, a layer selection never gets it (``lost at``): see ``lost``
 
 
 @dataclass
@@ -204,6 +238,7 @@ class LoopReach:
     trace: list[Hop] = field(default_factory=list)
     verdict: ReachVerdict | None = None  # None: THREADED or CONSTANT as steps_reach_layers says
     raises: StepRaise | None = None  # set with verdict RAISES: the first step an assert fails at
+    lost: StepLoss | None = None  # set with verdict LOST: the selection the step does not reach
 
     def __post_init__(self) -> None:
         if self.verdict is None:
@@ -216,6 +251,7 @@ class LoopReach:
             "step_i_reaches_layer_i": self.steps_reach_layers,
             "verdict": self.verdict.value,
             "raise": self.raises.to_json() if self.raises is not None else None,
+            "lost": self.lost.to_json() if self.lost is not None else None,
             "detail": self.detail,
             "trace": [h.to_json() for h in self.trace],
         }
@@ -224,8 +260,9 @@ class LoopReach:
     def from_json(cls, data: dict[str, Any]) -> "LoopReach":
         verdict = ReachVerdict(data["verdict"]) if data.get("verdict") else None
         raised = StepRaise.from_json(data["raise"]) if data.get("raise") else None
+        lost = StepLoss.from_json(data["lost"]) if data.get("lost") else None  # absent before the verdict existed
         return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"],
-                   [Hop.from_json(h) for h in data["trace"]], verdict, raised)
+                   [Hop.from_json(h) for h in data["trace"]], verdict, raised, lost)
 
 
 @dataclass
