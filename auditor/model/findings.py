@@ -7,7 +7,7 @@ so reports can be diffed, cached and compared across releases.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -211,6 +211,14 @@ class StepLoss:
         return {"path": self.path, "line": self.line, "function": self.function, "container": self.container,
                 "method": self.method, "on_path": [list(f) for f in sorted(self.on_path)]}
 
+    def explained_by(self, findings: "list[Finding] | tuple[Finding, ...]") -> Finding | None:
+        """The finding that loses the step on this path (``Meaning.STEP_LOST`` in one of its
+        functions), the first by rule and place: the one a verdict names (``lost at <id>``)."""
+        for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
+            if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in self.on_path:
+                return f
+        return None
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StepLoss:
         return cls(frozenset((str(p), str(f)) for p, f in data.get("on_path", [])), data["path"], int(data["line"]),
@@ -239,6 +247,7 @@ class LoopReach:
     verdict: ReachVerdict | None = None  # None: THREADED or CONSTANT as steps_reach_layers says
     raises: StepRaise | None = None  # set with verdict RAISES: the first step an assert fails at
     lost: StepLoss | None = None  # set with verdict LOST: the selection the step does not reach
+    lost_finding: str | None = None  # the fingerprint of the finding that loses it there (:meth:`cite_loss`)
 
     def __post_init__(self) -> None:
         if self.verdict is None:
@@ -251,7 +260,7 @@ class LoopReach:
             "step_i_reaches_layer_i": self.steps_reach_layers,
             "verdict": self.verdict.value,
             "raise": self.raises.to_json() if self.raises is not None else None,
-            "lost": self.lost.to_json() if self.lost is not None else None,
+            "lost": {**self.lost.to_json(), "finding": self.lost_finding} if self.lost is not None else None,
             "detail": self.detail,
             "trace": [h.to_json() for h in self.trace],
         }
@@ -262,7 +271,23 @@ class LoopReach:
         raised = StepRaise.from_json(data["raise"]) if data.get("raise") else None
         lost = StepLoss.from_json(data["lost"]) if data.get("lost") else None  # absent before the verdict existed
         return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"],
-                   [Hop.from_json(h) for h in data["trace"]], verdict, raised, lost)
+                   [Hop.from_json(h) for h in data["trace"]], verdict, raised, lost,
+                   data["lost"].get("finding") if lost is not None else None)
+
+    @property
+    def lost_at(self) -> str | None:
+        """The verdict's place as ``layers`` names it: the finding, else the selection's site."""
+        if self.lost is None:
+            return None
+        return f"lost at {self.lost_finding or self.lost.site}"
+
+    def cite_loss(self, findings: list[Finding]) -> LoopReach:
+        """This row naming the finding that loses its step (as a plan's ``lost at <id>``)."""
+        f = self.lost.explained_by(findings) if self.lost is not None and self.verdict is ReachVerdict.LOST else None
+        if f is None:
+            return self
+        return replace(self, lost_finding=f.fingerprint,
+                       detail=f"lost at {f.fingerprint} ({f.rule} at {f.path}:{f.line} {f.function}); {self.detail}")
 
 
 @dataclass
