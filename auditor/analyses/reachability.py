@@ -58,7 +58,7 @@ class ReachabilityProvider(Provider):
         loss = reading.loss
         if loss is not None:
             held = "/".join(sorted({s.kind.value for s in reading.lost}))
-            detail = f"lost at {loss.site}: {loss.reason} (via {loss.method}, {held})"
+            detail = f"{loss.lost_at}: {loss.reason} (via {loss.method}, {held})"
             if varying:
                 detail += f"; step i selects {varying[0].container}[i] in the forward"
             return LoopReach(loop_label, False, detail, list(reading.lost[0].hops), ReachVerdict.LOST, lost=loss)

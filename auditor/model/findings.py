@@ -204,6 +204,11 @@ class StepLoss:
         return f"{self.path}:{self.line}"
 
     @property
+    def lost_at(self) -> str:
+        """The verdict as ``layers`` gives it where no finding explains the loss."""
+        return f"lost at {self.site}"
+
+    @property
     def reason(self) -> str:
         return f"the step does not reach {self.container} in {self.function} ({self.site})"
 
@@ -279,15 +284,20 @@ class LoopReach:
         """The verdict's place as ``layers`` names it: the finding, else the selection's site."""
         if self.lost is None:
             return None
-        return f"lost at {self.lost_finding or self.lost.site}"
+        return f"lost at {self.lost_finding}" if self.lost_finding else self.lost.lost_at
 
     def cite_loss(self, findings: list[Finding]) -> LoopReach:
         """This row naming the finding that loses its step (as a plan's ``lost at <id>``)."""
-        f = self.lost.explained_by(findings) if self.lost is not None and self.verdict is ReachVerdict.LOST else None
+        if self.lost is None or self.verdict is not ReachVerdict.LOST:
+            return self
+        f = self.lost.explained_by(findings)
         if f is None:
             return self
+        # The verdict names the finding in place of the site, as ``layers`` does.
+        site = self.lost.lost_at
+        rest = self.detail[len(site):] if self.detail.startswith(site) else f": {self.detail}"
         return replace(self, lost_finding=f.fingerprint,
-                       detail=f"lost at {f.fingerprint} ({f.rule} at {f.path}:{f.line} {f.function}); {self.detail}")
+                       detail=f"lost at {f.fingerprint} ({f.rule} at {f.path}:{f.line} {f.function}){rest}")
 
 
 @dataclass
