@@ -14,8 +14,8 @@ from trees import gate_tree
 
 from auditor.analyses.dispatch import Setting
 from auditor.model.findings import LoopReach, ReachVerdict, ScanResult
-from auditor.output.history import matrix
 from auditor.model.history import History, Release
+from auditor.output.history import matrix
 
 _SETTING = Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),))
 _HEAD = '''

@@ -216,7 +216,7 @@ class StepLoss:
         return {"path": self.path, "line": self.line, "function": self.function, "container": self.container,
                 "method": self.method, "on_path": [list(f) for f in sorted(self.on_path)]}
 
-    def explained_by(self, findings: "list[Finding] | tuple[Finding, ...]") -> Finding | None:
+    def explained_by(self, findings: list[Finding] | tuple[Finding, ...]) -> Finding | None:
         """The finding that loses the step on this path (``Meaning.STEP_LOST`` in one of its
         functions), the first by rule and place: the one a verdict names (``lost at <id>``)."""
         for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):

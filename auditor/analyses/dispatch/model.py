@@ -7,8 +7,7 @@ from enum import Enum
 from typing import Any, Sequence
 
 from ...index.index import ClassKey, FuncKey
-from ...model.findings import Hop
-from ...model.findings import StepLoss as StepLoss  # the plan's lost step is the reachability row's (re-exported)
+from ...model.findings import Hop, StepLoss
 from ..capture import FrozenStep
 from ..loops import LoopResult, LoopSelection
 from ..partial_eval import Decision
