@@ -92,3 +92,32 @@ def test_an_older_document_without_lost_loads():
     row = LoopReach.from_json(old)
     assert row.verdict is ReachVerdict.THREADED and row.lost is None and row.lost_at is None
     assert row.to_json()["lost"] is None
+
+
+def test_lint_says_where_the_step_is_lost_once_a_by_design_loop_passes_it(tmp_path):
+    # The change makes the EAGLE-style loop pass the step to forward but not to the head:
+    # its by-design report goes, and the linted side's step is "lost at <the new finding>",
+    # not "layer 0 at every step" (the forward selects layer i).
+    from scan_helpers import scan_tree
+
+    from auditor.model.findings import LAYER_0
+    from auditor.services.lint_changes import classify, meanings_of
+    from rules import all_rules
+
+    base = scan_tree(_tree(tmp_path / "base", "self.model.compute_logits(x, spec_step_idx=step)")).result
+    root = _tree(tmp_path / "head", "self.model.compute_logits(x, spec_step_idx=step)")
+    speculators = root / "vllm/spec_decode/speculators.py"
+    eagle = "class EagleStyleSpeculator(MultiModuleSpeculator):\n    def propose(self, x):\n" \
+            "        for step in range(self.num_speculative_steps):\n            x = self.model(x)\n"
+    text = speculators.read_text()
+    assert eagle in text
+    speculators.write_text(text.replace(eagle, eagle.replace("self.model(x)\n", "self.model(x, spec_step_idx=step)\n"
+                                                             "            x = self.model.compute_logits(x)\n")))
+    head = scan_tree(root).result
+    introduced = [f for f in head.findings if f.fingerprint not in {g.fingerprint for g in base.findings}]
+    got = classify(base, head, introduced, "base", meanings_of(all_rules()))
+    steps = {(s.model_class.name, s.before, s.after) for c in got.behaviour_changes for s in c.steps}
+    (row,) = [lp for r in head.reachability if r.model_class.name == "DeepMTP" for lp in r.loops
+              if "EagleStyleSpeculator.propose" in lp.loop]
+    assert row.verdict is ReachVerdict.LOST and row.lost_at is not None
+    assert ("DeepMTP", LAYER_0, row.lost_at) in steps, steps

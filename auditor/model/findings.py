@@ -427,7 +427,7 @@ class StepChange:
     """Which layer each draft step of one loop selects in one MTP class, before and after."""
 
     model_class: ClassRef
-    before: str  # LAYER_I, LAYER_0, STEP_UNKNOWN or NOT_REACHED
+    before: str  # LAYER_I, LAYER_0, STEP_UNKNOWN, NOT_REACHED or "lost at <id|path:line>" (LoopReach.lost_at)
     after: str  # the same, or "raises at step N" (an assert on the step fails there)
     detail: str = ""  # the linted side's reachability detail ("step i selects self.layers[i] (via forward)")
     # ids of the change's new findings about this class (a compiled forward that now freezes the step)
