@@ -121,3 +121,19 @@ def test_lint_says_where_the_step_is_lost_once_a_by_design_loop_passes_it(tmp_pa
               if "EagleStyleSpeculator.propose" in lp.loop]
     assert row.verdict is ReachVerdict.LOST and row.lost_at is not None
     assert ("DeepMTP", LAYER_0, row.lost_at) in steps, steps
+
+
+def test_a_loop_whose_only_selection_is_a_heads_is_unknown_in_both(tmp_path):
+    # forward runs layer 0 by a literal index; only compute_logits selects by the step: no
+    # selection through forward is no answer for the plan, nor a ✓ for the row.
+    root = _tree(tmp_path, "self.model.compute_logits(x, spec_step_idx=step)")
+    model = root / "vllm/models/deep_mtp.py"
+    text = model.read_text()
+    literal = text.replace("return self.layers[spec_step_idx % self.num_mtp_layers](x)\n\n", "return self.layers[0](x)\n\n", 1)
+    assert literal != text
+    model.write_text(literal)
+    scan, (plan,) = planned_scan(root, [_SETTING])
+    assert {s.verdict for s in plan.steps} == {"unknown"}
+    row = _multi_row(scan)
+    assert row.verdict is ReachVerdict.UNKNOWN and not row.steps_reach_layers
+    assert "only in compute_logits" in row.detail
