@@ -56,8 +56,9 @@ def test_a_head_at_step_0_is_lost_in_the_row_as_in_the_plan(tmp_path):
                if "MultiModuleSpeculator.propose" in lp["loop"]]
     assert loop["verdict"] == "lost" and loop["lost"]["method"] == "compute_logits"
     assert ScanResult.from_json(json.loads(json.dumps(doc))).to_json() == doc
-    _, cells, _ = matrix(History("t", "history", [Release(ref="r", result=scan.result)], [None]))
+    _, cells, notes = matrix(History("t", "history", [Release(ref="r", result=scan.result)], [None]))
     assert cells["DeepMTP"]["r"] is False
+    assert f"no ({verdict}): {row.loop}" in notes["DeepMTP"]["r"]  # the cell's tooltip says where
 
 
 def test_a_head_handed_the_step_is_threaded_in_both(tmp_path):
