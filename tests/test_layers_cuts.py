@@ -184,3 +184,18 @@ def test_paths_beyond_the_cap_make_the_scan_row_unknown_as_the_plan(tmp_path):
     (mtp002,) = [f for f in scan.result.findings if f.rule == "MTP002" and f.function == "EagleStyleSpeculator.propose"]
     assert "which drafter runs it is unknown past a cut of the evaluator" in mtp002.message
     assert f"more than the {MAX_PATHS} the evaluator follows" in mtp002.message
+
+
+def test_a_cut_on_the_build_and_on_a_path_that_builds_nothing_is_named_once(tmp_path):
+    # The same call-depth cut decides the guard of the build and of a path that returns a
+    # drafter the evaluator cannot tell: the plan and the row name it once.
+    depth = MAX_CALL_DEPTH + 2
+    unknown_build = (f"    if _needs_steps(speculative_config, {depth}):\n        return vllm_config.make_drafter()\n"
+                     "    raise NotImplementedError")
+    factory = _deep_factory(depth).replace("    raise NotImplementedError", unknown_build, 1)
+    scan, (plan,) = planned_scan(_tree(tmp_path, factory), [_SETTING])
+    cut = f"beyond the call depth of {MAX_CALL_DEPTH}"
+    assert [s.verdict for s in plan.steps] == ["unknown"] * 3
+    assert all(s.why.count(cut) == 1 for s in plan.steps), plan.steps[0].why
+    loops = [lp for lp in _reach_rows(scan, "DeepMTP") if "MultiModuleSpeculator" in lp.loop]
+    assert loops and all(lp.verdict is ReachVerdict.UNKNOWN and lp.detail.count(cut) == 1 for lp in loops)

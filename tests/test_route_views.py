@@ -12,11 +12,13 @@ checks:
 3. a plan names a loop the reachability table lists for its model class, and the table's
    JSON says what the plan says: threaded, constant, ``raises at step i`` (an assert on the
    step, for K above i) or unknown (the step cannot be classified, or the drafter is decided
-   past a cut of the evaluator); a step lost in a head compares by the forward layers; a
+   past a cut of the evaluator) or ``lost at <finding id>`` / ``lost at path:line`` (the loop
+   hands the step on, a head or the forward never gets it: a ✓ row whose logits stay at
+   layer 0 would fail); a
    rejected plan, or one whose drafter an unknown branch of its configuration decides, has
    nothing to compare;
-4. a ``history --layers`` cell whose forward layers reach layer i is a ✓ in the history
-   matrix; a ✓ in the matrix is a threaded plan, or a route whose condition the table
+4. a ``history --layers`` cell whose forward and head layers reach layer i (or whose heads
+   are one shared head) is a ✓ in the history matrix; a ✓ in the matrix is a threaded plan, or a route whose condition the table
    states ("reached only when ...": a guard no architecture's override fixes).
 
 Releases come from the sweep (``tests/test_release_sweep.py``): the package index, else the
@@ -53,7 +55,7 @@ def _loop_label(plan: Plan) -> str | None:
 def _plan_view(plan: Plan) -> str | None:
     """What a plan says in the terms of a reachability row (None: nothing a row can say
     for every configuration: a rejection, or a drafter an unknown branch of this one
-    configuration decides). A step lost in a head is a row's forward answer."""
+    configuration decides)."""
     verdicts = {s.verdict for s in plan.steps}
     if not plan.steps or plan.outcome == "rejected":
         return None
@@ -67,9 +69,8 @@ def _plan_view(plan: Plan) -> str | None:
         return "threaded"
     if all(v.startswith("constant") for v in verdicts):
         return "constant"
-    if all(v.startswith("lost at") for v in verdicts) and all(s.forward_layer is not None for s in plan.steps):
-        n = plan.num_mtp_layers
-        return "threaded" if all(s.forward_layer == (s.step % n if n else s.step) for s in plan.steps) else "constant"
+    if len(verdicts) == 1 and next(iter(verdicts)).startswith("lost at"):
+        return next(iter(verdicts))  # where, as ``layers`` says it (the finding's id, else path:line)
     return None
 
 
@@ -81,6 +82,9 @@ def _reach_view(loop: dict, k: int) -> str:
         return f"raises at step {raised['step']}"
     if loop.get("verdict") == "unknown":
         return "unknown"
+    if loop.get("verdict") == "lost":
+        lost = loop["lost"]  # the finding that loses the step there, else the selection's site
+        return f"lost at {lost['finding'] or str(lost['path']) + ':' + str(lost['line'])}"
     return "threaded" if loop["step_i_reaches_layer_i"] or raised is not None else "constant"
 
 
@@ -150,7 +154,8 @@ def test_views_agree_with_the_routes(version: str) -> None:
         if p.model_class is None:
             continue
         cell = plan_cell(p)
-        if cell.forward_reaches(3) and not cells.get(p.model_class[1], {}).get(version):
+        heads_reach = cell.head_reaches(3) or all(h is None for h in cell.head)  # None: one shared head
+        if cell.forward_reaches(3) and heads_reach and not cells.get(p.model_class[1], {}).get(version):
             problems.append(f"history --layers: {p.architecture}/{p.setting.runner} reaches layer i, "
                             f"the matrix says no for {p.model_class[1]}")
     threaded = {p.model_class[1] for p in plans if p.model_class and {s.verdict for s in p.steps} == {"threaded"}}

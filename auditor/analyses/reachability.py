@@ -8,6 +8,7 @@ from ..model.findings import ClassRef, ClassReachability, LoopReach, ReachVerdic
 from .base import Analyses, Provider
 from .loops import FORWARD_METHODS, LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider
+from .step_loss import read_path
 from .types import TypeProvider
 
 # A config field whose name carries one of these sizes the MTP layers (when a container
@@ -41,9 +42,25 @@ class ReachabilityProvider(Provider):
         if not entries:
             return None
         sels = [s for s in lr.selections if s.model_class == cls]
-        fwd = [s for s in sels if s.method in FORWARD_METHODS] or sels
+        fwd = [s for s in sels if s.method in FORWARD_METHODS]
+        heads = [s for s in sels if s.method in self.config.head_methods]
+        # The plan's reading of the same path (``layers``): a step handed on that a layer
+        # selection never gets is lost there, in the forward or in a head.
+        param = self.config.threaded_params[0]
+        reading = read_path([e for e in entries if e.param == param], fwd, heads)
         varying = [s for s in fwd if s.kind is StepKind.VARYING]
         loop_label = label or f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}"
+        if any(s.kind is StepKind.UNKNOWN for s in fwd) and not varying or reading.heads is StepKind.UNKNOWN:
+            unknown = next(s for s in (*fwd, *heads) if s.kind is StepKind.UNKNOWN)
+            detail = f"the step that selects {unknown.container} cannot be classified per step (unknown)"
+            return LoopReach(loop_label, False, detail, list(unknown.hops), ReachVerdict.UNKNOWN)
+        loss = reading.loss
+        if loss is not None:
+            held = "/".join(sorted({s.kind.value for s in reading.lost}))
+            detail = f"{loss.lost_at}: {loss.reason} (via {loss.method}, {held})"
+            if varying:
+                detail += f"; step i selects {varying[0].container}[i] in the forward"
+            return LoopReach(loop_label, False, detail, list(reading.lost[0].hops), ReachVerdict.LOST, lost=loss)
         if varying:
             via = ", ".join(sorted({s.method for s in sels if s.kind is StepKind.VARYING}))
             detail = f"step i selects {varying[0].container}[i] (via {via})"
@@ -51,15 +68,14 @@ class ReachabilityProvider(Provider):
             if others:
                 detail += f"; {', '.join(others)} still use(s) step 0"
             return LoopReach(loop_label, True, detail, list(varying[0].hops))
-        if any(s.kind is StepKind.UNKNOWN for s in fwd):
-            detail = f"the step that selects {fwd[0].container} cannot be classified per step (unknown)"
-            return LoopReach(loop_label, False, detail, list(fwd[0].hops), ReachVerdict.UNKNOWN)
         if fwd:
             kinds = "/".join(sorted({s.kind.value for s in fwd}))
             detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
             return LoopReach(loop_label, False, detail, list(fwd[0].hops))
-        return LoopReach(loop_label, False, "reached, but no layer selection found on the path", list(entries[0].hops),
-                         ReachVerdict.UNKNOWN)
+        # As a plan: no selection through forward is no answer, whatever a head selects.
+        only = f" through forward (only in {', '.join(sorted({s.method for s in sels}))})" if sels else ""
+        return LoopReach(loop_label, False, f"reached, but no layer selection found on the path{only}",
+                         list(entries[0].hops), ReachVerdict.UNKNOWN)
 
     def reachability(self) -> list[ClassReachability]:
         loops = self.loops.loop_results()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
@@ -132,7 +132,9 @@ def run_scan(
     findings = _run_rules(analysis, enabled, known_codes={r.code for r in rules})
     result = ScanResult(root=tree.label, findings=findings)
     _name_roots(tree, result)
-    result.reachability = analysis.reachability_table()
+    # A row whose step is lost names the finding that loses it, as ``layers``' plans do.
+    result.reachability = [replace(row, loops=[lp.cite_loss(findings) for lp in row.loops])
+                           for row in analysis.reachability_table()]
     result.problems = list(index.problems.values())
     result.stats = {
         "files": len(index.files),

@@ -7,7 +7,7 @@ so reports can be diffed, cached and compared across releases.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -184,6 +184,52 @@ class StepRaise:
         return cls(int(data["step"]), data["path"], int(data["line"]), data["function"], data["message"])
 
 
+@dataclass(frozen=True)
+class StepLoss:
+    """Where a route's step is lost: the layer selection the step does not reach although
+    the loop hands it on (``layers``' ``lost at path:line`` and a reachability row's
+    ``lost`` verdict), and the functions on the selection paths that do not carry it there
+    (a finding that loses the step in one of them explains it: the services layer names it,
+    analyses never read rule output)."""
+
+    on_path: frozenset[tuple[str, str]]  # (path, qualified function)
+    path: str = ""  # the selection the step does not reach ("": not recorded, an older document)
+    line: int = 0
+    function: str = ""
+    container: str = ""  # the layer container selected there ("self.layers")
+    method: str = ""  # the draft model method it is reached through (forward, compute_logits, ...)
+
+    @property
+    def site(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def lost_at(self) -> str:
+        """The verdict as ``layers`` gives it where no finding explains the loss."""
+        return f"lost at {self.site}"
+
+    @property
+    def reason(self) -> str:
+        return f"the step does not reach {self.container} in {self.function} ({self.site})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "function": self.function, "container": self.container,
+                "method": self.method, "on_path": [list(f) for f in sorted(self.on_path)]}
+
+    def explained_by(self, findings: list[Finding] | tuple[Finding, ...]) -> Finding | None:
+        """The finding that loses the step on this path (``Meaning.STEP_LOST`` in one of its
+        functions), the first by rule and place: the one a verdict names (``lost at <id>``)."""
+        for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
+            if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in self.on_path:
+                return f
+        return None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepLoss:
+        return cls(frozenset((str(p), str(f)) for p, f in data.get("on_path", [])), data["path"], int(data["line"]),
+                   data["function"], data["container"], data.get("method", ""))
+
+
 class ReachVerdict(str, Enum):
     """What one draft loop does with one MTP class's layers (the ``layers`` verdicts,
     configuration-free): the same routes, summarised."""
@@ -192,6 +238,7 @@ class ReachVerdict(str, Enum):
     CONSTANT = "constant"  # every step selects layer 0
     UNKNOWN = "unknown"  # the step cannot be classified, or the route is decided past a cut
     RAISES = "raises"  # step i selects layer i until an assert on the step fails (``raises``)
+    LOST = "lost"  # the loop hands the step on, a layer selection never gets it (``lost at``): see ``lost``
 
 
 @dataclass
@@ -204,6 +251,8 @@ class LoopReach:
     trace: list[Hop] = field(default_factory=list)
     verdict: ReachVerdict | None = None  # None: THREADED or CONSTANT as steps_reach_layers says
     raises: StepRaise | None = None  # set with verdict RAISES: the first step an assert fails at
+    lost: StepLoss | None = None  # set with verdict LOST: the selection the step does not reach
+    lost_finding: str | None = None  # the fingerprint of the finding that loses it there (:meth:`cite_loss`)
 
     def __post_init__(self) -> None:
         if self.verdict is None:
@@ -216,6 +265,7 @@ class LoopReach:
             "step_i_reaches_layer_i": self.steps_reach_layers,
             "verdict": self.verdict.value,
             "raise": self.raises.to_json() if self.raises is not None else None,
+            "lost": {**self.lost.to_json(), "finding": self.lost_finding} if self.lost is not None else None,
             "detail": self.detail,
             "trace": [h.to_json() for h in self.trace],
         }
@@ -224,8 +274,30 @@ class LoopReach:
     def from_json(cls, data: dict[str, Any]) -> "LoopReach":
         verdict = ReachVerdict(data["verdict"]) if data.get("verdict") else None
         raised = StepRaise.from_json(data["raise"]) if data.get("raise") else None
+        lost = StepLoss.from_json(data["lost"]) if data.get("lost") else None  # absent before the verdict existed
         return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"],
-                   [Hop.from_json(h) for h in data["trace"]], verdict, raised)
+                   [Hop.from_json(h) for h in data["trace"]], verdict, raised, lost,
+                   data["lost"].get("finding") if lost is not None else None)
+
+    @property
+    def lost_at(self) -> str | None:
+        """The verdict's place as ``layers`` names it: the finding, else the selection's site."""
+        if self.lost is None:
+            return None
+        return f"lost at {self.lost_finding}" if self.lost_finding else self.lost.lost_at
+
+    def cite_loss(self, findings: list[Finding]) -> LoopReach:
+        """This row naming the finding that loses its step (as a plan's ``lost at <id>``)."""
+        if self.lost is None or self.verdict is not ReachVerdict.LOST:
+            return self
+        f = self.lost.explained_by(findings)
+        if f is None:
+            return self
+        # The verdict names the finding in place of the site, as ``layers`` does.
+        site = self.lost.lost_at
+        rest = self.detail[len(site):] if self.detail.startswith(site) else f": {self.detail}"
+        return replace(self, lost_finding=f.fingerprint,
+                       detail=f"lost at {f.fingerprint} ({f.rule} at {f.path}:{f.line} {f.function}){rest}")
 
 
 @dataclass
@@ -355,7 +427,7 @@ class StepChange:
     """Which layer each draft step of one loop selects in one MTP class, before and after."""
 
     model_class: ClassRef
-    before: str  # LAYER_I, LAYER_0, STEP_UNKNOWN or NOT_REACHED
+    before: str  # LAYER_I, LAYER_0, STEP_UNKNOWN, NOT_REACHED or "lost at <id|path:line>" (LoopReach.lost_at)
     after: str  # the same, or "raises at step N" (an assert on the step fails there)
     detail: str = ""  # the linted side's reachability detail ("step i selects self.layers[i] (via forward)")
     # ids of the change's new findings about this class (a compiled forward that now freezes the step)

@@ -60,7 +60,8 @@ def matrix(hist: History) -> tuple[list[str], dict[str, dict[str, Optional[bool]
             row = cells.setdefault(name, {})
             row[rel.ref] = bool(row.get(rel.ref)) or reach
             lines = [f"{rc.model_class.path}"] + [
-                f"{'yes' if lp.steps_reach_layers else 'no'}: {lp.loop}" for lp in rc.loops
+                f"{'yes' if lp.steps_reach_layers else (f'no ({lp.lost_at})' if lp.lost_at else 'no')}: {lp.loop}"
+                for lp in rc.loops
             ] or []
             if not rc.loops:
                 lines.append("no draft loop reaches this class")

@@ -57,6 +57,7 @@ REACHES = "✓ step i → layer i"
 STUCK = "✗ layer 0 every step"
 UNKNOWN_REACH = "? unknown"
 RAISES = "✗ raises at step {step}"
+LOST_REACH = "✗ step lost"  # the detail names where (``lost at path:line``), as ``layers`` does
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
@@ -272,6 +273,8 @@ def _reachability(console: Console, result: ScanResult) -> None:
                 line.append(RAISES.format(step=loop.raises.step).ljust(pad), style="red")
             elif loop.verdict is ReachVerdict.UNKNOWN:
                 line.append(UNKNOWN_REACH.ljust(pad), style="yellow")
+            elif loop.verdict is ReachVerdict.LOST:
+                line.append(LOST_REACH.ljust(pad), style="red")
             elif loop.steps_reach_layers:
                 line.append(REACHES.ljust(pad), style="green")
             else:

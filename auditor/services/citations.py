@@ -42,10 +42,8 @@ def cite(plan: Plan, findings: Sequence[Finding]) -> Plan:
 
 def _cite_step(s: StepPlan, findings: Sequence[Finding], gate: Finding | None) -> StepPlan:
     if s.lost is not None:
-        for f in sorted(findings, key=lambda f: (f.rule, f.path, f.line)):
-            if f.meaning is Meaning.STEP_LOST and (f.path, f.function) in s.lost.on_path:
-                return replace(s, verdict=f"lost at {f.fingerprint}", why=_said(f))
-        return s
+        f = s.lost.explained_by(list(findings))
+        return replace(s, verdict=f"lost at {f.fingerprint}", why=_said(f)) if f is not None else s
     if gate is not None and s.verdict == Verdict.CONSTANT.value:
         return replace(s, verdict=f"constant — gate never opens ({gate.rule} {gate.fingerprint})",
                        why=f"{s.why}; {_said(gate)}")

@@ -99,6 +99,8 @@ def _step(reach: LoopReach | None) -> str:
         return raises_at(reach.raises.step)
     if reach.verdict is ReachVerdict.UNKNOWN:
         return STEP_UNKNOWN
+    if reach.lost_at is not None:  # the loop hands the step on, a selection never gets it: not "layer 0"
+        return reach.lost_at
     return LAYER_I if reach.steps_reach_layers else LAYER_0
 
 

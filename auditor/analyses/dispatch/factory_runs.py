@@ -204,7 +204,10 @@ class FactoryRuns(DispatchPart):
             out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
         if lost:
             for _cls, site, chain in out:
-                chain += [_cut_decision(fkey, site.line, f"{c} (a path cut short may build another drafter)") for c in lost]
+                # A cut the build's own path made already says it: named once.
+                own = {d.depends_on for d in chain}
+                chain += [_cut_decision(fkey, site.line, f"{c} (a path cut short may build another drafter)")
+                          for c in lost if CUT + c not in own]
         return out, list(ev.notes)
 
     def _prune(self, fkey: FuncKey, body: tuple[Stmt, ...], relevant: set[int]) -> tuple[Stmt, ...]:

@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Any, Sequence
 
 from ...index.index import ClassKey, FuncKey
-from ...model.findings import Hop
+from ...model.findings import Hop, StepLoss
 from ..capture import FrozenStep
 from ..loops import LoopResult, LoopSelection
 from ..partial_eval import Decision
@@ -78,15 +78,6 @@ def route_condition(d: Decision) -> bool:
     """Whether a decision on a factory run is part of the route's condition: a guard left
     unknown that reads the configuration, or a cut (either may decide another drafter)."""
     return d.value is None and (bool(d.fields) or d.depends_on.startswith(CUT))
-
-
-@dataclass(frozen=True)
-class StepLoss:
-    """Where a plan's step is lost: the functions on the selection paths that do not carry
-    it to the layer selection. A finding that loses the step in one of them explains the
-    verdict (the services layer names it: analyses never read rule output)."""
-
-    on_path: frozenset[FuncKey]
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,10 @@ from dataclasses import replace
 
 from ...index.index import ClassKey
 from ...model.findings import Hop
-from ..loops import FORWARD_METHODS, KIND_ORDER, LoopSelection, StepKind
+from ..loops import LoopSelection, StepKind
+from ..step_loss import read_path
 from ..partial_eval import Obj
-from .model import ClosedGates, Verdict, Setting, DecisionRow, StepLoss, StepPlan, Plan
+from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
 from .model import CUT
 from .part import DispatchPart
@@ -136,9 +137,8 @@ class Planner(DispatchPart):
         r, fwd, heads = path.loop, list(path.forward), list(path.heads)
         param = self.params[0]
         entries = [e for e in r.entries if e.model_class == model and e.param == param]
-        fkind = _kind(fwd)
-        hkind = _kind(heads)
-        entry_varies = any(e.kind is StepKind.VARYING for e in entries if e.method in FORWARD_METHODS)
+        reading = read_path(entries, fwd, heads)
+        fkind, hkind = reading.forward, reading.heads
         loop_label = f"{r.func[1]} ({r.func[0]}:{r.loop.line})"
 
         def layer(kind: StepKind | None, i: int) -> int | None:
@@ -148,10 +148,8 @@ class Planner(DispatchPart):
                 return i % n if n else i
             return 0
 
-        lost_at = None
-        if fkind is not StepKind.VARYING and entry_varies or fkind is StepKind.VARYING and hkind not in (None, StepKind.VARYING):
-            bad = [s for s in (fwd if fkind is not StepKind.VARYING else heads) if s.kind is not StepKind.VARYING]
-            lost_at = _lost_on(bad)
+        loss = reading.loss
+        lost_at = (loss, loss.site, loss.reason) if loss is not None else None
         steps = []
         for i in range(setting.k):
             fl, hl = layer(fkind, i), layer(hkind, i)
@@ -179,28 +177,9 @@ class Planner(DispatchPart):
         return r.hop, tuple(steps)
 
 
-def _kind(sels: list[LoopSelection]) -> StepKind | None:
-    kinds = {s.kind for s in sels}
-    for k in KIND_ORDER:
-        if k in kinds:
-            return k
-    return None
-
-
 def _last(sel: LoopSelection) -> str:
     h = sel.hops[-1]
     return f"{h.function} ({h.path}:{h.line})"
-
-
-def _lost_on(sels: list[LoopSelection]) -> tuple[StepLoss, str, str] | None:
-    """Where these selections lose the step: the functions on their paths (a finding there
-    explains it), and the site and reason when none does: the selection they never reach."""
-    if not sels:
-        return None
-    on_path = frozenset((h.path, h.function) for s in sels for h in s.hops)
-    h = sels[0].hops[-1]
-    return (StepLoss(on_path), f"{h.path}:{h.line}",
-            f"the step does not reach {sels[0].container} in {h.function} ({h.path}:{h.line})")
 
 
 def _closed_gates(steps: tuple[StepPlan, ...], model: ClassKey | None,

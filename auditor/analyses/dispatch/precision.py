@@ -145,7 +145,7 @@ class ScanPrecision(DispatchPart):
         unknown, as a plan with one option past a cut does); an assert on the step that
         fails at a draft step ``raises`` there."""
         if cuts:
-            return replace(reach, steps_reach_layers=False, verdict=ReachVerdict.UNKNOWN, raises=None,
+            return replace(reach, steps_reach_layers=False, verdict=ReachVerdict.UNKNOWN, raises=None, lost=None,
                            detail=f"unknown: the drafter is decided past a cut of the evaluator ({'; '.join(cuts)}); "
                                   f"{reach.detail}")
         if res is None or reach.verdict is ReachVerdict.UNKNOWN:

@@ -1,0 +1,54 @@
+"""Where a draft loop's step is lost on its way to one model class's layer selections: the
+one reading both the per-step plan (``layers``) and the reachability table make of a loop's
+forward and head selections, so the two views cannot disagree on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.findings import StepLoss
+from .loops import FORWARD_METHODS, KIND_ORDER, LoopEntry, LoopSelection, StepKind
+
+
+def first_kind(sels: list[LoopSelection] | tuple[LoopSelection, ...]) -> StepKind | None:
+    """The selections' kind: the first of :data:`KIND_ORDER` among theirs (None: no selection)."""
+    kinds = {s.kind for s in sels}
+    return next((k for k in KIND_ORDER if k in kinds), None)
+
+
+@dataclass(frozen=True)
+class PathReading:
+    """What a loop hands one model class's layer selections, per draft step."""
+
+    forward: StepKind | None  # the forward's selections (None: no selection through forward)
+    heads: StepKind | None  # the per-layer heads' (compute_logits / get_top_tokens)
+    lost: tuple[LoopSelection, ...]  # the selections the step does not reach although it is handed on
+
+    @property
+    def unknown(self) -> bool:
+        return StepKind.UNKNOWN in (self.forward, self.heads)
+
+    @property
+    def loss(self) -> StepLoss | None:
+        """Where the step is lost (None: it is not): the first selection that loses it,
+        and every function on the paths of those that do."""
+        if not self.lost:
+            return None
+        first = self.lost[0]
+        h = first.hops[-1]
+        return StepLoss(frozenset((hop.path, hop.function) for s in self.lost for hop in s.hops), h.path, h.line,
+                        h.function, first.container, first.method)
+
+
+def read_path(entries: list[LoopEntry], forward: list[LoopSelection], heads: list[LoopSelection]) -> PathReading:
+    """The step is lost in the forward when the loop hands forward a varying step and the
+    forward selects with another; in the heads when the forward selects by the step and
+    the heads select with step 0 or a constant (step i runs layer i, its logits layer 0's)."""
+    fkind, hkind = first_kind(forward), first_kind(heads)
+    entry_varies = any(e.kind is StepKind.VARYING for e in entries if e.method in FORWARD_METHODS)
+    lost: list[LoopSelection] = []
+    if fkind is not StepKind.VARYING and entry_varies:
+        lost = [s for s in forward if s.kind is not StepKind.VARYING]
+    elif fkind is StepKind.VARYING and hkind not in (None, StepKind.VARYING):
+        lost = [s for s in heads if s.kind is not StepKind.VARYING]
+    return PathReading(fkind, hkind, tuple(lost))
