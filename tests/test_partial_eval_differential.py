@@ -91,10 +91,22 @@ def _expr() -> st.SearchStrategy[str]:
 
 
 @lru_cache(maxsize=None)
+def _int_expr() -> st.SearchStrategy[str]:
+    """An expression whose value is an int whatever the configuration (fields n0, n1 stay ints)."""
+    ints = st.one_of(_ints.map(repr), st.just("len(xs)"), st.sampled_from(INT_FIELDS).map(lambda f: f"cfg.{f}"))
+    return st.one_of(ints, st.tuples(_cond(0), ints, ints).map(lambda t: f"({t[1]} if {t[0]} else {t[2]})"),
+                     st.tuples(st.sampled_from(["min", "max"]), ints, ints).map(lambda t: f"{t[0]}({t[1]}, {t[2]})"))
+
+
+@lru_cache(maxsize=None)
 def _simple_stmt(helpers: int) -> st.SearchStrategy[list[str]]:
     options = [
         st.tuples(st.sampled_from(NAMES), _expr()).map(lambda t: [f"{t[0]} = {t[1]}"]),
-        st.tuples(st.sampled_from(FIELDS), _expr()).map(lambda t: [f"cfg.{t[0]} = {t[1]}"]),
+        # An int field gets an int (the programs order-compare them: a str there would make
+        # CPython raise, and the example would test nothing); the other fields get anything.
+        st.tuples(st.sampled_from(INT_FIELDS), _int_expr()).map(lambda t: [f"cfg.{t[0]} = {t[1]}"]),
+        st.tuples(st.sampled_from(tuple(f for f in FIELDS if f not in INT_FIELDS)), _expr()).map(
+            lambda t: [f"cfg.{t[0]} = {t[1]}"]),
         st.tuples(st.sampled_from(KEYS), _expr()).map(lambda t: [f"d[{t[0]!r}] = {t[1]}"]),
         _expr().map(lambda e: [f"xs.append({e})"]),
         st.tuples(st.sampled_from(NAMES), st.sampled_from(CLASSES)).map(lambda t: [f"{t[0]} = {t[1]}()"]),
