@@ -88,7 +88,7 @@ def answers(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     from auditor.common.config import Config
     from auditor.services.layers import plan_tree
     from auditor.source.trees import DirectoryTree
-    from release_cache import release_cache_dir, release_root
+    from release_cache import first_scan, release_cache_dir, release_root
     from rules import all_rules
 
     by_release: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -97,8 +97,10 @@ def answers(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for release, group in sorted(by_release.items()):
         settings = [setting_of(c) for c in group]
-        plans = plan_tree(DirectoryTree(Path(release_root(release))), Config(), all_rules(),
-                          FactsCache(release_cache_dir() / "facts"), lambda _d, s=settings: list(s), 2)
+        root = Path(release_root(release))
+        with first_scan(release):
+            plans = plan_tree(DirectoryTree(root), Config(), all_rules(),
+                              FactsCache(release_cache_dir()), lambda _d, s=settings: list(s), 2)
         for c, p in zip(group, plans):
             out[c["id"]] = answer_of(p)
     return out

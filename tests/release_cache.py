@@ -11,6 +11,8 @@ Tests that use it should be marked ``@pytest.mark.release``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,39 +28,42 @@ def release_cache_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def release_root(version: str) -> Path:
-    """Directory containing the ``vllm/`` package of release ``version`` (fetched once), with
-    its facts in the shared facts cache (see :func:`_warm_facts`)."""
-    root = fetch_release(version, release_cache_dir(), progress=False)
-    _warm_facts(version, root)
-    return root
+    """Directory containing the ``vllm/`` package of release ``version`` (fetched once)."""
+    return fetch_release(version, release_cache_dir(), progress=False)
 
 
-def _warm_facts(version: str, root: Path) -> None:
-    """Scan a release once into the shared facts cache, under a lock per release.
+@contextmanager
+def first_scan(version: str) -> Iterator[None]:
+    """Held around a test's scan of a release into the shared facts cache
+    (``FactsCache(release_cache_dir())``): the first process to scan the release parses it,
+    the others wait for it and then read its facts.
 
     With pytest-xdist, files that scan the same releases in the same order (the sweep, the
     route views, the history and layers tests) run on different workers at the same time;
-    without the lock each worker parsed every release again, in parallel. The first worker
-    to ask scans; the others wait and then read its facts. A mark per release and extractor
-    digest says it is done (an extractor change writes facts under other keys, so it warms
-    again). Every test still runs its own scan."""
+    without the lock each parsed every release again, in parallel. A mark per release and
+    extractor digest says it is done (an extractor change writes facts under other keys, so
+    the first scan after it parses again). Every test still runs its own scan."""
     from filelock import FileLock
 
-    from auditor.common.config import Config
-    from auditor.engine.scan import run_scan
-    from auditor.facts.cache import FactsCache, extractor_digest
-    from auditor.source.trees import DirectoryTree
-    from rules import all_rules
+    from auditor.facts.cache import extractor_digest
 
     marks = release_cache_dir() / "facts-warm"
     marks.mkdir(parents=True, exist_ok=True)
     mark = marks / f"{version}-{extractor_digest()}"
     if mark.is_file():
+        yield
         return
-    with FileLock(str(mark) + ".lock"):
-        if not mark.is_file():
-            run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2)
-            mark.touch()
+    lock = FileLock(str(mark) + ".lock")
+    lock.acquire()
+    if mark.is_file():  # another worker scanned it while this one waited
+        lock.release()
+        yield
+        return
+    try:
+        yield
+        mark.touch()
+    finally:
+        lock.release()
 
 
 def shared_cache_dir(tmp_path_factory) -> Path:

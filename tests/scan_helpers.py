@@ -33,9 +33,11 @@ def scan_tree(root: Path, config: Config | None = None, cache_dir: Path | None =
 
 @lru_cache(maxsize=None)
 def scan_release(version: str) -> Scan:
-    from release_cache import release_cache_dir, release_root
+    from release_cache import first_scan, release_cache_dir, release_root
 
-    return run_scan(DirectoryTree(release_root(version)), Config(), all_rules(), FactsCache(release_cache_dir()), 2)
+    root = release_root(version)
+    with first_scan(version):
+        return run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2)
 
 
 def by_rule(scan: Scan, rule: str) -> list:

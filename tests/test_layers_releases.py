@@ -23,7 +23,7 @@ QWEN35 = (("mtp_num_hidden_layers", 3),)
 
 def _plan(version: str, runner: str, arch: str, fields, k: int = 3) -> Plan:
     """As `layers` plans: asked in the scan's loading phase, then with its findings."""
-    from release_cache import release_cache_dir, release_root
+    from release_cache import first_scan, release_cache_dir, release_root
 
     from auditor.facts.cache import FactsCache
     from auditor.common.config import Config
@@ -34,8 +34,10 @@ def _plan(version: str, runner: str, arch: str, fields, k: int = 3) -> Plan:
     setting = Setting(runner, k, architecture=arch, fields=fields)
     from auditor.services.layers import PlanQuery
 
-    scan = run_scan(DirectoryTree(release_root(version)), Config(), all_rules(), FactsCache(release_cache_dir()), 2,
-                    queries=[PlanQuery(lambda _dispatch: [setting])])
+    root = release_root(version)
+    with first_scan(version):
+        scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2,
+                        queries=[PlanQuery(lambda _dispatch: [setting])])
     assert scan.analysis is not None
     plan = cite(scan.analysis.get(DispatchProvider).plan(setting), scan.result.findings)
     assert not any("frozen" in n for n in plan.notes), plan.notes

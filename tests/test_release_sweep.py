@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from packaging.version import Version
-from release_cache import REPO_ROOT, release_cache_dir, release_root
+from release_cache import REPO_ROOT, first_scan, release_cache_dir, release_root
 
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
@@ -88,22 +88,31 @@ def _release_tests_selected(config) -> bool:
         return "release" in markexpr and "not release" not in markexpr
 
 
-def pytest_generate_tests(metafunc):
-    if "version" not in metafunc.fixturenames:
-        return
+def sweep_versions(config) -> list[str]:
+    """The sweep's releases, oldest first."""
     versions: list[str] = []
-    if _release_tests_selected(metafunc.config):
+    if _release_tests_selected(config):
         try:
             versions = _index_versions()
         except FetchError as exc:
             warnings.warn(f"release sweep: package index unreachable ({exc}); using cached releases only")
     if not versions:
         versions = _cached_versions()
-    versions = sorted(set(versions), key=Version)
+    return sorted(set(versions), key=Version)
+
+
+def parametrize_versions(metafunc, newest_first: bool = False) -> None:
+    if "version" not in metafunc.fixturenames:
+        return
+    versions = sweep_versions(metafunc.config)
     if not versions:
         metafunc.parametrize("version", [pytest.param("none", marks=pytest.mark.skip("no releases available"))])
         return
-    metafunc.parametrize("version", versions)
+    metafunc.parametrize("version", versions[::-1] if newest_first else versions)
+
+
+def pytest_generate_tests(metafunc):
+    parametrize_versions(metafunc)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -152,7 +161,8 @@ def test_release_scans_without_crash(version):
         pytest.skip(f"cannot fetch vllm {version}: {exc}")
     tree = DirectoryTree(root)
     started = time.perf_counter()
-    scan = run_scan(tree, Config(), all_rules(), FactsCache(release_cache_dir()), workers=2)
+    with first_scan(version):
+        scan = run_scan(tree, Config(), all_rules(), FactsCache(release_cache_dir()), workers=2)
     seconds = time.perf_counter() - started
     result = scan.result
     assert isinstance(result, ScanResult)

@@ -30,8 +30,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from release_cache import release_cache_dir, release_root
-from test_release_sweep import pytest_generate_tests  # noqa: F401  (the sweep's versions)
+from release_cache import first_scan, release_cache_dir, release_root
+from test_release_sweep import parametrize_versions
 
 from auditor.analyses.dispatch import DispatchProvider, Plan
 from auditor.services.citations import cite
@@ -46,6 +46,13 @@ from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
 pytestmark = pytest.mark.release
+
+
+def pytest_generate_tests(metafunc):
+    # The sweep's releases, newest first: the sweep (on another worker) starts from the oldest,
+    # so each release is fetched and first parsed by whichever of the two reaches it first
+    # (release_cache.first_scan) and neither waits for the other.
+    parametrize_versions(metafunc, newest_first=True)
 
 
 def _loop_label(plan: Plan) -> str | None:
@@ -91,8 +98,9 @@ def _reach_view(loop: dict, k: int) -> str:
 def test_views_agree_with_the_routes(version: str) -> None:
     root = Path(release_root(version))
     query = PlanQuery(lambda dispatch: matrix_settings(dispatch, ["v1", "v2"], 3, 3))
-    scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir() / "facts"), 2,
-                    queries=[query])
+    with first_scan(version):  # the shared facts cache (the sweep's, the history tests')
+        scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2,
+                        queries=[query])
     assert scan.analysis is not None
     dispatch = scan.analysis.get(DispatchProvider)
     plans = [cite(dispatch.plan(s), scan.result.findings) for s in query.settings]
