@@ -339,26 +339,10 @@ class StepRejected(Rule):
             how = "too many positional arguments"
         else:
             how = f"{', '.join(sorted(rejected.twice))} twice (by position and by keyword)"
-        return Finding(
-            rule=self.code,
-            severity=self.severity,
-            path=fkey[0],
-            line=call.line,
-            column=call.col,
-            function=fkey[1],
-            callee=", ".join(callees),
-            callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
-            message=(
-                f"passes {param} to {', '.join(callees)}, which take(s) {how}: TypeError at run time"
-                + (f" for {len(rejected_by)} draft model class(es)" if rejected_by else "")
-                + (f" (speculative method {', '.join(others)})" if others else "")
-                + (f"; reached only when {when}" if when else "")
-            ),
-            trace=[analysis.hop(fkey, call.line, f"passes {param} to {c}") for c in callees],
-            affected_classes=[ClassRef(*c) for c in rejected_by],
-            fingerprint_key=f"{param}|{'.'.join(call.func or ())}",
-            parameter=param,
-        )
+        return self._at_call(
+            analysis, fkey, call, param, callees, rejected_by, when, others,
+            f"passes {param} to {', '.join(callees)}, which take(s) {how}: TypeError at run time",
+            [f"passes {param} to {c}" for c in callees], f"{param}|{'.'.join(call.func or ())}")
 
     def _misbound_finding(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str,
                           misbound: "_Rejected") -> Finding:
@@ -374,7 +358,22 @@ class StepRejected(Rule):
                 note = f"; it has no {param}"
             return f"{callee} ({', '.join(sorted(misbound.slots[callee]))}{note})"
 
-        finding = Finding(
+        finding = self._at_call(
+            analysis, fkey, call, param, callees, classes, when, others,
+            f"passes {param} by position into another parameter of {', '.join(where(c) for c in callees)}: "
+            f"the call binds (no TypeError) and the step lands there instead of in {param}",
+            [f"passes {param} into {where(c)}" for c in callees],
+            # Its own id at the call: the kind of defect, never the classes it lists.
+            f"{param}|{'.'.join(call.func or ())}|binds-elsewhere")
+        # The step never reaches the callee's step parameter: on the path, it is lost.
+        finding.meaning = Meaning.STEP_LOST
+        return finding
+
+    def _at_call(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, callees: list[str],
+                 classes: list[ClassKey], when: str, others: list[str], what: str, hops: list[str],
+                 fingerprint_key: str) -> Finding:
+        """A finding at the call: ``what`` it does, then the classes, methods and condition."""
+        return Finding(
             rule=self.code,
             severity=self.severity,
             path=fkey[0],
@@ -384,22 +383,16 @@ class StepRejected(Rule):
             callee=", ".join(callees),
             callee_key="",  # the call is in fingerprint_key; the targets it reaches may grow
             message=(
-                f"passes {param} by position into another parameter of {', '.join(where(c) for c in callees)}: "
-                f"the call binds (no TypeError) and the step lands there instead of in {param}"
+                what
                 + (f" for {len(classes)} draft model class(es)" if classes else "")
                 + (f" (speculative method {', '.join(others)})" if others else "")
                 + (f"; reached only when {when}" if when else "")
             ),
-            trace=[analysis.hop(fkey, call.line, f"passes {param} into {where(c)}") for c in callees],
+            trace=[analysis.hop(fkey, call.line, note) for note in hops],
             affected_classes=[ClassRef(*c) for c in classes],
-            # Its own id at the call: the kind of defect, never the classes it lists.
-            fingerprint_key=f"{param}|{'.'.join(call.func or ())}|binds-elsewhere",
+            fingerprint_key=fingerprint_key,
             parameter=param,
         )
-        # The step never reaches the callee's step parameter: on the path, it is lost.
-        finding.meaning = Meaning.STEP_LOST
-        return finding
-
 
 def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) -> bool:
     hit = analysis.index.method(cls, name)

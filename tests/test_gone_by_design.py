@@ -21,11 +21,10 @@ from auditor.services.history import run_bisect  # noqa: E402
 from auditor.services.lint_changes import meanings_of  # noqa: E402
 from rules import all_rules  # noqa: E402
 from rules._examples import draft_tree, wrapper  # noqa: E402
+from trees import DROPPING_WRAPPER, EAGLE_STYLE_LOOP, PASSING_WRAPPER, THREADED_LOOP  # noqa: E402
 
-EAGLE_STYLE = "out.append(self.model(input_ids, positions, hidden_states))"
-THREADED = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"
-GOOD = wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")
-BAD = wrapper("return self.model(input_ids, positions, hidden_states)")
+EAGLE_STYLE, THREADED = EAGLE_STYLE_LOOP, THREADED_LOOP
+GOOD, BAD = wrapper(PASSING_WRAPPER), wrapper(DROPPING_WRAPPER)
 
 
 @pytest.fixture(scope="module")

@@ -99,3 +99,12 @@ def gate_tree(qwen_extra: str = "") -> dict[str, str]:
         "vllm/models/deep_mtp.py": _model("DeepMTP", "num_nextn_predict_layers"),
         "vllm/models/qwen_mtp.py": _model("QwenMTP", "mtp_num_hidden_layers"),
     }
+
+
+# A draft loop and a wrapper in two states each (rules/_examples.draft_tree / wrapper), for the
+# tests that commit one change of design and one fix and read what history, lint and
+# baselines call each.
+EAGLE_STYLE_LOOP = "out.append(self.model(input_ids, positions, hidden_states))"
+THREADED_LOOP = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"
+PASSING_WRAPPER = "return self.model(input_ids, positions, hidden_states, **kwargs)"
+DROPPING_WRAPPER = "return self.model(input_ids, positions, hidden_states)"
