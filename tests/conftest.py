@@ -1,7 +1,8 @@
 """Test order for parallel runs: the longest files start first.
 
-With pytest-xdist's ``--dist loadfile`` each file runs on one worker, and the files are
-handed out in collection order, so a long file collected last runs alone at the end while
+With pytest-xdist's ``--dist loadfile --no-loadscope-reorder`` each file runs on one worker,
+and the files are handed out in collection order (without ``--no-loadscope-reorder`` xdist
+hands out the files with the most tests first, whatever they cost), so a long file collected last runs alone at the end while
 the other workers wait. The files measured longest go first, heaviest first; then the
 runtime tests (each a real vLLM engine), the tests marked ``slow`` and the real-release
 tests; the many short files fill in behind them.
@@ -22,16 +23,16 @@ def _rank(item: pytest.Item) -> int:
 
 
 # The files that took longest in a clean-clone CI run (seconds of test time, summed over the
-# file, from the run's JUnit report, 2026-12-01), heaviest first: handed out first, they run
+# file, from the run's JUnit report, 2026-12-01 16:56), heaviest first: handed out first, they run
 # while the short files fill the other workers, instead of starting last and running alone.
 # A scheduling hint only; a file not listed is placed by its marks.
 MEASURED_S = {
-    "test_release_sweep.py": 617, "runtime/test_plan_agreement.py": 539, "test_fuzz.py": 249,
-    "test_route_views.py": 200, "runtime/test_runtime_verdicts_patch.py": 190,
-    "runtime/test_observer_serve.py": 182, "runtime/test_runtime_compiled.py": 160,
-    "runtime/test_runtime_sample.py": 149, "test_heldout_findings.py": 136, "test_lint.py": 124,
-    "runtime/test_runtime_v2.py": 122, "test_stable_ids_releases.py": 111, "test_history_layers.py": 99,
-    "test_history.py": 72, "test_layers_releases.py": 69, "test_plugin_release.py": 67,
+    "runtime/test_plan_agreement.py": 555, "test_release_sweep.py": 488, "test_route_views.py": 330,
+    "test_fuzz.py": 279, "runtime/test_runtime_verdicts_patch.py": 213, "runtime/test_observer_serve.py": 167,
+    "runtime/test_runtime_sample.py": 161, "runtime/test_runtime_compiled.py": 161, "runtime/test_runtime_v2.py": 144,
+    "test_stable_ids_releases.py": 121, "test_heldout_findings.py": 117, "test_layers_releases.py": 97,
+    "test_lint.py": 97, "test_history_layers.py": 96, "test_history.py": 84, "test_reports.py": 80,
+    "test_plugin_release.py": 66, "test_lint_seed.py": 53,
 }
 TESTS = Path(__file__).resolve().parent
 

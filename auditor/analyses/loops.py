@@ -250,7 +250,8 @@ class LoopProvider(Provider):
             entering = tgt.model_class is not None and frame.model_class is None
             new_hops = hops + (call_hop,)
             if entering and tgt.model_class is not None:
-                method = tgt.func[1].rpartition(".")[2]
+                # The method the loop calls: a plugin's patch runs under the name it replaced.
+                method = self.index.patched_name(tgt.func) or tgt.func[1].rpartition(".")[2]
                 for p in self.params:
                     result.entries.append(
                         LoopEntry(result.hop, call_hop, tgt.model_class, method, kinds.get(p, StepKind.ABSENT), p,
@@ -276,7 +277,8 @@ class LoopProvider(Provider):
             if state in seen:
                 continue
             seen.add(state)
-            entry_method = tgt.func[1].rpartition(".")[2] if entering else frame.entry_method
+            entry_method = (self.index.patched_name(tgt.func) or tgt.func[1].rpartition(".")[2]) if entering \
+                else frame.entry_method
             unknown_src = {p for p, k in sub_frame_kinds.items() if k is StepKind.UNKNOWN}
             unknown_src |= {"self." + p for p, k in attr_kinds.items() if k is StepKind.UNKNOWN}
             sub = _Frame(tgt.func, callee, tgt.ctx, taint(callee, varying_src), sub_frame_kinds, callables, model_class,

@@ -20,6 +20,7 @@ class PatchTable:
         self._replaced_methods: dict[_ClassKey, dict[str, _FuncKey]] = {}
         self._patched_owner: dict[_FuncKey, _ClassKey] = {}
         self._patch_site: dict[_FuncKey, str] = {}
+        self._patched_name: dict[_FuncKey, str] = {}
         self._still_run: set[_FuncKey] = set()  # patched, but saved and possibly called by the wrapper
         # Patches are resolved on demand, by the name of the class (or ``fn:<name>`` of the
         # module function) they may change: resolving every patch target up front would
@@ -40,6 +41,7 @@ class PatchTable:
         else:
             self._still_run.discard(original)
         self._patch_site.setdefault(replacement, site)
+        self._patched_name.setdefault(replacement, original[1].rpartition(".")[2])
         if owner is not None:
             self._replaced_methods.setdefault(owner, {})[original[1].rpartition(".")[2]] = replacement
             self._patched_owner.setdefault(replacement, owner)
@@ -86,6 +88,11 @@ class PatchTable:
     def patch_site(self, key: _FuncKey) -> str | None:
         """Where a plugin patched this function in (``path:line``), for call chains."""
         return self._patch_site.get(key)
+
+    def patched_name(self, key: _FuncKey) -> str | None:
+        """The name a plugin's function was patched in under (the method callers call:
+        ``forward`` for a ``patched_forward`` assigned to ``FooMTP.forward``)."""
+        return self._patched_name.get(key)
 
     def patched_owner(self, key: _FuncKey) -> _ClassKey | None:
         """The class a plugin's function was patched onto (its ``self``)."""
