@@ -249,12 +249,13 @@ class LoopProvider(Provider):
             call_hop = self.hop(frame.key, call.line, f"calls {tgt.func[1]}" + (f" (patched in at {site})" if site else ""))
             entering = tgt.model_class is not None and frame.model_class is None
             new_hops = hops + (call_hop,)
+            # The draft model method the loop enters: a plugin's patch runs under the name it replaced.
+            entry_method = (self.index.patched_name(tgt.func) or tgt.func[1].rpartition(".")[2]) if entering \
+                else frame.entry_method
             if entering and tgt.model_class is not None:
-                # The method the loop calls: a plugin's patch runs under the name it replaced.
-                method = self.index.patched_name(tgt.func) or tgt.func[1].rpartition(".")[2]
                 for p in self.params:
                     result.entries.append(
-                        LoopEntry(result.hop, call_hop, tgt.model_class, method, kinds.get(p, StepKind.ABSENT), p,
+                        LoopEntry(result.hop, call_hop, tgt.model_class, entry_method, kinds.get(p, StepKind.ABSENT), p,
                                   self.calls.accepts(tgt.func, p), new_hops, tgt.func)
                     )
             callables, dict_kinds = self._handed_over(frame, b.params)
@@ -277,8 +278,6 @@ class LoopProvider(Provider):
             if state in seen:
                 continue
             seen.add(state)
-            entry_method = (self.index.patched_name(tgt.func) or tgt.func[1].rpartition(".")[2]) if entering \
-                else frame.entry_method
             unknown_src = {p for p, k in sub_frame_kinds.items() if k is StepKind.UNKNOWN}
             unknown_src |= {"self." + p for p, k in attr_kinds.items() if k is StepKind.UNKNOWN}
             sub = _Frame(tgt.func, callee, tgt.ctx, taint(callee, varying_src), sub_frame_kinds, callables, model_class,

@@ -40,10 +40,11 @@ class PatchTable:
             self._still_run.add(original)
         else:
             self._still_run.discard(original)
+        name = original[1].rpartition(".")[2]
         self._patch_site.setdefault(replacement, site)
-        self._patched_name.setdefault(replacement, original[1].rpartition(".")[2])
+        self._patched_name.setdefault(replacement, name)
         if owner is not None:
-            self._replaced_methods.setdefault(owner, {})[original[1].rpartition(".")[2]] = replacement
+            self._replaced_methods.setdefault(owner, {})[name] = replacement
             self._patched_owner.setdefault(replacement, owner)
 
     def defer_patches(self, by_name: dict[str, list[object]], resolver: Callable[[object], None]) -> None:
