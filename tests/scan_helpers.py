@@ -40,6 +40,14 @@ def scan_release(version: str) -> Scan:
         return run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2)
 
 
+def ids_by_rule(root: Path, files: dict[str, str | bytes], expected: set[str]) -> dict[str, str]:
+    """The fingerprints of a tree's findings, by rule; the tree has at least the ``expected``
+    rules' findings (it does what the test says)."""
+    found = {f.rule: f.fingerprint for f in scan_tree(write_tree(root, files)).result.findings}
+    assert set(found) >= expected, found
+    return found
+
+
 def by_rule(scan: Scan, rule: str) -> list:
     return [f for f in scan.result.findings if f.rule == rule]
 

@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scan_helpers import git, scan_tree, write_tree  # noqa: E402
+from scan_helpers import git, ids_by_rule, write_tree  # noqa: E402
 
 from auditor.cli.history import diff_command, history_command  # noqa: E402
 from auditor.common.config import Config  # noqa: E402
@@ -50,10 +50,8 @@ def repo(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ids(tmp_path_factory) -> dict[str, str]:
     """The base release's findings, by rule, from a plain scan of the same tree."""
-    root = write_tree(tmp_path_factory.mktemp("histbase") / "t", draft_tree(EAGLE_STYLE, model=BAD))
-    found = {f.rule: f.fingerprint for f in scan_tree(root).result.findings}
-    assert set(found) >= {"MTP001", "MTP002"}, found  # the tree does what the test says
-    return found
+    return ids_by_rule(tmp_path_factory.mktemp("histbase") / "t", draft_tree(EAGLE_STYLE, model=BAD),
+                       {"MTP001", "MTP002"})
 
 
 def test_history_calls_a_vanished_by_design_report_a_behaviour_change_not_fixed(repo: Path, ids, tmp_path: Path) -> None:

@@ -17,15 +17,14 @@ import jsonschema
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scan_helpers import git, scan_tree, write_tree  # noqa: E402
+from scan_helpers import git, ids_by_rule, write_tree  # noqa: E402
 
 from auditor.model.findings import EAGLE_TO_THREADED, LAYER_0, LAYER_I, THREADED_TO_EAGLE  # noqa: E402
 from rules._examples import draft_tree, wrapper  # noqa: E402
+from trees import DROPPING_WRAPPER, EAGLE_STYLE_LOOP, PASSING_WRAPPER, THREADED_LOOP  # noqa: E402
 
-EAGLE_STYLE = "out.append(self.model(input_ids, positions, hidden_states))"
-THREADED = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"
-GOOD = wrapper("return self.model(input_ids, positions, hidden_states, **kwargs)")
-BAD = wrapper("return self.model(input_ids, positions, hidden_states)")
+EAGLE_STYLE, THREADED = EAGLE_STYLE_LOOP, THREADED_LOOP
+GOOD, BAD = wrapper(PASSING_WRAPPER), wrapper(DROPPING_WRAPPER)
 PREDICTOR = "vllm/models/m_mtp.py::Predictor"
 
 
@@ -56,10 +55,8 @@ def unthreads(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def ids(tmp_path_factory) -> dict[str, str]:
-    root = write_tree(tmp_path_factory.mktemp("fmtbase") / "t", draft_tree(EAGLE_STYLE, model=BAD))
-    found = {f.rule: f.fingerprint for f in scan_tree(root).result.findings}
-    assert set(found) >= {"MTP001", "MTP002"}, found  # the tree does what the test says
-    return found
+    return ids_by_rule(tmp_path_factory.mktemp("fmtbase") / "t", draft_tree(EAGLE_STYLE, model=BAD),
+                       {"MTP001", "MTP002"})
 
 
 def lint(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
