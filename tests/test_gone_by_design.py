@@ -116,3 +116,71 @@ def test_bisect_names_the_commit_that_changed_the_behaviour_not_a_fix(repo, tmp_
     doc = json.loads(invoke("bisect", str(path), found["MTP002"], "--good", "v0.1.0", "--bad", "v0.2.0",
                             "--cache-dir", str(cache), "-f", "json").stdout)
     assert doc["direction"] == "behaviour-changed" and doc["commit"] == ids["design"]
+
+
+@pytest.fixture(scope="module")
+def appearing(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The other way: v0.1.0 threads the step over a wrapper that drops it (MTP001); one
+    commit makes the loop eagle-style (an MTP002 appears where the step was threaded), the
+    next fixes the wrapper; v0.2.0."""
+    path = tmp_path_factory.mktemp("appears") / "r"
+    ids = {}
+    for name, loop, model in (("v0.1.0", THREADED, BAD), ("design", EAGLE_STYLE, BAD), ("fix", EAGLE_STYLE, GOOD)):
+        write_tree(path, draft_tree(loop, model=model))
+        if name == "v0.1.0":
+            git(path, "init", "-q", "-b", "main")
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", name)
+        ids[name] = git(path, "rev-parse", "HEAD").strip()
+    git(path, "tag", "v0.1.0", ids["v0.1.0"])
+    git(path, "tag", "v0.2.0", ids["fix"])
+    return path, ids
+
+
+def test_bisect_of_a_by_design_report_that_appears_names_the_design_change_not_a_new_defect(appearing, tmp_path: Path) -> None:
+    from auditor.model.findings import THREADED_TO_EAGLE
+    from auditor.model.history import INTRODUCED
+
+    path, ids = appearing
+    cache = tmp_path / "c"
+    found = {f["rule"]: f["fingerprint"] for f in scan_json(path, cache)["findings"]}
+    assert set(found) == {"MTP002"}, found  # v0.2.0 (main): the eagle-style loop only
+    changed = run_bisect(path, found["MTP002"], "v0.1.0", "v0.2.0", cache_dir=cache, workers=1, rules=all_rules())
+    assert (changed.direction, changed.change, changed.commit) == (BEHAVIOUR_CHANGED, THREADED_TO_EAGLE, ids["design"])
+    assert changed.finding.fingerprint == found["MTP002"]
+    text = invoke("bisect", str(path), found["MTP002"], "--good", "v0.1.0", "--bad", "v0.2.0", "--cache-dir", str(cache))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0] == (f"{ids['design']} is the first commit where finding {found['MTP002']} appears: the behaviour "
+                        "changed (threaded -> eagle-style; by design, not a new defect)")
+    assert "change:  threaded -> eagle-style" in lines
+    doc = json.loads(invoke("bisect", str(path), found["MTP002"], "--good", "v0.1.0", "--bad", "v0.2.0",
+                            "--cache-dir", str(cache), "-f", "json").stdout)
+    assert (doc["direction"], doc["change"], doc["commit"]) == ("behaviour-changed", "threaded -> eagle-style", ids["design"])
+    # The same report on a loop that is new (nothing threaded before) is introduced: no behaviour changed.
+    new_loop = tmp_path / "new"
+    write_tree(new_loop, {"vllm/loader.py": "def get_model(config):\n    raise NotImplementedError\n",
+                          "vllm/models/m_mtp.py": GOOD})
+    git(new_loop, "init", "-q", "-b", "main")
+    git(new_loop, "add", "-A")
+    git(new_loop, "commit", "-q", "-m", "a model, no loop")
+    git(new_loop, "tag", "v0.1.0")
+    write_tree(new_loop, draft_tree(EAGLE_STYLE, model=GOOD))
+    git(new_loop, "add", "-A")
+    git(new_loop, "commit", "-q", "-m", "an eagle-style loop")
+    report = {f["rule"]: f["fingerprint"] for f in scan_json(new_loop, cache)["findings"]}["MTP002"]
+    added = run_bisect(new_loop, report, "v0.1.0", "main", cache_dir=cache, workers=1, rules=all_rules())
+    assert (added.direction, added.change) == (INTRODUCED, "")
+
+
+def test_bisect_of_a_fixed_defect_is_fixed_beside_the_design_change(appearing, tmp_path: Path) -> None:
+    path, ids = appearing
+    cache = tmp_path / "c"
+    git(path, "checkout", "-q", "v0.1.0")
+    try:
+        found = {f["rule"]: f["fingerprint"] for f in scan_json(path, cache)["findings"]}
+    finally:
+        git(path, "checkout", "-q", "main")
+    assert set(found) == {"MTP001"}, found
+    fixed = run_bisect(path, found["MTP001"], "v0.1.0", "v0.2.0", cache_dir=cache, workers=1, rules=all_rules())
+    assert (fixed.direction, fixed.commit, fixed.masked_by) == (FIXED, ids["fix"], [])

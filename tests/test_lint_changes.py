@@ -27,6 +27,7 @@ from auditor.model.findings import (  # noqa: E402
 )
 from auditor.output import render  # noqa: E402
 from auditor.output.json_format import load_schema  # noqa: E402
+from auditor.services.history.compare import gone  # noqa: E402
 from auditor.services.lint_changes import classify, meanings_of  # noqa: E402
 from rules import all_rules  # noqa: E402
 from rules._examples import draft_tree, wrapper  # noqa: E402
@@ -49,7 +50,8 @@ def scan(tmp_path: Path, name: str, loop: str, model: str = GOOD):
 
 def changes(base, head, meanings=None):
     introduced = [f for f in head.findings if f.fingerprint not in {g.fingerprint for g in base.findings}]
-    return classify(base, head, introduced, "HEAD~1", meanings_of(all_rules()) if meanings is None else meanings), introduced
+    return classify(base, head, introduced, "HEAD~1", meanings_of(all_rules()) if meanings is None else meanings,
+                    removed=gone(base.findings, head.findings)), introduced
 
 
 def test_a_loop_that_starts_threading_the_step_is_a_behaviour_change_not_a_fix(tmp_path: Path) -> None:
@@ -79,7 +81,7 @@ def test_a_model_that_asserts_step_0_raises_at_step_1_once_the_loop_threads(tmp_
     assert [(c.change, s.after) for c in plain.behaviour_changes for s in c.steps] == [
         (EAGLE_TO_THREADED, "raises at step 1")]
     got = classify(base, head_scan.result, [], "HEAD~1", meanings_of(all_rules()),
-                   raises=head_scan.analysis.dispatch.loop_step_raise)
+                   removed=gone(base.findings, head_scan.result.findings), raises=head_scan.analysis.dispatch.loop_step_raise)
     (change,) = got.behaviour_changes
     assert change.change == EAGLE_TO_THREADED  # the loop threads the step; the model cannot take step 1
     (step,) = change.steps
@@ -87,8 +89,9 @@ def test_a_model_that_asserts_step_0_raises_at_step_1_once_the_loop_threads(tmp_
     assert step.detail.startswith(f"{MODEL}:") and "Predictor.forward: assert spec_step_idx == 0" in step.detail
     # A model without the assert keeps its answer.
     good = scan_tree(write_tree(tmp_path / "good", draft_tree(THREADED, model=GOOD)))
-    got = classify(scan(tmp_path, "base2", EAGLE_STYLE), good.result, [], "HEAD~1", meanings_of(all_rules()),
-                   raises=good.analysis.dispatch.loop_step_raise)
+    base2 = scan(tmp_path, "base2", EAGLE_STYLE)
+    got = classify(base2, good.result, [], "HEAD~1", meanings_of(all_rules()),
+                   removed=gone(base2.findings, good.result.findings), raises=good.analysis.dispatch.loop_step_raise)
     assert [s.after for c in got.behaviour_changes for s in c.steps] == [LAYER_I]
 
 
@@ -141,7 +144,7 @@ def test_a_loop_run_as_a_subclass_is_matched_by_its_own_method() -> None:
         reach = LoopReach("vllm/spec/base.py:12 Base.propose (as Sub)", threads, "why")
         return ScanResult("t", findings=findings, reachability=[ClassReachability(model, ["P"], ["n"], [reach])])
 
-    got = classify(side(False, [report]), side(True, []), [], "HEAD~1", meanings_of(all_rules()))
+    got = classify(side(False, [report]), side(True, []), [], "HEAD~1", meanings_of(all_rules()), removed=gone([report], []))
     (change,) = got.behaviour_changes
     assert change.change == EAGLE_TO_THREADED
     assert [(s.before, s.after) for s in change.steps] == [(LAYER_0, LAYER_I)]
@@ -171,7 +174,7 @@ def test_a_row_the_linted_side_calls_unknown_is_unknown_in_lint_too() -> None:
 
     constant = LoopReach("vllm/spec/base.py:12 Base.propose", False, "why")
     unknown = LoopReach("vllm/spec/base.py:12 Base.propose", False, "unknown: past a cut", verdict=ReachVerdict.UNKNOWN)
-    got = classify(side(constant, [report]), side(unknown, []), [], "HEAD~1", meanings_of(all_rules()))
+    got = classify(side(constant, [report]), side(unknown, []), [], "HEAD~1", meanings_of(all_rules()), removed=gone([report], []))
     (change,) = got.behaviour_changes
     assert change.change == EAGLE_TO_UNKNOWN
     assert [(s.before, s.after) for s in change.steps] == [(LAYER_0, STEP_UNKNOWN)]

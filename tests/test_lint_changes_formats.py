@@ -95,7 +95,7 @@ def test_sarif_lists_the_fixed_finding_and_the_behaviour_change_as_absent(thread
         assert [(s["kind"], s["status"]) for s in res["suppressions"]] == [("external", "accepted")]
     descriptors = run["tool"]["driver"]["rules"]
     assert [descriptors[res["ruleIndex"]]["id"] for res in (fixed, changed)] == ["MTP001", "MTP002"]
-    assert run["properties"]["lint"] == {"base": "HEAD~1", "new": 0, "fixed": 1, "behaviourChanges": 1, "absent": 2}
+    assert run["properties"]["lint"] == {"base": "HEAD~1", "new": 0, "fixed": 1, "behaviourChanges": 1, "masked": 0, "absent": 2}
     assert lint(threads, "-f", "sarif").stdout == r.stdout  # deterministic
 
 
@@ -109,7 +109,7 @@ def test_sarif_marks_the_new_by_design_report_new_with_its_change(unthreads: Pat
     assert "suppressions" not in new and "kind" not in new
     assert new["properties"]["change"] == THREADED_TO_EAGLE and new["properties"]["lintChange"] == "behaviour-change"
     assert new["properties"]["steps"] == [{"class": PREDICTOR, "before": LAYER_I, "after": LAYER_0}]
-    assert run["properties"]["lint"] == {"base": "HEAD~1", "new": 1, "fixed": 0, "behaviourChanges": 1, "absent": 0}
+    assert run["properties"]["lint"] == {"base": "HEAD~1", "new": 1, "fixed": 0, "behaviourChanges": 1, "masked": 0, "absent": 0}
 
 
 def test_github_format_has_a_notice_per_fixed_finding_and_behaviour_change(threads: Path, ids) -> None:

@@ -102,6 +102,7 @@ def test_lint_says_where_the_step_is_lost_once_a_by_design_loop_passes_it(tmp_pa
     from scan_helpers import scan_tree
 
     from auditor.model.findings import LAYER_0
+    from auditor.services.history.compare import gone
     from auditor.services.lint_changes import classify, meanings_of
     from rules import all_rules
 
@@ -116,7 +117,7 @@ def test_lint_says_where_the_step_is_lost_once_a_by_design_loop_passes_it(tmp_pa
                                                              "            x = self.model.compute_logits(x)\n")))
     head = scan_tree(root).result
     introduced = [f for f in head.findings if f.fingerprint not in {g.fingerprint for g in base.findings}]
-    got = classify(base, head, introduced, "base", meanings_of(all_rules()))
+    got = classify(base, head, introduced, "base", meanings_of(all_rules()), removed=gone(base.findings, head.findings))
     steps = {(s.model_class.name, s.before, s.after) for c in got.behaviour_changes for s in c.steps}
     (row,) = [lp for r in head.reachability if r.model_class.name == "DeepMTP" for lp in r.loops
               if "EagleStyleSpeculator.propose" in lp.loop]

@@ -396,9 +396,12 @@ class ScanResult:
 
 # --- lint (issue 18 item 10): what a change did besides the findings it introduces ---
 #
-# A finding of the base that the change makes disappear is one of two things:
+# A finding of the base that the change makes disappear is one of three things:
 #
 # * **fixed** — a defect (the step lost, rejected, frozen, a gate that never opens) is gone;
+# * **masked** — a defect is gone only because a finding the change introduced sits on its
+#   route before it (the step is lost, rejected or constant there, or the route is no longer
+#   taken): a compiled forward cannot freeze a step that no longer reaches it. Not a fix;
 # * a **behaviour change** — a by-design report is gone because the behaviour it described
 #   changed: a draft loop that ran EAGLE-style (layer 0 at every step, on purpose) now
 #   threads the step (``eagle-style -> threaded``). That is a design decision for the
@@ -468,6 +471,45 @@ class BehaviourChange:
         return cls(data["change"], Finding.from_json(data["finding"]), [StepChange.from_json(s) for s in data["steps"]])
 
 
+@dataclass(frozen=True)
+class FindingRef:
+    """A finding named by its rule and id (what masks a finding: one of the change's new ones)."""
+
+    rule: str
+    fingerprint: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.fingerprint}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "FindingRef":
+        return cls(data["rule"], data["fingerprint"])
+
+
+@dataclass
+class Masked:
+    """A defect of the base that is gone only because a finding the change introduced sits
+    on its route before it: the step is lost, rejected or constant there, or the route is no
+    longer taken (``lint_changes.masks``), so nothing is left to report where it was. Not a
+    fix: the step still does not reach the layer."""
+
+    finding: Finding  # the base's defect, as the base has it
+    by: list[FindingRef] = field(default_factory=list)  # the new findings that hide it, sorted
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return self.finding.sort_key()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"finding": self.finding.to_json(), "by": [b.to_json() for b in self.by]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Masked":
+        return cls(Finding.from_json(data["finding"]), [FindingRef.from_json(b) for b in data["by"]])
+
+
 @dataclass
 class LintChanges:
     """The part of a lint result that is not a new finding."""
@@ -475,10 +517,12 @@ class LintChanges:
     base: str  # the ref compared with
     fixed: list[Finding] = field(default_factory=list)  # the base's defects the change removes, as the base has them
     behaviour_changes: list[BehaviourChange] = field(default_factory=list)
+    masked: list[Masked] = field(default_factory=list)  # the base's defects hidden by a new finding: not fixed
 
     def sort(self) -> "LintChanges":
         self.fixed.sort(key=Finding.sort_key)
         self.behaviour_changes.sort(key=BehaviourChange.sort_key)
+        self.masked.sort(key=Masked.sort_key)
         return self
 
     def to_json(self) -> dict[str, Any]:
@@ -486,9 +530,11 @@ class LintChanges:
             "base": self.base,
             "fixed": [f.to_json() for f in sorted(self.fixed, key=Finding.sort_key)],
             "behaviour_changes": [c.to_json() for c in sorted(self.behaviour_changes, key=BehaviourChange.sort_key)],
+            "masked": [m.to_json() for m in sorted(self.masked, key=Masked.sort_key)],
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LintChanges":
         return cls(data["base"], [Finding.from_json(f) for f in data["fixed"]],
-                   [BehaviourChange.from_json(c) for c in data["behaviour_changes"]])
+                   [BehaviourChange.from_json(c) for c in data["behaviour_changes"]],
+                   [Masked.from_json(m) for m in data.get("masked", [])])

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .findings import BehaviourChange, Finding, ScanResult
+from .findings import BehaviourChange, Finding, FindingRef, Masked, ScanResult
 
 
 @dataclass
@@ -42,6 +42,9 @@ class Delta:
     # by-design reports removed (eagle-style -> threaded, ...) or added where the step was
     # threaded: a change of behaviour, not a fix (issue 18 item 10, as lint classifies them)
     behaviour_changes: list[BehaviourChange] = field(default_factory=list)
+    # defects of the base that are gone only because a finding introduced here hides them
+    # (the step stops before their site): not fixed, as lint says
+    masked: list[Masked] = field(default_factory=list)
 
 
 @dataclass
@@ -58,15 +61,18 @@ class History:
 
 
 
-#: ``BisectResult.direction``: the finding appears at the commit found, or goes: a defect is
-#: fixed there; a by-design report (its rule's meaning) is not fixed, the behaviour changed.
-INTRODUCED, FIXED, BEHAVIOUR_CHANGED = "introduced", "fixed", "behaviour-changed"
+#: ``BisectResult.direction``: what the commit found did to the finding, as history sorts that
+#: pair of revisions (``compare_scans``): it appears (a defect, or a by-design report on a new
+#: loop); a defect goes and is fixed; a by-design report goes, or appears where the loop used
+#: to thread the step: the behaviour changed (``BisectResult.change`` says which way); a
+#: defect goes because a new finding on its route hides it: masked, not fixed.
+INTRODUCED, FIXED, BEHAVIOUR_CHANGED, MASKED = "introduced", "fixed", "behaviour-changed", "masked"
 
 
 @dataclass
 class BisectResult:
     fingerprint: str
-    direction: str  # INTRODUCED, FIXED or BEHAVIOUR_CHANGED
+    direction: str  # INTRODUCED, FIXED, BEHAVIOUR_CHANGED or MASKED
     good: str
     bad: str
     commit: str
@@ -76,6 +82,8 @@ class BisectResult:
     candidates: int  # commits between good (excluded) and bad (included)
     scans: int  # revisions examined, endpoints included
     steps: list[tuple[str, bool]] = field(default_factory=list)  # (commit, finding present)
+    change: str = ""  # BEHAVIOUR_CHANGED: the BehaviourChange kind ("threaded -> eagle-style", ...)
+    masked_by: list[FindingRef] = field(default_factory=list)  # MASKED: the new findings that hide it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +100,8 @@ class BisectResult:
             "candidates": self.candidates,
             "scans": self.scans,
             "steps": [{"commit": c, "present": p} for c, p in self.steps],
+            "change": self.change or None,
+            "masked_by": [b.to_json() for b in self.masked_by],
         }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.model.findings import BehaviourChange, Finding, LintChanges, Problem, ScanResult, Severity
+from auditor.model.findings import BehaviourChange, Finding, LintChanges, Masked, Problem, ScanResult, Severity
 
 from ._common import rule_index, rule_title, sorted_findings, sorted_problems
 
@@ -86,6 +86,11 @@ def _lint_notices(changes: LintChanges, rules: "dict[str, type[Rule]]") -> list[
         out.append(command("notice", _where(f, f"behaviour change {c.change}: {rule_title(f.rule, rules)}"),
                            "\n".join([f"by design, not a fix ({said} {f.rule} [id {f.fingerprint}]): {f.message}",
                                       "which layer each draft step selects, before -> after:", *steps])))
+    for m in sorted(changes.masked, key=Masked.sort_key):
+        f, by = m.finding, ", ".join(f"{b.rule} [id {b.fingerprint}]" for b in m.by)
+        out.append(command("notice", _where(f, f"masked: {rule_title(f.rule, rules)}"),
+                           f"not fixed (present at {changes.base} [id {f.fingerprint}]): masked by {by}, a new finding "
+                           f"on its route, so the step still does not reach its layer\n{_finding_message(f)}"))
     return out
 
 

@@ -23,8 +23,8 @@ import re
 from typing import Any, Optional
 
 from .. import __version__
-from ..model.history import BEHAVIOUR_CHANGED, FIXED, INTRODUCED, BisectResult, Delta, History, Release, by_rule
-from ..model.findings import BehaviourChange, Finding
+from ..model.history import BEHAVIOUR_CHANGED, FIXED, INTRODUCED, MASKED, BisectResult, Delta, History, Release, by_rule
+from ..model.findings import THREADED_TO_EAGLE, BehaviourChange, Finding, Masked
 from .dispatch import render_as
 
 HISTORY_FORMAT_VERSION = 1
@@ -80,6 +80,7 @@ def _counts(rel: Release, delta: Optional[Delta]) -> dict[str, Any]:
         "introduced": len(delta.introduced),
         "fixed": len(delta.fixed),
         "behaviour_changes": len(delta.behaviour_changes),
+        "masked": len(delta.masked),
         "persisted": len(delta.persisted),
         "moved": len(delta.moved),
     }
@@ -117,6 +118,7 @@ def to_json(hist: History) -> dict[str, Any]:
                     "persisted": [f.fingerprint for f in delta.persisted],
                     "fixed": [f.to_json() for f in delta.fixed],
                     "behaviour_changes": [c.to_json() for c in delta.behaviour_changes],
+                    "masked": [m.to_json() for m in delta.masked],
                     "moved": [{"from": old, "to": new} for new, old in sorted(delta.moved.items())],
                     "reachability": [r.to_json() for r in rel.result.reachability],
                     "problems": [p.to_json() for p in rel.result.problems],
@@ -156,8 +158,14 @@ def _change_line(c: BehaviourChange) -> str:
 
 
 def _changes_said(delta: Delta) -> str:
-    n = len(delta.behaviour_changes)
-    return f", {n} behaviour change{'s' if n != 1 else ''} (by design, not fixes)" if n else ""
+    n, m = len(delta.behaviour_changes), len(delta.masked)
+    said = f", {n} behaviour change{'s' if n != 1 else ''} (by design, not fixes)" if n else ""
+    return said + (f", {m} masked (not fixed: a new finding hides {'them' if m != 1 else 'it'})" if m else "")
+
+
+def _masked_line(m: Masked) -> str:
+    """``masked`` row: the base's defect, then the new findings that hide it."""
+    return _one_line(f"{_finding_line(m.finding)} masked by {', '.join(str(b) for b in m.by)}")
 
 
 def _diff_text(hist: History) -> str:
@@ -178,6 +186,8 @@ def _diff_text(hist: History) -> str:
             out.append(f"  {label:<10} {_finding_line(f)}")
     for change in delta.behaviour_changes:
         out.append(f"  {'changed':<10} {_change_line(change)}")
+    for m in delta.masked:
+        out.append(f"  {'masked':<10} {_masked_line(m)}")
     moved = [f for f in delta.persisted if f.fingerprint in delta.moved]
     for f in moved:
         out.append(f"  {'moved':<10} {_finding_line(f)} (was {delta.moved[f.fingerprint]})")
@@ -220,6 +230,8 @@ def to_text(hist: History) -> str:
                 out.append(f"  {label:<10} {_finding_line(f)}{moved}")
         for change in delta.behaviour_changes:
             out.append(f"  {'changed':<10} {_change_line(change)}")
+        for m in delta.masked:
+            out.append(f"  {'masked':<10} {_masked_line(m)}")
     names, cells, _ = matrix(hist)
     if names:
         refs = [r.ref for r in hist.scanned()]
@@ -303,6 +315,7 @@ def to_markdown(hist: History) -> str:
                 out.append(f"| {f.rule} | {_code(f'{f.path}:{f.line}')} | {_code(f.function)} | {_code(f.callee)} | {_md(fp)} |")
         if delta.base is not None:
             out += _md_changes(delta.behaviour_changes)
+            out += _md_masked(delta.masked)
         if delta.introduced or (delta.base is None and rel.result.findings):
             out += ["", "#### Call chains of introduced findings", ""]
             for f in delta.introduced:
@@ -321,6 +334,18 @@ def _md_changes(changes: list[BehaviourChange]) -> list[str]:
         f = c.finding
         steps = "; ".join(f"{s.model_class.name}: {s.before} -> {s.after}" for s in c.steps)
         out.append(f"| {_md(c.change)} | {f.rule} | {_code(f'{f.path}:{f.line}')} | {_code(f.function)} | {_md(steps)} | {_md(f.fingerprint)} |")
+    return out
+
+
+def _md_masked(masked: list[Masked]) -> list[str]:
+    if not masked:
+        return []
+    out = ["", f"### Masked: not fixed, a new finding hides them ({len(masked)})", "",
+           "| rule | location | function | callee | fingerprint | masked by |", "|---|---|---|---|---|---|"]
+    for m in masked:
+        f = m.finding
+        out.append(f"| {f.rule} | {_code(f'{f.path}:{f.line}')} | {_code(f.function)} | {_code(f.callee)} | "
+                   f"{_md(f.fingerprint)} | {_md(', '.join(str(b) for b in m.by))} |")
     return out
 
 
@@ -554,6 +579,10 @@ def to_html(hist: History) -> str:
             b.append(_finding_rows(items, kind, delta))
         if delta.base is not None:
             b.append(_html_changes(delta.behaviour_changes))
+            if delta.masked:  # not fixed: the new findings named hide them
+                b.append(f'<h4><span class="tag masked">Masked</span> {len(delta.masked)} '
+                         f'<span class="muted">not fixed: hidden by {_e(", ".join(sorted({str(x) for m in delta.masked for x in m.by})))}</span></h4>')
+                b.append(_finding_rows([m.finding for m in delta.masked], "masked", delta))
         b.append("</section>")
     b.append("</body></html>")
     return "\n".join(b) + "\n"
@@ -569,14 +598,24 @@ _BISECT_SAYS = {
 }
 
 
+def _bisect_says(res: BisectResult) -> str:
+    if res.direction == BEHAVIOUR_CHANGED and res.change == THREADED_TO_EAGLE:  # a by-design report that appears
+        return f"appears: the behaviour changed ({res.change}; by design, not a new defect)"
+    if res.direction == MASKED:
+        return (f"is gone, masked by {', '.join(str(b) for b in res.masked_by)}: the step still does not reach "
+                "its layer (not a fix)")
+    return _BISECT_SAYS[res.direction]
+
+
 def render_bisect(res: BisectResult, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(res.to_json(), indent=2, sort_keys=False) + "\n"
     f = res.finding
     lines = [
-        f"{res.commit} is the first commit where finding {res.fingerprint} {_BISECT_SAYS[res.direction]}",
+        f"{res.commit} is the first commit where finding {res.fingerprint} {_bisect_says(res)}",
         f"subject: {res.subject}",
         f"date:    {res.date}",
+        *([f"change:  {res.change}"] if res.change else []),
         f"searched {res.candidates} commits between {res.good} and {res.bad} with {res.scans} scans",
         "",
         f"{f.rule} {f.severity.value} {f.path}:{f.line}:{f.column + 1} {f.function}",

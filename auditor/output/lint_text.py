@@ -5,7 +5,9 @@ base had it, function → callee, and its id. ``Behaviour changes (N): by design
 per by-design report the change removed (or added), the kind (``eagle-style -> threaded``),
 the loop and the report's id, then which layer each step selects per MTP class before and
 after, grouped by the pair (every class on its own line with ``--verbose``), and the
-change's new findings about those classes. Nothing is printed when both are empty.
+change's new findings about those classes. ``Masked by the change (N): not fixed, a new
+finding hides them``: one line per defect that went only because a new finding sits on its
+route before it, with the ids of those findings. Nothing is printed when all are empty.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 from rich.console import Console
 from rich.text import Text
 
-from auditor.model.findings import BehaviourChange, Finding, LintChanges, ScanResult, StepChange
+from auditor.model.findings import BehaviourChange, Finding, LintChanges, Masked, ScanResult, StepChange
 
 from ._common import rule_title
 
@@ -32,9 +34,9 @@ Location = Callable[[str, int], str]
 
 def render_changes(console: Console, result: ScanResult, rules: "dict[str, type[Rule]]", clean: Clean,
                    location: Location, verbose: bool) -> bool:
-    """Print both sections; whether anything was printed."""
+    """Print the sections; whether anything was printed."""
     changes: LintChanges | None = result.lint
-    if changes is None or not (changes.fixed or changes.behaviour_changes):
+    if changes is None or not (changes.fixed or changes.behaviour_changes or changes.masked):
         return False
     new_rules = {f.fingerprint: f.rule for f in result.findings}
     if changes.fixed:
@@ -48,6 +50,15 @@ def render_changes(console: Console, result: ScanResult, rules: "dict[str, type[
                            style="bold underline"))
         for change in sorted(changes.behaviour_changes, key=BehaviourChange.sort_key):
             _change(console, change, rules, new_rules, clean, location, verbose)
+    if changes.masked:
+        if changes.fixed or changes.behaviour_changes:
+            console.print()
+        console.print(Text(f"Masked by the change ({len(changes.masked)}): not fixed, a new finding hides them",
+                           style="bold underline"))
+        for m in sorted(changes.masked, key=Masked.sort_key):
+            line = _fixed_line(m.finding, rules, clean, location)
+            line.append(f"  masked by {', '.join(clean(str(b)) for b in m.by)}")
+            console.print(line, soft_wrap=True)
     return True
 
 

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from auditor import __version__
-from auditor.model.findings import BehaviourChange, Finding, Hop, LintChanges, Problem, ScanResult, Severity
+from auditor.model.findings import BehaviourChange, Finding, Hop, LintChanges, Masked, Problem, ScanResult, Severity
 
 from ._common import sorted_findings, sorted_problems
 
@@ -186,6 +186,11 @@ def _lint_results(changes: LintChanges, index: dict[str, int]) -> list[dict[str,
         if c.removed:  # an added report is one of the new results
             out.append(_gone(c.finding, index[c.finding.rule], "informational",
                              f"behaviour change {c.change} (by design, not a fix)", _change_props(c)))
+    for m in sorted(changes.masked, key=Masked.sort_key):  # not fixed: a new finding hides it
+        by = [str(b) for b in m.by]
+        out.append(_gone(m.finding, index[m.finding.rule], "informational",
+                         f"masked by {', '.join(by)} (not fixed: the step still does not reach its layer)",
+                         {"lintChange": "masked", "maskedBy": by}))
     return out
 
 
@@ -208,7 +213,8 @@ def build(result: ScanResult, rules: "list[type[Rule]]") -> dict[str, Any]:
             index[rule.code] = len(descriptors)
             descriptors.append(_descriptor(rule))
     changes = result.lint
-    gone = ([*changes.fixed, *(c.finding for c in changes.behaviour_changes)] if changes else [])
+    gone = ([*changes.fixed, *(c.finding for c in changes.behaviour_changes), *(m.finding for m in changes.masked)]
+            if changes else [])
     for f in [*findings, *sorted_findings(gone)]:  # rules the caller did not list, in first-seen (sorted) order
         if f.rule not in index:
             index[f.rule] = len(descriptors)
@@ -253,7 +259,8 @@ def _add_lint(run: dict[str, Any], changes: LintChanges) -> None:
             res.setdefault("properties", {}).update(_change_props(change))
     removed = sum(1 for c in changes.behaviour_changes if c.removed)
     run["properties"] = {"lint": {"base": changes.base, "new": len(run["results"]), "fixed": len(changes.fixed),
-                                  "behaviourChanges": len(changes.behaviour_changes), "absent": len(changes.fixed) + removed}}
+                                  "behaviourChanges": len(changes.behaviour_changes), "masked": len(changes.masked),
+                                  "absent": len(changes.fixed) + removed + len(changes.masked)}}
 
 
 def _name_plugin_roots(run: dict[str, Any], result: ScanResult) -> None:

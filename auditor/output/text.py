@@ -296,7 +296,7 @@ def render(
     _findings(console, result, by_code, verbose)
     _problems(console, result, first=not buf.getvalue())
     if result.lint is not None:  # lint: what the change fixed and what it changed by design
-        if buf.getvalue() and (result.lint.fixed or result.lint.behaviour_changes):
+        if buf.getvalue() and (result.lint.fixed or result.lint.behaviour_changes or result.lint.masked):
             console.print()
         render_changes(console, result, by_code, _clean, _location, verbose)
     if reachability:

@@ -160,6 +160,7 @@ def run_lint(
         "changed_files": len(changed),
         "fixed": len(fixed),
         "behaviour_changes": len(changes.behaviour_changes),
+        "masked": len(changes.masked),
     }
     result.sort()
     return LintOutcome(result, changed, fixed, base_tree.label, head_tree.label, list(head_result.findings))

@@ -14,6 +14,15 @@ computes. Where a class now selects by the step, the linted side's dispatch anal
 whether an assert on the step fails first (``raises at step N``, as ``layers`` answers).
 A finding on a file the later side could not read or parse is neither fixed nor changed:
 nobody can tell (lint reports that file as MTP901, history lists it among the problems).
+
+A defect that went away is **masked**, not fixed, when one of the change's new findings
+hides it (:func:`masks`): by what the new finding means (its :class:`Meaning`), the step
+stops at the new finding's site — lost there, a call there that cannot take it, constant
+there by design — and that site lies on the gone finding's route (its own site or a hop
+of its trace, from the draft loop to the layer selection); or the new finding says a gate
+never opens for one of its classes, on the drafter its route runs through. A compiled
+forward cannot freeze a step a wrapper now drops: the MTP007 goes, the MTP001 comes, and
+the step is still not threaded. Everything else that went is fixed.
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ from ..model.findings import (
     ClassReachability,
     ClassRef,
     Finding,
+    FindingRef,
     LoopReach,
+    Masked,
     Meaning,
     ScanResult,
     EAGLE_TO_THREADED,
@@ -74,6 +85,41 @@ def by_design(rule: object, meanings: Mapping[str, Meaning | None]) -> bool:
     test of it lint, history, baselines and bisect share; an unknown code (a hand-edited
     baseline entry) is not by design."""
     return isinstance(rule, str) and meanings.get(rule) is Meaning.BY_DESIGN
+
+
+def meaning_of(f: Finding, meanings: Mapping[str, Meaning | None]) -> Meaning | None:
+    """What ``f`` means: what the engine stamped on it (a rule may say it for one kind of its
+    findings), else what its rule declares (a finding read back from a cache carries none)."""
+    return f.meaning if f.meaning is not None else meanings.get(f.rule)
+
+
+#: a finding that means one of these stops the step at its own site: nothing past it sees one
+STOPS_THE_STEP = frozenset({Meaning.STEP_LOST, Meaning.CANNOT_TAKE, Meaning.BY_DESIGN})
+
+
+def route(f: Finding) -> frozenset[tuple[str, str]]:
+    """The sites (path, function) on ``f``'s route: its own and every hop of its trace."""
+    return frozenset({(f.path, f.function), *((h.path, h.function) for h in f.trace)})
+
+
+def masks(new: Finding, gone: Finding, meanings: Mapping[str, Meaning | None]) -> bool:
+    """Whether ``new`` (a finding the change introduced) hides ``gone`` (a defect of the base
+    that went away): ``new`` stops the step at a site on ``gone``'s route (:data:`STOPS_THE_STEP`),
+    or says a gate never opens for one of ``gone``'s classes on the drafter ``gone``'s route
+    runs through (:attr:`Meaning.GATE_CLOSED`: its callee is that drafter), so the route is no
+    longer taken. A defect hidden so is not fixed."""
+    meaning = meaning_of(new, meanings)
+    if meaning in STOPS_THE_STEP:
+        return (new.path, new.function) in route(gone)
+    if meaning is Meaning.GATE_CLOSED and new.callee:
+        shared = {(c.path, c.name) for c in new.affected_classes} & {(c.path, c.name) for c in gone.affected_classes}
+        return bool(shared) and any(function.split(".")[0] == new.callee for _, function in route(gone))
+    return False
+
+
+def _masked_by(gone: Finding, introduced: Sequence[Finding], meanings: Mapping[str, Meaning | None]) -> list[FindingRef]:
+    return sorted({FindingRef(g.rule, g.fingerprint) for g in introduced if masks(g, gone, meanings)},
+                  key=lambda r: (r.rule, r.fingerprint))
 
 
 def _loop_key(loop: str) -> tuple[str, str]:
@@ -157,21 +203,19 @@ def _with_raises(steps: list[StepChange], loop: tuple[str, str], raises: Raises)
 
 def classify(
     base: ScanResult, head: ScanResult, introduced: Sequence[Finding], base_label: str,
-    meanings: Mapping[str, Meaning | None], raises: Raises | None = None,
-    removed: Sequence[Finding] | None = None,
+    meanings: Mapping[str, Meaning | None], *, removed: Sequence[Finding], raises: Raises | None = None,
 ) -> LintChanges:
-    """``introduced``: the change's new findings (what lint reports). ``raises``: the linted
-    side's dispatch analysis, when there is one; a class whose steps now select by the step
-    but whose code asserts on it gets ``raises at step i`` instead. ``removed``: the base's
-    findings that are gone (default: those whose fingerprint the head lacks; history passes
-    what is left once moved findings are paired)."""
-    head_ids = {f.fingerprint for f in head.findings}
+    """``introduced``: the change's new findings (what lint reports). ``removed``: the base's
+    findings that are gone once moved ones are paired
+    (:func:`auditor.services.history.compare.gone`, or a history delta's ``fixed``; lint,
+    history, bisect and the tests all pass that). ``raises``: the linted side's dispatch
+    analysis, when there is one; a class whose steps now select by the step but whose code
+    asserts on it gets ``raises at step i`` instead."""
     base_ids = {f.fingerprint for f in base.findings}
     base_loops, head_loops = _table(base.reachability), _table(head.reachability)
     changes = LintChanges(base_label)
-    gone = [f for f in base.findings if f.fingerprint not in head_ids] if removed is None else removed
     unread = {p.path for p in head.problems}  # files the head could not read or parse
-    for f in gone:
+    for f in removed:
         if unread & {f.path, *(h.path for h in f.trace)}:
             continue  # out of sight, not fixed: the head's problem with that file is reported instead
         if by_design(f.rule, meanings):
@@ -180,6 +224,8 @@ def classify(
             if raises is not None:
                 steps = _with_raises(steps, (f.path, f.function), raises)
             changes.behaviour_changes.append(BehaviourChange(kind, f, steps))
+        elif by := _masked_by(f, introduced, meanings):
+            changes.masked.append(Masked(f, by))
         else:
             changes.fixed.append(f)
     for f in introduced:

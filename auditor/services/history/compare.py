@@ -72,10 +72,11 @@ def compare_scans(base: ScanResult, head: ScanResult, base_ref: str, meanings: M
     """:func:`compare`, then what is gone sorted as ``lint`` sorts it (one function,
     :func:`auditor.services.lint_changes.classify`): a removed by-design report is a
     behaviour change (``eagle-style -> threaded``), not a fix; a by-design report added
-    where the step was threaded is one too (and stays introduced)."""
+    where the step was threaded is one too (and stays introduced); a defect hidden by a
+    finding introduced here is masked, not fixed."""
     delta = compare(base.findings, head.findings, base_ref)
     changes = classify(base, head, delta.introduced, base_ref, meanings, removed=delta.fixed)
-    delta.fixed, delta.behaviour_changes = changes.fixed, changes.behaviour_changes
+    delta.fixed, delta.behaviour_changes, delta.masked = changes.fixed, changes.behaviour_changes, changes.masked
     return delta
 
 
