@@ -88,10 +88,10 @@ def test_baseline_entries_are_sorted_by_the_registered_rules_meaning_not_a_code(
     by_design = {r.code for r in all_rules() if getattr(r, "meaning", None) is Meaning.BY_DESIGN}
     assert "MTP002" in by_design and "MTP001" not in by_design
     entries = [{"fingerprint": "a", "rule": "MTP001"}, {"fingerprint": "b", "rule": "MTP002"}, {"fingerprint": "c"}]
-    gone = sort_gone(entries, meanings_of(all_rules()))
+    gone = sort_gone(entries, meanings_of(all_rules()), new=[])
     assert [e["fingerprint"] for e in gone.fixed] == ["a", "c"] and [e["fingerprint"] for e in gone.behaviour_changes] == ["b"]
     # the meaning decides: the same entries under a registry that declares otherwise
-    swapped = sort_gone(entries, {"MTP001": Meaning.BY_DESIGN, "MTP002": None})
+    swapped = sort_gone(entries, {"MTP001": Meaning.BY_DESIGN, "MTP002": None}, new=[])
     assert [e["fingerprint"] for e in swapped.behaviour_changes] == ["a"]
 
 

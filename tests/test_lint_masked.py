@@ -213,3 +213,42 @@ def test_diff_says_masked_and_bisect_names_the_masking_commit(repo, tmp_path: Pa
     assert [str(b) for b in res.masked_by] and all(b.rule == "MTP001" for b in res.masked_by)
     text = invoke("bisect", str(path), capture, "--good", "v0.1.0", "--bad", "v0.2.0", "--cache-dir", str(cache)).stdout
     assert text.splitlines()[0].startswith(f"{ids['drop']} is the first commit where finding {capture} is gone, masked by MTP001 ")
+
+
+def test_a_baseline_entry_whose_finding_a_new_one_hides_is_masked_not_fixed(repo, tmp_path: Path) -> None:
+    path, ids = repo
+    cache, baseline = tmp_path / "c", tmp_path / "baseline.json"
+
+    def scan(ref: str, *extra: str):
+        git(path, "checkout", "-q", ref)
+        try:
+            return invoke("scan", str(path), "-q", "--cache-dir", str(cache), *extra)
+        finally:
+            git(path, "checkout", "-q", "main")
+
+    git(path, "checkout", "-q", "v0.1.0")
+    try:
+        assert invoke("baseline", "create", str(path), "-o", str(baseline), "-q", "--cache-dir", str(cache)).returncode == 0
+    finally:
+        git(path, "checkout", "-q", "main")
+    (entry,) = json.loads(baseline.read_text())["findings"]
+    assert entry["rule"] == "MTP007" and [MODEL, "WrapperMTP.forward"] in entry["route"]
+    assert entry["classes"] == [[MODEL, "WrapperMTP"]]
+    # at the commit whose wrapper drops the step: the new MTP001 is reported, the entry is masked
+    drop = scan(ids["drop"], "-f", "json", "--baseline", str(baseline))
+    doc = json.loads(drop.stdout)
+    (new,) = doc["findings"]
+    assert doc["stats"]["baseline_masked"] == [entry["fingerprint"]] and doc["stats"]["baseline_fixed"] == []
+    assert (f"mtp-audit: 1 baseline entry is masked, not fixed: a new finding on its route hides it "
+            f"({entry['fingerprint']} by MTP001 {new['fingerprint']}); keep it") in drop.stderr
+    assert "can be removed" not in drop.stderr
+    # after the real fix it is fixed
+    fixed = scan("v0.2.0", "-f", "json", "--baseline", str(baseline))
+    stats = json.loads(fixed.stdout)["stats"]
+    assert stats["baseline_fixed"] == [entry["fingerprint"]] and stats["baseline_masked"] == []
+    # an entry written before entries had a route cannot be masked: it is fixed, as it was
+    old = json.loads(baseline.read_text())
+    old["findings"] = [{k: v for k, v in e.items() if k not in ("route", "classes")} for e in old["findings"]]
+    baseline.write_text(json.dumps(old))
+    stats = json.loads(scan(ids["drop"], "-f", "json", "--baseline", str(baseline)).stdout)["stats"]
+    assert stats["baseline_fixed"] == [entry["fingerprint"]] and stats["baseline_masked"] == []

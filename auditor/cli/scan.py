@@ -47,6 +47,14 @@ def report_gone_baseline(gone: "GoneEntries", baseline: Optional[Path]) -> None:
     or behaviour changes when their rule's reports are by design (never called fixed)."""
     if not gone:
         return
+    if gone.masked:
+        n = len(gone.masked)
+        hidden = "; ".join(f"{e['fingerprint']} by {', '.join(str(b) for b in by)}" for e, by in gone.masked[:5])
+        typer.echo(f"mtp-audit: {n} baseline entr{'y is' if n == 1 else 'ies are'} masked, not fixed: a new finding on "
+                   f"{'its' if n == 1 else 'their'} route hides {'it' if n == 1 else 'them'} ({hidden}"
+                   f"{' …' if n > 5 else ''}); keep {'it' if n == 1 else 'them'}", err=True)
+    if not (gone.fixed or gone.behaviour_changes):
+        return
     shrink = f"run `mtp-audit baseline create --force -o {baseline}` to shrink it"
     fixed, changed = gone.fixed, gone.behaviour_changes
     if not changed:

@@ -1,7 +1,11 @@
 """Baselines: today's findings recorded by id, so that only new ones are reported
 (``baseline create``, ``scan/lint --baseline``). An entry whose finding is gone is fixed,
-or, when its rule's reports are by design, a behaviour change (:func:`sort_gone`, with
-lint's and history's own rule)."""
+or, when its rule's reports are by design, a behaviour change, or, when a finding that is
+not in the baseline sits on its route and stops the step there, masked (:func:`sort_gone`,
+with lint's and history's own rules, :func:`~auditor.services.lint_changes.by_design` and
+:func:`~auditor.services.lint_changes.masks`). An entry records its finding's route (the
+site and the trace's functions) and affected classes for that; an entry written before it
+did cannot be masked."""
 
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ from typing import Any, Mapping
 
 from ..common.safe_write import ReadOnlyFile, write_file
 from ..common.errors import UsageError
-from ..model.findings import Finding, Meaning
-from .lint_changes import by_design
+from ..model.findings import ClassRef, Finding, FindingRef, Hop, Meaning, Severity
+from .lint_changes import by_design, masks, route
 
 BASELINE_VERSION = 1
 
@@ -35,7 +39,9 @@ def write_baseline(findings: list[Finding], path: Path, force: bool = False) -> 
     findings of another configuration) are kept beside the new ones; ``force`` replaces it.
     An existing file that is not a baseline (a pyproject.toml given by mistake) is refused
     unless ``force``."""
-    entries = [{"fingerprint": f.fingerprint, "rule": f.rule, "path": f.path, "function": f.function}
+    entries = [{"fingerprint": f.fingerprint, "rule": f.rule, "path": f.path, "function": f.function,
+                "route": [list(site) for site in sorted(route(f))],
+                "classes": [[c.path, c.name] for c in f.affected_classes]}
                for f in findings if not f.suppressed]
     if not force and (path.exists() or path.is_symlink()):
         try:
@@ -85,15 +91,41 @@ class GoneEntries:
 
     fixed: list[dict[str, Any]] = field(default_factory=list)
     behaviour_changes: list[dict[str, Any]] = field(default_factory=list)  # by-design reports gone: not fixes
+    # defects hidden by a finding that is not in the baseline: (entry, the findings that hide it); not fixed
+    masked: list[tuple[dict[str, Any], list[FindingRef]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.fixed or self.behaviour_changes)
+        return bool(self.fixed or self.behaviour_changes or self.masked)
 
 
-def sort_gone(gone: list[dict[str, Any]], meanings: Mapping[str, Meaning | None]) -> GoneEntries:
+def _recorded(entry: dict[str, Any]) -> Finding | None:
+    """The entry's finding as far as it is recorded (rule, site, route, classes): enough for
+    :func:`masks`; None for an entry without a route (written before entries had one, or by hand)."""
+    sites, classes = entry.get("route"), entry.get("classes", [])
+    if not isinstance(sites, list) or not isinstance(classes, list):
+        return None
+    pairs = [s for s in sites if isinstance(s, list) and len(s) == 2 and all(isinstance(x, str) for x in s)]
+    refs = [ClassRef(c[0], c[1]) for c in classes if isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c)]
+    return Finding(str(entry.get("rule", "")), Severity.WARNING, str(entry.get("path", "")), 0, 0,
+                   str(entry.get("function", "")), "", "", trace=[Hop(p, 0, fn, "") for p, fn in pairs],
+                   affected_classes=refs, fingerprint=str(entry["fingerprint"]))
+
+
+def sort_gone(gone: list[dict[str, Any]], meanings: Mapping[str, Meaning | None], *,
+              new: list[Finding]) -> GoneEntries:
     """``gone`` split by the meaning of each entry's rule code (``meanings``: code -> the
-    meaning its registered rule declares; an entry records the code, not the meaning)."""
+    meaning its registered rule declares; an entry records the code, not the meaning), and
+    whether one of ``new`` (the tree's findings that are not in the baseline) masks it."""
     out = GoneEntries()
     for entry in gone:
-        (out.behaviour_changes if by_design(entry.get("rule"), meanings) else out.fixed).append(entry)
+        if by_design(entry.get("rule"), meanings):
+            out.behaviour_changes.append(entry)
+            continue
+        was = _recorded(entry)
+        by = sorted({FindingRef(g.rule, g.fingerprint) for g in new if was is not None and masks(g, was, meanings)},
+                    key=lambda r: (r.rule, r.fingerprint))
+        if by:
+            out.masked.append((entry, by))
+        else:
+            out.fixed.append(entry)
     return out

@@ -68,13 +68,14 @@ def apply_baseline(result: "ScanResult", baseline: Optional[Path], everything: "
         return GoneEntries()
     entries = read_baseline(baseline)
     remaining, _ = hide(result.findings, entries)
-    _, gone_entries = hide(everything if everything is not None else result.findings, entries)
+    new, gone_entries = hide(everything if everything is not None else result.findings, entries)
     if cfg is not None:
         gone_entries = [e for e in gone_entries if not isinstance(e.get("rule"), str) or cfg.rule_enabled(e["rule"])]
-    gone = sort_gone(gone_entries, meanings_of(registered_rules()))
+    gone = sort_gone(gone_entries, meanings_of(registered_rules()), new=new)
     result.stats["baseline_hidden"] = len(result.findings) - len(remaining)
     result.stats["baseline_fixed"] = [e["fingerprint"] for e in gone.fixed]
     result.stats["baseline_behaviour_changes"] = [e["fingerprint"] for e in gone.behaviour_changes]
+    result.stats["baseline_masked"] = [e["fingerprint"] for e, _ in gone.masked]
     result.findings = remaining
     return gone
 
