@@ -21,7 +21,7 @@ GROWING = ["0.28.0", "0.30.0", "0.32.0"]
 RULE, FUNCTION = "MTP007", "MultiModuleMTPSpeculator.capture"
 
 
-def _step3p5(version: str):
+def _capture(version: str):
     hits = [f for f in scan_release(version).result.findings if f.rule == RULE and f.function == FUNCTION]
     assert len(hits) == 1, (version, hits)
     return hits[0]
@@ -29,7 +29,7 @@ def _step3p5(version: str):
 
 @pytest.mark.release
 def test_the_id_stays_while_the_set_of_affected_classes_grows():
-    found = [_step3p5(v) for v in GROWING]
+    found = [_capture(v) for v in GROWING]
     sizes = [len(f.affected_classes) for f in found]
     assert sizes == sorted(sizes) and sizes[0] < sizes[-1], sizes  # the premise: the set grows
     assert len({f.fingerprint for f in found}) == 1, [f.fingerprint for f in found]
@@ -84,9 +84,9 @@ def test_a_baseline_does_not_claim_fixed_what_is_still_there(tmp_path):
     for version in GROWING[1:]:
         findings = scan_release(version).result.findings
         remaining, fixed = apply_baseline(findings, entries)
-        step3p5 = _step3p5(version)
-        assert step3p5 not in remaining, version  # known: not reported as new
-        assert step3p5.fingerprint not in {e["fingerprint"] for e in fixed}, version  # and not claimed fixed
+        capture = _capture(version)
+        assert capture not in remaining, version  # known: not reported as new
+        assert capture.fingerprint not in {e["fingerprint"] for e in fixed}, version  # and not claimed fixed
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_bisect_names_the_release_that_introduced_it(release_repo, tmp_path):
 
     from auditor.services.history.bisect import run_bisect
 
-    fp = _step3p5(GROWING[-1]).fingerprint
+    fp = _capture(GROWING[-1]).fingerprint
     cache = fresh_cache_dir(tmp_path / "cache")
     res = run_bisect(release_repo, fp, "v0.26.0", f"v{GROWING[-1]}", cache_dir=cache, workers=1,
                      rules=all_rules())
