@@ -86,5 +86,7 @@ def lint(
     if gone is not None and gone.behaviour_changes:
         n = len(gone.behaviour_changes)
         extra += f", {n} behaviour change{'' if n == 1 else 's'}"
+    if gone is not None and gone.masked:
+        extra += f", {len(gone.masked)} masked (not fixed)"
     progress.line(f"{changed} changed file{'' if changed == 1 else 's'}, {new} new finding{'' if new == 1 else 's'}{extra}")
     raise typer.Exit(EXIT_FINDINGS if fails(outcome.result.findings, Severity(fail_on.value)) else EXIT_CLEAN)
