@@ -1,11 +1,13 @@
-"""lint and history (issue 18 item 10): sort the findings a change removes into *fixed* and
-*behaviour changes*, and find the by-design reports it adds where the step used to be threaded.
+"""lint and history (issue 18 item 10): sort the findings a change removes into *fixed*,
+*behaviour changes* and *masked*, and find the by-design reports it adds where the step used
+to be threaded.
 
 :func:`classify` is the one place that decides what is fixed: ``lint`` calls it on the base
 and the linted side, ``history``/``diff`` (:func:`auditor.services.history.compare.compare_scans`)
-on each pair of consecutive revisions, so the two commands cannot disagree. Its rule,
-:func:`by_design`, is also what baselines (:func:`auditor.services.baseline.sort_gone`)
-and ``bisect`` (:mod:`auditor.services.history.bisect`) apply to a finding that went away.
+on each pair of consecutive revisions, so the two commands cannot disagree; ``bisect``
+(:mod:`auditor.services.history.bisect`) asks ``compare_scans`` about the commit it finds.
+Its rules, :func:`by_design` and :func:`masks`, are also what baselines
+(:func:`auditor.services.baseline.sort_gone`) apply to an entry whose finding went away.
 
 Which findings are by design is what their rule declares (``Rule.meaning`` is
 :attr:`Meaning.BY_DESIGN`), never a rule code. The layers each step selects come from the
