@@ -208,6 +208,12 @@ def test_diff_says_masked_and_bisect_names_the_masking_commit(repo, tmp_path: Pa
     assert delta["fixed"] == [] and [m["finding"]["rule"] for m in delta["masked"]] == ["MTP007"]
     assert delta["counts"]["masked"] == 1
     capture = delta["masked"][0]["finding"]["fingerprint"]
+    by = f"MTP001 {delta['masked'][0]['by'][0]['fingerprint']}"
+    formats = {fmt: invoke("diff", str(path), "v0.1.0", ids["drop"], "-f", fmt, "-q", "--cache-dir", str(cache)).stdout
+               for fmt in ("text", "markdown", "html")}
+    assert f"[{capture}] masked by {by}" in formats["text"] and "1 masked (not fixed: a new finding hides it)" in formats["text"]
+    assert "### Masked: not fixed, a new finding hides them (1)" in formats["markdown"] and by in formats["markdown"]
+    assert '<span class="tag masked">Masked</span> 1' in formats["html"] and capture in formats["html"]
     res = run_bisect(path, capture, "v0.1.0", "v0.2.0", cache_dir=cache, workers=1, rules=all_rules())
     assert res.direction == MASKED and res.commit == ids["drop"], (res.direction, res.commit, res.steps)
     assert [str(b) for b in res.masked_by] and all(b.rule == "MTP001" for b in res.masked_by)
