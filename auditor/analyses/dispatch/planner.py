@@ -133,6 +133,12 @@ class Planner(DispatchPart):
             return None, all_steps(Verdict.UNKNOWN, "no registered draft model class for this architecture")
         path = self.provider.drafting.model_path(proposer, model)
         if path is None:
+            free = self.provider.step_free.entry(proposer, model)
+            if free is not None:  # the loop reaches it where it calls the draft model (:mod:`.stepless`)
+                runs, why = self.provider.step_free.why(free, model)
+                verdict = Verdict.CONSTANT if runs else Verdict.UNKNOWN
+                return free.loop.hop, tuple(StepPlan(i, 0 if runs else None, None, verdict.value, why)
+                                            for i in range(setting.k))
             return None, all_steps(Verdict.UNKNOWN, f"no draft loop of {proposer[1]} reaches {model[1]}")
         r, fwd, heads = path.loop, list(path.forward), list(path.heads)
         param = self.params[0]
