@@ -491,11 +491,11 @@ class _FunctionExtractor(ast.NodeVisitor):
             for elt in target.elts:
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
                 # Unpacking: each element depends on the whole value.
-                self._attr_def(inner, None)  # (not the whole value: it is one element of it)
+                _attr_def(self, inner, None)  # (not the whole value: it is one element of it)
                 self._bind(inner, value, line)
         elif isinstance(target, ast.Attribute):
             ch = chain_of(target)
-            self._attr_def(target, value)
+            _attr_def(self, target, value)
             if ch and value is not None:
                 for alt in _alternatives(value):
                     self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
@@ -509,16 +509,6 @@ class _FunctionExtractor(ast.NodeVisitor):
                 and isinstance(target.slice.value, str)
             ):
                 self.dicts.setdefault(target.value.id, []).append(DictEntry(target.slice.value, _expr(value, self.src)))
-
-    def _attr_def(self, target: ast.AST, value: ast.AST | None) -> None:
-        """One more definition of ``self.<attr>``: its value when it surely runs (a statement
-        of the function body itself), else opaque (inside a loop, an ``if`` arm, ``try`` or
-        ``with``; an unpacking or an augmented assignment)."""
-        ch = chain_of(target) if isinstance(target, ast.Attribute) else None
-        if ch and len(ch) == 2 and ch[0] == "self":
-            sure = value is not None and self._at_top and not self._branch_stack
-            self._attr_defs.setdefault(ch[1], []).append(pexpr(value, self.src) if sure and value is not None
-                                                         else POpaque(""))
 
     def _maybe_dict(self, name: str, value: ast.AST) -> None:
         entries: list[DictEntry] | None = None
@@ -567,7 +557,7 @@ class _FunctionExtractor(ast.NodeVisitor):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
-        self._attr_def(node.target, None)
+        _attr_def(self, node.target, None)
         if self._loop_stack:
             ch = chain_of(node.target)
             if ch and (len(ch) == 1 or ch[0] == "self" and len(ch) == 2):
@@ -747,6 +737,16 @@ class _FunctionExtractor(ast.NodeVisitor):
                     DictEntry(kw.arg, _expr(kw.value, self.src)) for kw in node.keywords
                 )
         self.generic_visit(node)
+
+
+def _attr_def(ex: "_FunctionExtractor", target: ast.AST, value: ast.AST | None) -> None:
+    """One more definition of ``self.<attr>`` in ``ex``'s function: its value when it surely
+    runs (a statement of the function body itself), else opaque (inside a loop, an ``if``
+    arm, ``try`` or ``with``; an unpacking or an augmented assignment)."""
+    ch = chain_of(target) if isinstance(target, ast.Attribute) else None
+    if ch and len(ch) == 2 and ch[0] == "self":
+        sure = value is not None and ex._at_top and not ex._branch_stack
+        ex._attr_defs.setdefault(ch[1], []).append(pexpr(value, ex.src) if sure and value is not None else POpaque(""))
 
 
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:

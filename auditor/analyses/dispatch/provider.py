@@ -28,7 +28,7 @@ from .routes import RouteMap
 from .load_routes import LoadRoutes
 from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
-from .stepless import StepFree, StepFreeEntry
+from .stepless import StepFree
 
 
 class DispatchProvider(Provider):
@@ -109,17 +109,6 @@ class DispatchProvider(Provider):
 
     def mtp_architectures(self) -> list[tuple[str, ClassKey]]:
         return self.registry_lookup.mtp_architectures()
-
-    def planned_architectures(self) -> list[tuple[str, ClassKey | None]]:
-        """``layers --all``: the MTP architectures, and those an MTP route loads whose
-        classes select no layer by the step (:mod:`.stepless`)."""
-        found: dict[str, ClassKey | None] = dict(self.mtp_architectures())
-        for arch in self.step_free.architectures():
-            found.setdefault(arch, None)
-        return sorted(found.items())
-
-    def step_free_entry(self, proposer: ClassKey, model: ClassKey) -> StepFreeEntry | None:
-        return self.step_free.entry(proposer, model)
 
     def layer_count_field(self, arch: str, platform: str) -> str | None:
         return self.registry_lookup.layer_count_field(arch, platform)

@@ -74,6 +74,13 @@ class StepFree(DispatchPart):
         return True, (f"{label} {handed}: {model[1]} takes no per-step selection (no method of its classes or of the "
                       f"modules it holds takes or reads {param}), so every step runs the same layer(s): layer 0")
 
+    def planned_architectures(self) -> list[tuple[str, ClassKey | None]]:
+        """``layers --all``: the MTP architectures, and those :meth:`architectures` adds."""
+        found: dict[str, ClassKey | None] = dict(self.provider.registry_lookup.mtp_architectures())
+        for arch in self.architectures():
+            found.setdefault(arch, None)
+        return sorted(found.items())
+
     def architectures(self) -> list[str]:
         """Architectures an MTP route loads whose registered classes are all step-free: an
         override branch writes them after fixing a field as a literal (the draft's model type)."""
