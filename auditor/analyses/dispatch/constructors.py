@@ -15,9 +15,11 @@ from typing import Iterable
 
 import msgspec
 
-from ...facts.extract import FunctionFact, PAttr, PExpr, PName
-from ...index.index import FuncKey
+from ...facts.extract import FunctionFact, PAttr, PConst, PExpr, PName
+from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Evaluator, Obj, Path, Value
+from ..reachability import COUNT_HINTS
+from .part import DispatchPart
 
 #: how deep a local's definition may go through other locals' (``config`` from
 #: ``draft_model_config`` from ``speculative_config`` from the constructor's parameter)
@@ -46,6 +48,23 @@ def constructor_path(ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[st
     if attrs:
         p.env["self"] = Obj("self", {a: ev.eval(fn.attr_defs[a], Path(copy.deepcopy(p.env)), key) for a in attrs})
     return p
+
+
+def fixed_layer_count(part: DispatchPart, model: ClassKey) -> tuple[int, str] | None:
+    """The layer count a constructor fixes whatever the config says: a container of the
+    model sized by an attribute named as a count (``COUNT_HINTS``) that the constructor sets
+    once to an int literal (``self.num_mtp_layers = 1`` then ``range(start, start +
+    self.num_mtp_layers)``), with where it is set."""
+    for p in sorted(part.registry.model_parts(model)):
+        for c in part.types.containers(p):
+            found = part.index.method(c.owner, "__init__")
+            if found is None:
+                continue
+            for a in c.size_attrs:
+                v = found[1].attr_defs.get(a)
+                if any(h in a.lower() for h in COUNT_HINTS) and isinstance(v, PConst) and type(v.value) is int:
+                    return v.value, f"self.{a} = {v.value} in {found[0][1]}.__init__"
+    return None
 
 
 def _set_before(fn: FunctionFact, attr: str, line: int) -> bool:

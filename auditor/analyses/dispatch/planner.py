@@ -13,6 +13,7 @@ from ..step_loss import read_path
 from ..partial_eval import Obj
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
+from .constructors import fixed_layer_count
 from .model import CUT
 from .part import DispatchPart
 
@@ -42,6 +43,10 @@ class Planner(DispatchPart):
         decisions += [DecisionRow.of(d) for d in chain]
         alternatives = tuple(dict.fromkeys(c for c, _, _ in options[1:] if c != proposer))
         n, layer_field = self._layer_count(model, hf) if model else (None, None)
+        fixed = fixed_layer_count(self, model) if model else None
+        if fixed is not None:  # built whatever the config says: the count the selections see
+            n, layer_field = fixed[0], None
+            notes.append(f"the draft model builds {fixed[0]} MTP layer(s) whatever the config says ({fixed[1]})")
         if self.index.frozen and not self.provider.drafting.explored(proposer) and self.provider.drafting.entry_methods(proposer):
             notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
                          "(ask for plans in a query run_scan takes)")
