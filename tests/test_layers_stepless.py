@@ -170,3 +170,33 @@ def test_the_text_config_getter_returns_the_sub_config_else_the_config_itself():
     assert _get_text_config(Obj("hf", {"text_config": text}, closed=True)) is text
     # A config whose fields are not all known may hold a sub-config: unknown.
     assert isinstance(_get_text_config(Obj("hf", {"num_nextn_predict_layers": 1})), Unknown)
+
+
+_ONE_BUILT = '''
+import torch.nn as nn
+
+
+class DeepMTP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.start = config.num_hidden_layers * 2
+        self.num_mtp_layers = 1
+        self.layers = nn.ModuleDict({str(i): nn.Linear(4, 4)
+                                     for i in range(self.start, self.start + self.num_mtp_layers)})
+
+    def forward(self, x, spec_step_idx: int = 0):
+        return self.layers[str(self.start + spec_step_idx % self.num_mtp_layers)](x)
+'''
+
+
+def test_a_count_the_constructor_fixes_is_the_layer_count_whatever_the_config_says(tmp_path):
+    files = gate_tree()
+    files["vllm/models/deep_mtp.py"] = _ONE_BUILT
+    root = write_tree(tmp_path / "t", files)
+    setting = Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),))
+    plan = planned_scan(root, [setting])[1][0]
+    assert plan.proposer is not None and plan.proposer[1] == "MultiModuleSpeculator"  # the gate reads the field
+    assert (plan.num_mtp_layers, plan.layer_field) == (1, None)
+    assert [(s.forward_layer, s.verdict) for s in plan.steps] == [(0, "threaded")] * 3
+    assert any("builds 1 MTP layer(s) whatever the config says (self.num_mtp_layers = 1 in DeepMTP.__init__)" in n
+               for n in plan.notes), plan.notes
