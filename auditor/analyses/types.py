@@ -158,6 +158,9 @@ class TypeProvider(Provider):
         sets = []
         iterated: set[str] = set()
         by_attr: dict[str, list[ExprFact]] = {}
+        # A container built empty is sized by the loops that fill it (``for i in
+        # range(n): self.layers[str(i)] = ...``): what their counts read, per attribute.
+        fills: dict[str, list[str]] = {}
         for c in self.index.mro(cls):
             for m in self.index.methods(c).values():
                 for s in m.attr_assigns:
@@ -167,10 +170,16 @@ class TypeProvider(Provider):
                             sets.append((c, s))
                 for loop in m.loops:
                     iterated.update(n[5:] for n in loop.iter.names if n.startswith("self."))
+                    for st in loop.stores:
+                        if len(st) == 2 and st[0] == "self":
+                            fills.setdefault(st[1], []).extend(_count_reads(m, loop.iter))
         out: list[Container] = []
         for owner, s in sets:
             attr = s.target[1]
-            size_attrs = tuple(n[5:] for n in s.value.names if n.startswith("self."))
+            reads = list(s.value.names)
+            if not s.value.config_fields and not any(n.startswith("self.") for n in reads):
+                reads += fills.get(attr, [])
+            size_attrs = tuple(dict.fromkeys(n[5:] for n in reads if n.startswith("self.")))
             fields = set(s.value.config_fields)
             for a in size_attrs:
                 for v in by_attr.get(a, []):
@@ -179,3 +188,14 @@ class TypeProvider(Provider):
         found = tuple(out)
         self._containers[cls] = found
         return found
+
+
+def _count_reads(fn: FunctionFact, count: ExprFact) -> list[str]:
+    """The names a loop's count reads, with a local it reads replaced by what the local's
+    values read (``total = self.n * self.m`` then ``range(total)``: ``self.n``, ``self.m``)."""
+    out: list[str] = []
+    for n in count.names:
+        out.append(n)
+        for v in fn.assigns.get(n, ()):
+            out.extend(v.names)
+    return out

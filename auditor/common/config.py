@@ -49,6 +49,12 @@ class Config:
     # getters): the partial evaluator does not make a config unknown when code it cannot
     # run calls one of these on it (any other such call may change the config).
     pure_methods: list[str] = field(default_factory=lambda: ["get_text_config", "to_dict", "to_json_string"])
+    # Getters that return the sub-config under one of these fields, else the config itself
+    # (transformers' documented ``PretrainedConfig.get_text_config()``): evaluated on a
+    # config whose fields are known (issue 18: a draft model reads its layer count there).
+    sub_config_getters: dict[str, list[str]] = field(
+        default_factory=lambda: {"get_text_config": ["decoder", "generator", "text_config", "text_encoder"]}
+    )
     override_field: list[str] = field(default_factory=lambda: ["architectures"])
     # Attribute/parameter names of the configuration objects the dispatch code reads.
     dispatch_roles: dict[str, str] = field(
@@ -120,7 +126,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "validation_methods",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules"}
-_LIST_DICT_KEYS = {"dispatch_factories"}
+_LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}
 

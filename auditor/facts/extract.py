@@ -68,7 +68,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _Source as _Source,
 )
 
-FACTS_VERSION = 14  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 15  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 
@@ -160,6 +160,9 @@ class LoopFact(Struct, frozen=True):
     # ``i = i + 1``: the value read is the previous iteration's).
     assigned: tuple[str, ...] = ()
     carried: tuple[str, ...] = ()
+    # Containers the loop's body stores into (``self.layers[str(i)] = ...`` -> ``("self",
+    # "layers")``): a container built empty and filled here is sized by the loop's count.
+    stores: tuple[Chain, ...] = ()
 
 
 # -- issue 12 (capture/compile): with-blocks, if-branches, decorator arguments --------
@@ -253,6 +256,10 @@ class FunctionFact(Struct, frozen=True):
     # Containers the function stores into or deletes from (``x.y[k] = v`` -> ``("x", "y")``):
     # with ``attr_assigns`` and ``calls``, what a call of it may change in its arguments.
     stores: tuple[Chain, ...] = ()
+    # ``self.<attr>`` assigned exactly once, outside loops and ``if`` arms, and its value
+    # (a constructor's assert on a field it derived from the config: ``self.n = getattr(
+    # config, "f", 1)`` then ``assert self.n == 1``).
+    attr_defs: dict[str, "PExpr"] = {}
 
     @property
     def param_names(self) -> list[str]:
@@ -454,6 +461,10 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.raises: list[GuardedRaise] = []
         self._guards: list[tuple[PExpr, bool]] = []
         self._defs: dict[str, list[PExpr]] = {}
+        self._attr_defs: dict[str, list[PExpr]] = {}
+        self.top_level: set[int] = set()  # ids of the function body's own statements
+        self._at_top = False  # visiting an assignment that is one of them
+        self._loop_stores: dict[int, list[Chain]] = {}
 
     # -- helpers -------------------------------------------------------
     def _loop_write(self, name: str, carried: bool) -> None:
@@ -480,9 +491,11 @@ class _FunctionExtractor(ast.NodeVisitor):
             for elt in target.elts:
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
                 # Unpacking: each element depends on the whole value.
+                _attr_def(self, inner, None)  # (not the whole value: it is one element of it)
                 self._bind(inner, value, line)
         elif isinstance(target, ast.Attribute):
             ch = chain_of(target)
+            _attr_def(self, target, value)
             if ch and value is not None:
                 for alt in _alternatives(value):
                     self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
@@ -528,18 +541,23 @@ class _FunctionExtractor(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
+        self._at_top = id(node) in self.top_level
         for t in node.targets:
             self._bind(t, node.value, node.lineno)
             self._visit_target(t)
+        self._at_top = False
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
+        self._at_top = id(node) in self.top_level
         self._bind(node.target, node.value, node.lineno)
+        self._at_top = False
         self._visit_target(node.target)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.visit(node.value)
+        _attr_def(self, node.target, None)
         if self._loop_stack:
             ch = chain_of(node.target)
             if ch and (len(ch) == 1 or ch[0] == "self" and len(ch) == 2):
@@ -559,6 +577,8 @@ class _FunctionExtractor(ast.NodeVisitor):
             ch = chain_of(t.value)
             if ch:
                 self.stores.append(ch)
+                for loop_id in self._loop_stack:
+                    self._loop_stores.setdefault(loop_id, []).append(ch)
             self.visit(t.value)
             self.visit(t.slice)
         elif isinstance(t, ast.Attribute):
@@ -582,7 +602,8 @@ class _FunctionExtractor(ast.NodeVisitor):
         self._loop_stack.pop()
         writes = self._loop_writes.get(loop_id, {})
         self.loops[loop_id] = msgspec.structs.replace(
-            self.loops[loop_id], assigned=tuple(sorted(writes)), carried=tuple(sorted(n for n, c in writes.items() if c)))
+            self.loops[loop_id], assigned=tuple(sorted(writes)), carried=tuple(sorted(n for n, c in writes.items() if c)),
+            stores=tuple(dict.fromkeys(self._loop_stores.get(loop_id, []))))
         for stmt in node.orelse:
             self.visit(stmt)
 
@@ -718,8 +739,19 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _attr_def(ex: "_FunctionExtractor", target: ast.AST, value: ast.AST | None) -> None:
+    """One more definition of ``self.<attr>`` in ``ex``'s function: its value when it surely
+    runs (a statement of the function body itself), else opaque (inside a loop, an ``if``
+    arm, ``try`` or ``with``; an unpacking or an augmented assignment)."""
+    ch = chain_of(target) if isinstance(target, ast.Attribute) else None
+    if ch and len(ch) == 2 and ch[0] == "self":
+        sure = value is not None and ex._at_top and not ex._branch_stack
+        ex._attr_defs.setdefault(ch[1], []).append(pexpr(value, ex.src) if sure and value is not None else POpaque(""))
+
+
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:
     ex = _FunctionExtractor(src)
+    ex.top_level = {id(s) for s in node.body}
     ex.visit_block(node.body)
     for dflt in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
         ex.live.update(_names(dflt))
@@ -750,6 +782,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         checks=tuple(ex.checks),
         raises=tuple(ex.raises),
         local_defs={k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
+        attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
     )
 
 

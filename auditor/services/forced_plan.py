@@ -50,6 +50,10 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
     # The loop the shipped plan reported (memoised by the dispatch provider).
     path = dispatch.model_path(proposer, model)
     if path is None:
+        if plan.loop is not None and dispatch.step_free.entry(proposer, model) is not None:
+            # Forcing changes what the loop hands; the model reads none of it.
+            return ForcedPlan(tuple(ForcedStep(i, 0, None) for i in range(plan.setting.k)),
+                              "forward: the draft model selects no layer by the step -> layer 0; head: one shared head")
         return None
     fwd, heads = list(path.forward), list(path.heads)
     n = plan.num_mtp_layers

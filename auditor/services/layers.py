@@ -106,7 +106,7 @@ def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, 
     """``--all``: every registered MTP architecture x runner, each given ``layers`` on its
     own layer-count field."""
     settings: list[Setting] = []
-    for name, _cls in dispatch.mtp_architectures():
+    for name, _cls in dispatch.step_free.planned_architectures():
         count = dispatch.layer_count_field(name, platform)
         extra = ((count, layers),) if count else ()
         settings.extend(Setting(r, k, method, platform, name, extra + fields) for r in runners)

@@ -23,6 +23,9 @@ class EngineModes(DispatchPart):
             return None
         path = self.provider.drafting.model_path(proposer, model)
         if path is None:
+            if plan.loop is not None and self.provider.step_free.entry(proposer, model) is not None:
+                return EngineView("compiled", plan.steps, (), (), "the draft model selects no layer by the step: "
+                                                                  "compiling or capturing it changes no step's layer (as eager)")
             return None
         frozen = [fs for fs in self.provider.capture.frozen_in(path.loop, proposer) if fs.model_class == model]
         if not frozen:

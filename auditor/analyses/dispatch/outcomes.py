@@ -23,13 +23,12 @@ from dataclasses import dataclass
 
 from typing import Iterable
 
-import msgspec
-
 from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult, StepKind
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
+from .constructors import constructor_path, names as _names, walk as _walk
 from .part import DispatchPart
 from .syntax import TreeWorld
 
@@ -52,7 +51,7 @@ class Rejection:
 
 class Outcomes(DispatchPart):
     def _evaluator(self) -> Evaluator:
-        return Evaluator(TreeWorld(self.index, self.config.pure_methods), self.limits.hit)
+        return Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
 
     def _env(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value],
              exprs: Iterable[PExpr]) -> Path:
@@ -128,7 +127,7 @@ class Outcomes(DispatchPart):
                 elif prm.name in ("config", self.roles["hf"]):
                     env[prm.name] = hf
             for c in fn.checks:
-                p = self._env(ev, key, fn, copy.deepcopy(env), [c.test])
+                p = constructor_path(ev, key, fn, copy.deepcopy(env), c.test, c.line)
                 if truth(ev.eval(c.test, p, key)) is False:
                     out.append(Rejection(key[0], c.line, key[1], _assert_text(c), "build"))
         return out
@@ -187,23 +186,8 @@ def _assert_text(c: CheckFact) -> str:
     return f"assert {test}" + (f", {c.message!r}" if c.message else "")
 
 
-def _names(e: PExpr) -> list[str]:
-    return [s.id for s in _walk(e) if isinstance(s, PName)]
-
-
 def _reads(e: PExpr, names: list[str]) -> bool:
     return any(isinstance(s, PName) and s.id in names for s in _walk(e))
-
-
-def _walk(e: object) -> Iterable[object]:
-    """Every expression node under ``e`` (any kind: the fact structs' fields, recursively)."""
-    yield e
-    if isinstance(e, msgspec.Struct):
-        for f in e.__struct_fields__:
-            v = getattr(e, f)
-            for x in (v if isinstance(v, tuple) else (v,)):
-                if isinstance(x, msgspec.Struct):
-                    yield from _walk(x)
 
 
 __all__ = ["REACH_STEPS", "GuardedRaise", "Outcomes", "Rejection", "StepRaise"]

@@ -13,6 +13,7 @@ from ..step_loss import read_path
 from ..partial_eval import Obj
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
+from .constructors import fixed_layer_count
 from .model import CUT
 from .part import DispatchPart
 
@@ -42,6 +43,10 @@ class Planner(DispatchPart):
         decisions += [DecisionRow.of(d) for d in chain]
         alternatives = tuple(dict.fromkeys(c for c, _, _ in options[1:] if c != proposer))
         n, layer_field = self._layer_count(model, hf) if model else (None, None)
+        fixed = fixed_layer_count(self, model) if model else None
+        if fixed is not None:  # built whatever the config says: the count the selections see
+            n, layer_field = fixed[0], None
+            notes.append(f"the draft model builds {fixed[0]} MTP layer(s) whatever the config says ({fixed[1]})")
         if self.index.frozen and not self.provider.drafting.explored(proposer) and self.provider.drafting.entry_methods(proposer):
             notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
                          "(ask for plans in a query run_scan takes)")
@@ -133,6 +138,12 @@ class Planner(DispatchPart):
             return None, all_steps(Verdict.UNKNOWN, "no registered draft model class for this architecture")
         path = self.provider.drafting.model_path(proposer, model)
         if path is None:
+            free = self.provider.step_free.entry(proposer, model)
+            if free is not None:  # the loop reaches it where it calls the draft model (:mod:`.stepless`)
+                runs, why = self.provider.step_free.why(free, model)
+                verdict = Verdict.CONSTANT if runs else Verdict.UNKNOWN
+                return free.loop.hop, tuple(StepPlan(i, 0 if runs else None, None, verdict.value, why)
+                                            for i in range(setting.k))
             return None, all_steps(Verdict.UNKNOWN, f"no draft loop of {proposer[1]} reaches {model[1]}")
         r, fwd, heads = path.loop, list(path.forward), list(path.heads)
         param = self.params[0]

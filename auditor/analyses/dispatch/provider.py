@@ -28,6 +28,7 @@ from .routes import RouteMap
 from .load_routes import LoadRoutes
 from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
+from .stepless import StepFree
 
 
 class DispatchProvider(Provider):
@@ -54,6 +55,7 @@ class DispatchProvider(Provider):
         self.load_routes = LoadRoutes(self)
         self.outcomes = Outcomes(self)
         self.engine_modes = EngineModes(self)
+        self.step_free = StepFree(self)
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:

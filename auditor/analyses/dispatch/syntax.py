@@ -11,9 +11,11 @@ from ..partial_eval import ClassRef, FuncRef, Obj, Value, World, module_constant
 
 
 class TreeWorld(World):
-    def __init__(self, index: Index, pure_methods: Iterable[str] = ()) -> None:
+    def __init__(self, index: Index, pure_methods: Iterable[str] = (),
+                 sub_config_getters: dict[str, list[str]] | None = None) -> None:
         self.index = index
         self.pure_methods = frozenset(pure_methods)
+        self.sub_config_getters = {k: tuple(v) for k, v in (sub_config_getters or {}).items()}
 
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.index.resolve(path, name):

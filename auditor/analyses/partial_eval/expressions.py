@@ -50,9 +50,14 @@ _MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
 class World:
     """What the evaluator asks the scanned tree: names of a module, methods of a class,
-    and the names of methods known to only read their object (``pure_methods``)."""
+    and the names of methods known to only read their object (``pure_methods``).
+
+    ``sub_config_getters``: getters that return the sub-config held under one of the listed
+    fields, else the config itself (transformers' ``get_text_config()``); on a config whose
+    fields are known they are evaluated, on any other they are opaque."""
 
     pure_methods: frozenset[str] = frozenset()
+    sub_config_getters: dict[str, tuple[str, ...]] = {}
 
     def resolve_name(self, path: str, name: str) -> Value:
         return Unknown(name)
@@ -288,6 +293,10 @@ class ExpressionEvaluator:
                     (ckey, fn) = found
                     return self._invoke((ckey[0], f"{ckey[1]}.{f.attr}"), fn, e, p, key, depth,
                                         owner if isinstance(owner, Obj) else None)
+                sub = _sub_config(owner, self.world.sub_config_getters.get(f.attr)) \
+                    if isinstance(owner, Obj) and not e.args and not e.keywords else None
+                if sub is not None:
+                    return sub
                 pure = f.attr in self.world.pure_methods and not e.args and not e.keywords
                 return self._opaque_call(e, p, key, depth, [owner] if isinstance(owner, Obj) and not pure else [], text)
             if isinstance(owner, (list, dict, tuple, frozenset, str, int, float, bool)) or owner is None:
@@ -416,6 +425,20 @@ class ExpressionEvaluator:
 # Python builtins that never change their arguments.
 _PURE_BUILTINS = frozenset({"getattr", "hasattr", "isinstance", "issubclass", "len", "type", "id", "repr", "str", "int",
                             "float", "bool", "min", "max", "any", "all", "sorted", "tuple", "callable", "print"})
+
+
+def _sub_config(owner: Obj, fields: tuple[str, ...] | None) -> Obj | None:
+    """What a sub-config getter returns for ``owner`` (None: the evaluator cannot tell):
+    the one sub-config present under ``fields``, or ``owner`` itself when none is."""
+    if fields is None:
+        return None
+    held = [owner.get(f) for f in fields]
+    if any(isinstance(v, Unknown) for v in held):
+        return None
+    present = [v for v in held if not isinstance(v, _Absent) and v is not None]
+    if not present:
+        return owner
+    return present[0] if len(present) == 1 and isinstance(present[0], Obj) else None
 
 
 def _may_write(fn: FunctionFact, pure_methods: frozenset[str] = frozenset()) -> bool:

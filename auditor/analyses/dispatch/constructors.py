@@ -1,0 +1,92 @@
+"""What an assert of a draft model's constructor reads (issue 18: a constructor that
+derives its layer count from the config and asserts it, ``self.n = getattr(config, "f", 1)``
+then ``assert self.n == 1``, rejects the configuration while the drafter loads the model).
+
+The assert is evaluated on a path where the constructor's locals hold their single
+definitions (resolved through each other, up to :data:`LOCAL_DEPTH` deep) and ``self`` is an
+open object holding the attributes the constructor sets once, unconditionally, before the
+assert (``FunctionFact.attr_defs``). Everything else ``self`` has stays unknown.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Iterable
+
+import msgspec
+
+from ...facts.extract import FunctionFact, PAttr, PConst, PExpr, PName
+from ...index.index import ClassKey, FuncKey
+from ..partial_eval import Evaluator, Obj, Path, Value
+from ..reachability import COUNT_HINTS
+from .part import DispatchPart
+
+#: how deep a local's definition may go through other locals' (``config`` from
+#: ``draft_model_config`` from ``speculative_config`` from the constructor's parameter)
+LOCAL_DEPTH = 6
+
+
+def constructor_path(ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value], test: PExpr,
+                     line: int) -> Path:
+    """The path on which constructor ``fn``'s assert ``test`` (at ``line``) is evaluated."""
+    p = Path(dict(env))
+    attrs = [a for a in dict.fromkeys(self_reads(test)) if a in fn.attr_defs and _set_before(fn, a, line)]
+
+    def resolve(name: str, depth: int) -> None:
+        if name in p.env or name not in fn.local_defs or depth >= LOCAL_DEPTH:
+            return
+        expr = fn.local_defs[name]
+        for n in names(expr):
+            resolve(n, depth + 1)
+        # Each over its own copy: an unknown callee in one definition makes what it is
+        # handed unknown, which must not reach the others.
+        p.env[name] = ev.eval(expr, Path(copy.deepcopy(p.env)), key)
+
+    for e in [test, *(fn.attr_defs[a] for a in attrs)]:
+        for n in names(e):
+            resolve(n, 0)
+    if attrs:
+        p.env["self"] = Obj("self", {a: ev.eval(fn.attr_defs[a], Path(copy.deepcopy(p.env)), key) for a in attrs})
+    return p
+
+
+def fixed_layer_count(part: DispatchPart, model: ClassKey) -> tuple[int, str] | None:
+    """The layer count a constructor fixes whatever the config says: a container of the
+    model sized by an attribute named as a count (``COUNT_HINTS``) that the constructor sets
+    once to an int literal (``self.num_mtp_layers = 1`` then ``range(start, start +
+    self.num_mtp_layers)``), with where it is set."""
+    for p in sorted(part.registry.model_parts(model)):
+        for c in part.types.containers(p):
+            found = part.index.method(c.owner, "__init__")
+            if found is None:
+                continue
+            for a in c.size_attrs:
+                v = found[1].attr_defs.get(a)
+                if any(h in a.lower() for h in COUNT_HINTS) and isinstance(v, PConst) and type(v.value) is int:
+                    return v.value, f"self.{a} = {v.value} in {found[0][1]}.__init__"
+    return None
+
+
+def _set_before(fn: FunctionFact, attr: str, line: int) -> bool:
+    lines = [a.line for a in fn.attr_assigns if a.target == ("self", attr)]
+    return bool(lines) and max(lines) < line
+
+
+def self_reads(e: PExpr) -> list[str]:
+    """The ``self.<attr>`` attributes ``e`` reads."""
+    return [s.attr for s in walk(e) if isinstance(s, PAttr) and isinstance(s.value, PName) and s.value.id == "self"]
+
+
+def names(e: PExpr) -> list[str]:
+    return [s.id for s in walk(e) if isinstance(s, PName)]
+
+
+def walk(e: object) -> Iterable[object]:
+    """Every expression node under ``e`` (any kind: the fact structs' fields, recursively)."""
+    yield e
+    if isinstance(e, msgspec.Struct):
+        for f in e.__struct_fields__:
+            v = getattr(e, f)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(x, msgspec.Struct):
+                    yield from walk(x)
