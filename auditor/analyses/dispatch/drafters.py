@@ -9,7 +9,6 @@ from ...facts.extract import FunctionFact
 from ...index.index import ClassKey, FuncKey
 from ...index.self_calls import bound_methods, self_call_closure
 from ..loops import FORWARD_METHODS, LoopResult, StepKind
-from .model import ModelPath
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -33,19 +32,6 @@ class DrafterLoops(DispatchPart):
         entries = self.provider.plugin_dispatch.plugin_entries(cls) or list(self.config.proposer_entries)
         return [((owner[0], f"{owner[1]}.{name}"), fn)
                 for owner, name, fn in self_call_closure(self.index, cls, entries, bound_methods(self.index, cls))]
-
-    def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
-        """The first draft loop of ``proposer`` that reaches ``model`` (the one a plan reports),
-        with the selections it reaches in the model's forward and in its heads."""
-        for r in self.drafter_loops(proposer):
-            if any(e.model_class == model for e in r.entries):
-                sels = [s for s in r.selections if s.model_class == model]
-                return ModelPath(
-                    r,
-                    tuple(s for s in sels if s.method in FORWARD_METHODS),
-                    tuple(s for s in sels if s.method in self.config.head_methods),
-                )
-        return None
 
     def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
         """The draft loops an instance of ``cls`` runs, explored with ``self`` of that class."""

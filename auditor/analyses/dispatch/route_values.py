@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from ...index.index import ClassKey
 from ...model.findings import Hop
 from ..capture import FrozenStep
-from ..loops import LoopEntry, LoopSelection
-from ..step_loss import PathReading, read_path
-from .model import DecisionRow, ModelPath, ModelRoute
+from ..loops import LoopResult, LoopSelection
+from ..step_loss import ClassPath, PathReading, class_path
+from .model import DecisionRow, ModelRoute
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -38,40 +38,50 @@ if TYPE_CHECKING:
 class RouteLeg:
     """What one drafter's draft loops do with one draft model class.
 
-    ``path`` is the first of the drafter's loops that enters the class (the one a plan
-    reports) with the selections it reaches there; ``reading`` is how the threaded step
-    arrives at them per draft step; ``frozen`` where torch.compile or a captured graph
-    stops it mattering on that loop (the compiled engine mode). None / empty: no loop of
-    the drafter reaches the class."""
+    ``loops``: every draft loop of the drafter (explored with ``self`` of the drafter) that
+    enters the class, each with the selections it reaches through forward and through the
+    heads and how the threaded step arrives there per draft step (:class:`ClassPath`, the
+    reading the reachability table makes of a loop too); ``path`` is the first, the one a
+    plan reports. ``frozen``: where torch.compile or a captured graph stops the step
+    mattering on that loop (the compiled engine mode). No loop: ``path`` is None."""
 
     drafter: ClassKey
     model_class: ClassKey
-    loops: tuple[Hop, ...]  # every draft loop of the drafter that enters the class
-    path: ModelPath | None
-    entries: tuple[LoopEntry, ...]  # the path's entries into the class, for the threaded parameter
-    reading: PathReading | None
+    loops: tuple[ClassPath, ...]
     layer_count_fields: tuple[str, ...]  # the config fields that size the class's layer container(s)
     frozen: tuple[FrozenStep, ...] = ()
 
     @property
+    def path(self) -> ClassPath | None:
+        return self.loops[0] if self.loops else None
+
+    @property
+    def reading(self) -> PathReading | None:
+        return self.loops[0].reading if self.loops else None
+
+    @property
     def loop(self) -> Hop | None:
-        return self.path.loop.hop if self.path is not None else None
+        return self.loops[0].loop.hop if self.loops else None
 
     @property
     def forward(self) -> tuple[LoopSelection, ...]:
-        return self.path.forward if self.path is not None else ()
+        return self.loops[0].forward if self.loops else ()
 
     @property
     def heads(self) -> tuple[LoopSelection, ...]:
-        return self.path.heads if self.path is not None else ()
+        return self.loops[0].heads if self.loops else ()
 
     @property
     def loop_label(self) -> str:
         """How a plan names the loop: ``func (path:line)``."""
-        if self.path is None:
+        if not self.loops:
             return ""
-        r = self.path.loop
+        r = self.loops[0].loop
         return f"{r.func[1]} ({r.func[0]}:{r.loop.line})"
+
+    def path_of(self, loop: LoopResult) -> ClassPath | None:
+        """The leg's way into the class through ``loop`` (one of the drafter's explored loops)."""
+        return next((p for p in self.loops if p.loop is loop), None)
 
 
 @dataclass(frozen=True)
@@ -111,18 +121,12 @@ class RouteValues(DispatchPart):
         if found is not None:
             return found
         fields = tuple(self.reach.layer_count_fields(model))
-        drafting = self.provider.drafting
-        path = drafting.model_path(drafter, model)
-        if path is None:
-            found = RouteLeg(drafter, model, (), None, (), None, fields)
-        else:
-            loops = tuple(r.hop for r in drafting.drafter_loops(drafter)
-                          if any(e.model_class == model for e in r.entries))
-            param = self.params[0]
-            entries = tuple(e for e in path.loop.entries if e.model_class == model and e.param == param)
-            reading = read_path(list(entries), list(path.forward), list(path.heads))
-            frozen = tuple(fs for fs in self.capture.frozen_in(path.loop, drafter) if fs.model_class == model)
-            found = RouteLeg(drafter, model, loops, path, entries, reading, fields, frozen)
+        param, heads = self.params[0], self.config.head_methods
+        paths = tuple(p for r in self.provider.drafting.drafter_loops(drafter)
+                      if (p := class_path(r, model, param, heads)) is not None)
+        frozen = tuple(fs for fs in self.capture.frozen_in(paths[0].loop, drafter) if fs.model_class == model) \
+            if paths else ()
+        found = RouteLeg(drafter, model, paths, fields, frozen)
         self._legs[key] = found
         return found
 
