@@ -102,17 +102,9 @@ class Planner(DispatchPart):
         leg = self.provider.route_values.leg(proposer, model)
         if leg.path is None:
             return None
-        owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
-        k = plan.setting.k
-        found: list[StepRaise] = []
-        for sel in (*leg.forward, *leg.heads):
-            values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
-            funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
-                                       if self.types.defining_class((h.path, h.function)) in owners))
-            hit = self.provider.outcomes.step_raise(funcs, k, values)
-            if hit is not None:
-                found.append(hit)
-        return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
+        # The forward's and the heads' selections of the route's leg (the reachability rows ask
+        # the same of every selection a loop reaches in the class).
+        return self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.k)
 
     def _layer_count(self, leg: RouteLeg, hf: Obj) -> tuple[int | None, str | None]:
         """The layer count this configuration gives the route's layer-count fields: on the
