@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -10,7 +11,7 @@ from auditor.analyses.analysis import Analysis
 from auditor.analyses.dispatch.load_routes import condition_of
 from auditor.analyses.dispatch.model import ModelRoute
 from auditor.analyses.load_calls import LoadCallProvider, keyword_only, misbound_slot, step_arguments
-from auditor.facts.extract import CallFact, ExprFact, FunctionFact
+from auditor.facts.extract import CallFact, ExprFact, FunctionFact, ParamKind
 from auditor.index.index import ClassKey, FuncKey
 from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
@@ -37,6 +38,10 @@ _CATCHING_FORWARD = wrapper(
     "return self.model(input_ids, positions, hidden_states, spec_step_idx)",
     "self, input_ids, positions, hidden_states, spec_step_idx=0, **kwargs",
 )
+
+# A wrapper that renames the step its **kwargs received before handing them on.
+_RENAMING_WRAPPER = wrapper('kwargs["step"] = kwargs.pop("spec_step_idx")\n'
+                            "        return self.model(input_ids, positions, hidden_states, **kwargs)")
 
 _STEP_RENAMED = "spec_step_idx = token_index + 1\n            {}"
 
@@ -189,7 +194,9 @@ class StepRejected(Rule):
 
     **The step under another name.** A keyword other than ``spec_step_idx`` whose value is
     the caller's ``spec_step_idx`` (``step=spec_step_idx``, ``spec_step_index=spec_step_idx``,
-    or such a key of a ``**dict`` the caller builds) is bound against each callee too: a
+    or such a key of a ``**dict`` the caller builds), or whose value is the step the caller's
+    ``**kwargs`` received (a wrapper's ``kwargs["step"] = kwargs.pop("spec_step_idx")``
+    before ``self.model(..., **kwargs)``) is bound against each callee too: a
     callee with no parameter of that name and no ``**kwargs`` raises ``TypeError`` (a
     finding with the meaning *cannot take*: ``passes spec_step_idx as step to C.forward,
     which take(s) no step and no **kwargs``); a callee that has a ``spec_step_idx`` of its
@@ -197,7 +204,8 @@ class StepRejected(Rule):
     ``spec_step_idx`` at the default — layer 0 at every step, silently (*step lost*: ``passes
     spec_step_idx under another name into C.forward (step=spec_step_idx lands in
     **kwargs)``). A callee with no step parameter that names the keyword takes the step
-    under its own name (a helper's ``draft_index``): not reported. Each kind has its own id
+    under its own name (a helper's ``draft_index``): not reported; nor is a loss where the
+    call also hands on a ``**kwargs`` that may still hold the step. Each kind has its own id
     at the call (``…|renamed``, ``…|renamed|binds-elsewhere``).
     """
 
@@ -300,6 +308,12 @@ class StepRejected(Rule):
                 path="vllm/spec_decode/proposer.py", line=17, count=1,
                 message="passes spec_step_idx under another name into WrapperMTP.forward (**extra['step'] lands in "
                         "**kwargs)"),
+        # ... renamed by a wrapper in the **kwargs it hands on: the inner model cannot take it.
+        Invalid(draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))",
+                           model=_RENAMING_WRAPPER),
+                path="vllm/models/m_mtp.py", line=23, count=1,
+                message="passes spec_step_idx as step to Predictor.forward, which take(s) no step and no **kwargs: "
+                        "TypeError at run time"),
         # By position and by keyword: the same parameter twice.
         Invalid(_routes(", step, spec_step_idx=step", head_params="self, x, spec_step_idx=0"),
                 path="vllm/spec_decode/speculators.py", line=14, count=1,
@@ -488,43 +502,63 @@ def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) ->
     return hit is not None and analysis.index.method_key(hit[0], name) == func
 
 
-def renamed_steps(call: CallFact, caller: FunctionFact, param: str) -> dict[str, str]:
-    """The keywords other than ``param`` under which ``call`` passes the step (a value that
-    is the caller's ``param``, or an arithmetic of it alone): directly (``step=spec_step_idx``)
-    or as a key of a ``**dict`` built in the caller. Keyword -> how it is passed."""
-    out: dict[str, str] = {}
+def renamed_steps(call: CallFact, caller: FunctionFact, param: str) -> dict[str, tuple[str, bool]]:
+    """The keywords other than ``param`` under which ``call`` passes the step: a value that
+    is the caller's ``param`` (or an arithmetic of it alone), or the step its ``**kwargs``
+    received (``kwargs["spec_step_idx"]``, ``kwargs.get(…)``, ``kwargs.pop(…)``); given
+    directly (``step=spec_step_idx``) or as a key of a ``**dict`` built in the caller, its
+    own ``**kwargs`` included (a wrapper that renames the key). Keyword -> how it is passed,
+    and whether the value was popped from the caller's ``**kwargs`` (then they no longer hold
+    the step under its own name)."""
+    out: dict[str, tuple[str, bool]] = {}
+    kw_param = caller.kwargs_param
+    received = re.compile(rf"^{re.escape(kw_param)}(\[|\.get\(|\.pop\()\s*['\"]{re.escape(param)}['\"]") \
+        if kw_param else None
 
     def is_step(e: ExprFact) -> bool:
-        return e.chain == (param,) or (e.names == (param,) and e.called is None and e.chain is None)
+        return (e.chain == (param,) or (e.names == (param,) and e.called is None and e.chain is None)
+                or (received is not None and received.match(e.text) is not None))
+
+    def popped(e: ExprFact) -> bool:
+        return kw_param is not None and e.called == (kw_param, "pop")
 
     for kw in call.keywords:
         if kw.name != param and is_step(kw.value):
-            out.setdefault(kw.name, f"{kw.name}={kw.value.text}")
+            out.setdefault(kw.name, (f"{kw.name}={kw.value.text}", popped(kw.value)))
     for d in call.star_kwargs:
         ch = d.chain
-        if ch and len(ch) == 1 and ch[0] != caller.kwargs_param:
+        if ch and len(ch) == 1:
             for e in caller.dicts.get(ch[0], ()):
                 if e.key is not None and e.key != param and is_step(e.value):
-                    out.setdefault(e.key, f"**{ch[0]}[{e.key!r}]")
+                    out.setdefault(e.key, (f"**{ch[0]}[{e.key!r}]", popped(e.value)))
     return out
 
 
+def _takes(callee: FunctionFact, name: str) -> bool:
+    """``callee`` accepts keyword ``name`` (a parameter of that name, or ``**kwargs``)."""
+    return any(p.kind is ParamKind.VAR_KEYWORD or (p.name == name and p.kind in (ParamKind.POSITIONAL,
+                                                                                ParamKind.KEYWORD_ONLY))
+               for p in callee.params)
+
+
 def _bind_renamed(analysis: Analysis, fkey: FuncKey, bound: list[tuple[Target, Binding, list[ModelRoute] | None]],
-                  param: str, renamed: dict[str, str], rejected: "_Rejected", lost: "_Rejected") -> None:
+                  param: str, renamed: dict[str, tuple[str, bool]], rejected: "_Rejected",
+                  lost: "_Rejected") -> None:
     """Where the step passed under another keyword goes in each callee: nowhere (no such
     parameter, no ``**kwargs``: TypeError, ``rejected``), or into another parameter or the
-    ``**kwargs`` of a callee whose own step parameter then keeps its default (``lost``).
+    ``**kwargs`` of a callee whose own step parameter then keeps its default (``lost``: the
+    call gives it no ``spec_step_idx``, nor forwards a ``**kwargs`` that may still hold it).
     A callee with no step parameter takes the step under its own name (a helper): fine."""
     for tgt, b, routes in bound:
         callee = analysis.index.function(tgt.func)
         if callee is None:
             continue
-        for name, how in sorted(renamed.items()):
-            if name in b.unknown_keywords:
+        for name, (how, popped) in sorted(renamed.items()):
+            if not _takes(callee, name):
                 rejected.add(analysis, fkey, tgt, routes)
                 rejected.renamed_keywords.setdefault(tgt.func[1], set()).add(name)
-            elif (param in callee.param_names and param not in b.params and not b.forwards_kwargs
-                  and not b.opaque_dicts):
+            elif param in callee.param_names and param not in b.params and not b.opaque_dicts \
+                    and (not b.forwards_kwargs or popped):
                 into = name if name in callee.param_names else f"**{callee.kwargs_param}"
                 lost.add(analysis, fkey, tgt, routes)
                 lost.slots.setdefault(tgt.func[1], set()).add(f"{how} lands in {into}")
