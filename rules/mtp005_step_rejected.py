@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -10,7 +11,7 @@ from auditor.analyses.analysis import Analysis
 from auditor.analyses.dispatch.load_routes import condition_of
 from auditor.analyses.dispatch.model import ModelRoute
 from auditor.analyses.load_calls import LoadCallProvider, keyword_only, misbound_slot, step_arguments
-from auditor.facts.extract import CallFact, FunctionFact
+from auditor.facts.extract import CallFact, ExprFact, FunctionFact, ParamKind
 from auditor.index.index import ClassKey, FuncKey
 from auditor.model.findings import ClassRef, Finding, Meaning, Severity
 
@@ -31,6 +32,18 @@ _SLOT_BEFORE_STEP = wrapper(
     "return self.model(input_ids, positions, hidden_states, spec_step_idx=spec_step_idx)",
     "self, input_ids, positions, hidden_states, intermediate_tensors=None, spec_step_idx=0",
 )
+
+# A forward whose **kwargs catches a keyword it does not name: the step under another name lands there.
+_CATCHING_FORWARD = wrapper(
+    "return self.model(input_ids, positions, hidden_states, spec_step_idx)",
+    "self, input_ids, positions, hidden_states, spec_step_idx=0, **kwargs",
+)
+
+# A wrapper that renames the step its **kwargs received before handing them on.
+_RENAMING_WRAPPER = wrapper('kwargs["step"] = kwargs.pop("spec_step_idx")\n'
+                            "        return self.model(input_ids, positions, hidden_states, **kwargs)")
+
+_STEP_RENAMED = "spec_step_idx = token_index + 1\n            {}"
 
 _STEP_BY_POSITION = "spec_step_idx = token_index + 1\n            out.append(self.model({}))"
 
@@ -178,6 +191,22 @@ class StepRejected(Rule):
     the classes listed) and the meaning *step lost* rather than *cannot take*; its
     message says where the step lands (``passes spec_step_idx by position into another
     parameter of C.forward (intermediate_tensors; spec_step_idx keeps its default)``).
+
+    **The step under another name.** A keyword other than ``spec_step_idx`` whose value is
+    the caller's ``spec_step_idx`` (``step=spec_step_idx``, ``spec_step_index=spec_step_idx``,
+    or such a key of a ``**dict`` the caller builds), or whose value is the step the caller's
+    ``**kwargs`` received (a wrapper's ``kwargs["step"] = kwargs.pop("spec_step_idx")``
+    before ``self.model(..., **kwargs)``) is bound against each callee too: a
+    callee with no parameter of that name and no ``**kwargs`` raises ``TypeError`` (a
+    finding with the meaning *cannot take*: ``passes spec_step_idx as step to C.forward,
+    which take(s) no step and no **kwargs``); a callee that has a ``spec_step_idx`` of its
+    own and takes the keyword in another parameter or in its ``**kwargs`` runs with its
+    ``spec_step_idx`` at the default — layer 0 at every step, silently (*step lost*: ``passes
+    spec_step_idx under another name into C.forward (step=spec_step_idx lands in
+    **kwargs)``). A callee with no step parameter that names the keyword takes the step
+    under its own name (a helper's ``draft_index``): not reported; nor is a loss where the
+    call also hands on a ``**kwargs`` that may still hold the step. Each kind has its own id
+    at the call (``…|renamed``, ``…|renamed|binds-elsewhere``).
     """
 
     code = "MTP005"
@@ -198,6 +227,13 @@ class StepRejected(Rule):
         # By keyword, past a slot the position would have filled.
         Valid(_routes(", spec_step_idx=step", head_params="self, x, h=None, spec_step_idx=0")),
         Valid(_slot_tree("input_ids, positions, hidden_states, spec_step_idx=spec_step_idx")),
+        # A helper that takes the step by keyword under its own name (it has no spec_step_idx).
+        Valid(draft_tree(_STEP_RENAMED.format(
+            "out.append(self._draft(input_ids, positions, hidden_states, idx=spec_step_idx))"), helpers=_RENAMING_HELPER)),
+        # The step under its own name and under another one: the step parameter gets it.
+        Valid(draft_tree(_STEP_RENAMED.format("out.append(self.model(input_ids, positions, hidden_states, "
+                                              "spec_step_idx=spec_step_idx, step=spec_step_idx))"),
+                         model=_CATCHING_FORWARD)),
         # A helper that names the step its own way is no mis-binding.
         Valid(draft_tree("spec_step_idx = token_index + 1\n"
                          "            out.append(self._draft(input_ids, positions, hidden_states, spec_step_idx))",
@@ -253,6 +289,31 @@ class StepRejected(Rule):
                                  "(h; it has no spec_step_idx): the call binds (no TypeError) and the step lands "
                                  "there instead of in spec_step_idx for 1 draft model class(es) (speculative method "
                                  "eagle)"),
+        # The step under another keyword, into a forward that cannot take it.
+        Invalid(draft_tree(_STEP_RENAMED.format("out.append(self.model(input_ids, positions, hidden_states, "
+                                                "step=spec_step_idx))")),
+                path="vllm/spec_decode/proposer.py", line=16, count=1,
+                message="passes spec_step_idx as step to WrapperMTP.forward, which take(s) no step and no **kwargs: "
+                        "TypeError at run time"),
+        # ... into a forward whose **kwargs catches it: spec_step_idx keeps 0, silently.
+        Invalid(draft_tree(_STEP_RENAMED.format("out.append(self.model(input_ids, positions, hidden_states, "
+                                                "spec_step_index=spec_step_idx))"), model=_CATCHING_FORWARD),
+                path="vllm/spec_decode/proposer.py", line=16, count=1,
+                message="passes spec_step_idx under another name into WrapperMTP.forward (spec_step_index=spec_step_idx "
+                        "lands in **kwargs): the call binds (no TypeError) and spec_step_idx keeps its default"),
+        # ... renamed in a **dict the caller builds.
+        Invalid(draft_tree(_STEP_RENAMED.format("extra = {\"step\": spec_step_idx}\n"
+                                                "            out.append(self.model(input_ids, positions, hidden_states, "
+                                                "**extra))"), model=_CATCHING_FORWARD),
+                path="vllm/spec_decode/proposer.py", line=17, count=1,
+                message="passes spec_step_idx under another name into WrapperMTP.forward (**extra['step'] lands in "
+                        "**kwargs)"),
+        # ... renamed by a wrapper in the **kwargs it hands on: the inner model cannot take it.
+        Invalid(draft_tree("out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))",
+                           model=_RENAMING_WRAPPER),
+                path="vllm/models/m_mtp.py", line=23, count=1,
+                message="passes spec_step_idx as step to Predictor.forward, which take(s) no step and no **kwargs: "
+                        "TypeError at run time"),
         # By position and by keyword: the same parameter twice.
         Invalid(_routes(", step, spec_step_idx=step", head_params="self, x, spec_step_idx=0"),
                 path="vllm/spec_decode/speculators.py", line=14, count=1,
@@ -270,22 +331,29 @@ class StepRejected(Rule):
             for ci, call in enumerate(fn.calls):
                 for param in analysis.params:
                     keyword = calls.passes_keyword(call, fn, param)
-                    if not keyword and not call.args:
+                    renamed = renamed_steps(call, fn, param)
+                    if not keyword and not call.args and not renamed:
                         continue
                     rejected, misbound = _Rejected(), _Rejected()
+                    renamed_rejected, renamed_lost = _Rejected(), _Rejected()
                     for ctx in contexts:
-                        self._bind_all(analysis, fkey, fn, own, ctx, ci, param, keyword, rejected, misbound)
+                        bound = self._bound(analysis, fkey, fn, own, ctx, ci)
+                        self._bind_all(analysis, fkey, fn, bound, ci, param, keyword, rejected, misbound)
+                        _bind_renamed(analysis, fkey, bound, param, renamed, renamed_rejected, renamed_lost)
                     if rejected.callees:
                         yield self._finding(analysis, fkey, call, param, rejected)
                     if misbound.callees:
                         yield self._misbound_finding(analysis, fkey, call, param, misbound)
+                    if renamed_rejected.callees:
+                        yield self._renamed_finding(analysis, fkey, call, param, renamed_rejected, lost=False)
+                    if renamed_lost.callees:
+                        yield self._renamed_finding(analysis, fkey, call, param, renamed_lost, lost=True)
 
     @staticmethod
-    def _bind_all(analysis: Analysis, fkey: FuncKey, fn: FunctionFact, own: ClassKey | None, ctx: ClassKey | None,
-                  ci: int, param: str, keyword: bool, rejected: "_Rejected", misbound: "_Rejected") -> None:
-        """Bind call ``ci`` against every callee it reaches with ``self`` of ``ctx`` on a
-        load route; record the callees that cannot take the step (``rejected``) and those
-        where the step passed by position lands in another parameter (``misbound``)."""
+    def _bound(analysis: Analysis, fkey: FuncKey, fn: FunctionFact, own: ClassKey | None, ctx: ClassKey | None,
+               ci: int) -> list[tuple[Target, Binding, list[ModelRoute] | None]]:
+        """Call ``ci`` bound against every callee it reaches with ``self`` of ``ctx`` on a
+        load route, with the load routes that reach it (None: dispatch does not decide)."""
         calls = analysis.get(LoadCallProvider)
         loads = analysis.dispatch.load_routes
         call = fn.calls[ci]
@@ -304,6 +372,16 @@ class StepRejected(Rule):
                 if not routes:
                     continue
             bound.append((tgt, calls.bind(call, fn, tgt), routes))
+        return bound
+
+    @staticmethod
+    def _bind_all(analysis: Analysis, fkey: FuncKey, fn: FunctionFact,
+                  bound: list[tuple[Target, Binding, list[ModelRoute] | None]], ci: int, param: str, keyword: bool,
+                  rejected: "_Rejected", misbound: "_Rejected") -> None:
+        """Record the callees of call ``ci`` (as :meth:`_bound` binds it) that cannot take the
+        step (``rejected``) and those where the step passed by position lands in another
+        parameter (``misbound``)."""
+        call = fn.calls[ci]
         # The step passed positionally: an argument that is the step's name, or one that
         # lands in the step parameter of some callee.
         step_args, to_step = step_arguments(call, (b for _, b, _ in bound), param)
@@ -369,6 +447,31 @@ class StepRejected(Rule):
         finding.meaning = Meaning.STEP_LOST
         return finding
 
+    def _renamed_finding(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, found: "_Rejected",
+                         lost: bool) -> Finding:
+        """The step passed under another keyword: a TypeError where a callee cannot take that
+        keyword, a silent loss (``lost``) where it binds and the step parameter keeps its default."""
+        callees = sorted(found.callees)
+        when, others = found.reached(analysis, fkey)
+
+        def where(callee: str) -> str:
+            return f"{callee} ({'; '.join(sorted(found.slots[callee]))})"
+
+        if lost:
+            what = (f"passes {param} under another name into {', '.join(where(c) for c in callees)}: the call binds "
+                    f"(no TypeError) and {param} keeps its default")
+            hops = [f"passes {param} into {where(c)}" for c in callees]
+        else:
+            names = sorted({n for c in callees for n in found.renamed_keywords.get(c, ())})
+            what = (f"passes {param} as {', '.join(names)} to {', '.join(callees)}, which take(s) no "
+                    f"{', '.join(names)} and no **kwargs: TypeError at run time")
+            hops = [f"passes {param} as {', '.join(names)} to {c}" for c in callees]
+        finding = self._at_call(analysis, fkey, call, param, callees, found.classes(), when, others, what, hops,
+                                f"{param}|{'.'.join(call.func or ())}|renamed" + ("|binds-elsewhere" if lost else ""))
+        if lost:
+            finding.meaning = Meaning.STEP_LOST
+        return finding
+
     def _at_call(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, callees: list[str],
                  classes: list[ClassKey], when: str, others: list[str], what: str, hops: list[str],
                  fingerprint_key: str) -> Finding:
@@ -399,6 +502,68 @@ def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) ->
     return hit is not None and analysis.index.method_key(hit[0], name) == func
 
 
+def renamed_steps(call: CallFact, caller: FunctionFact, param: str) -> dict[str, tuple[str, bool]]:
+    """The keywords other than ``param`` under which ``call`` passes the step: a value that
+    is the caller's ``param`` (or an arithmetic of it alone), or the step its ``**kwargs``
+    received (``kwargs["spec_step_idx"]``, ``kwargs.get(…)``, ``kwargs.pop(…)``); given
+    directly (``step=spec_step_idx``) or as a key of a ``**dict`` built in the caller, its
+    own ``**kwargs`` included (a wrapper that renames the key). Keyword -> how it is passed,
+    and whether the value was popped from the caller's ``**kwargs`` (then they no longer hold
+    the step under its own name)."""
+    out: dict[str, tuple[str, bool]] = {}
+    kw_param = caller.kwargs_param
+    received = re.compile(rf"^{re.escape(kw_param)}(\[|\.get\(|\.pop\()\s*['\"]{re.escape(param)}['\"]") \
+        if kw_param else None
+
+    def is_step(e: ExprFact) -> bool:
+        return (e.chain == (param,) or (e.names == (param,) and e.called is None and e.chain is None)
+                or (received is not None and received.match(e.text) is not None))
+
+    def popped(e: ExprFact) -> bool:
+        return kw_param is not None and e.called == (kw_param, "pop")
+
+    for kw in call.keywords:
+        if kw.name != param and is_step(kw.value):
+            out.setdefault(kw.name, (f"{kw.name}={kw.value.text}", popped(kw.value)))
+    for d in call.star_kwargs:
+        ch = d.chain
+        if ch and len(ch) == 1:
+            for e in caller.dicts.get(ch[0], ()):
+                if e.key is not None and e.key != param and is_step(e.value):
+                    out.setdefault(e.key, (f"**{ch[0]}[{e.key!r}]", popped(e.value)))
+    return out
+
+
+def _takes(callee: FunctionFact, name: str) -> bool:
+    """``callee`` accepts keyword ``name`` (a parameter of that name, or ``**kwargs``)."""
+    return any(p.kind is ParamKind.VAR_KEYWORD or (p.name == name and p.kind in (ParamKind.POSITIONAL,
+                                                                                ParamKind.KEYWORD_ONLY))
+               for p in callee.params)
+
+
+def _bind_renamed(analysis: Analysis, fkey: FuncKey, bound: list[tuple[Target, Binding, list[ModelRoute] | None]],
+                  param: str, renamed: dict[str, tuple[str, bool]], rejected: "_Rejected",
+                  lost: "_Rejected") -> None:
+    """Where the step passed under another keyword goes in each callee: nowhere (no such
+    parameter, no ``**kwargs``: TypeError, ``rejected``), or into another parameter or the
+    ``**kwargs`` of a callee whose own step parameter then keeps its default (``lost``: the
+    call gives it no ``spec_step_idx``, nor forwards a ``**kwargs`` that may still hold it).
+    A callee with no step parameter takes the step under its own name (a helper): fine."""
+    for tgt, b, routes in bound:
+        callee = analysis.index.function(tgt.func)
+        if callee is None:
+            continue
+        for name, (how, popped) in sorted(renamed.items()):
+            if not _takes(callee, name):
+                rejected.add(analysis, fkey, tgt, routes)
+                rejected.renamed_keywords.setdefault(tgt.func[1], set()).add(name)
+            elif param in callee.param_names and param not in b.params and not b.opaque_dicts \
+                    and (not b.forwards_kwargs or popped):
+                into = name if name in callee.param_names else f"**{callee.kwargs_param}"
+                lost.add(analysis, fkey, tgt, routes)
+                lost.slots.setdefault(tgt.func[1], set()).add(f"{how} lands in {into}")
+
+
 @dataclass
 class _Rejected:
     """What one call site's bindings found: callee -> the draft model classes it runs for."""
@@ -413,6 +578,7 @@ class _Rejected:
     keyword_only: set[str] = field(default_factory=set)  # callees that take the step only by keyword
     defaulted: set[str] = field(default_factory=set)  # callees whose step parameter keeps its default
     lacking: set[str] = field(default_factory=set)  # callees with no step parameter (another callee's slot)
+    renamed_keywords: dict[str, set[str]] = field(default_factory=dict)  # callee -> the step's other names it lacks
 
     def add(self, analysis: Analysis, fkey: FuncKey, tgt: Target, routes: list[ModelRoute] | None) -> None:
         """Record callee ``tgt`` with the draft model classes it runs for and its routes."""

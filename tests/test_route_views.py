@@ -104,7 +104,7 @@ def test_views_agree_with_the_routes(version: str) -> None:
     assert scan.analysis is not None
     dispatch = scan.analysis.get(DispatchProvider)
     plans = [cite(dispatch.plan(s), scan.result.findings) for s in query.settings]
-    routes = dispatch.model_routes()
+    routes = dispatch.dispatch_routes()  # one value per route: condition, drafter, a leg per class
     rows = {(r.model_class.path, r.model_class.name): r for r in scan.result.reachability}
     problems: list[str] = []
 
@@ -138,6 +138,16 @@ def test_views_agree_with_the_routes(version: str) -> None:
                 if any((hit := dispatch.index.method(b, name)) is not None and hit[0][0] == owner_file
                        and hit[0][1] == func.rpartition(".")[0] for b in built):
                     problems.append(f"reachability {cls[1]}: {lp.loop} runs in no drafter a route builds for it")
+
+    # 1b. a route's leg into a class is a loop the reachability table lists for that class
+    for rt in routes:
+        for leg in rt.legs:
+            if leg.path is None or leg.model_class not in rows:
+                continue
+            label = f"{leg.path.loop.func[0]}:{leg.path.loop.loop.line} {leg.path.loop.func[1]}"
+            if not any(lp.loop.split(" (as ")[0] == label for lp in rows[leg.model_class].loops):
+                problems.append(f"route {rt.runner} {rt.drafter[1]}: its loop {label} into {leg.model_class[1]} "
+                                f"is not in the reachability table")
 
     # 3. plans and reachability rows give the same verdict for the same loop and class,
     # read from the JSON document users get (``scan --format json``)

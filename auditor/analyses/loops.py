@@ -14,6 +14,7 @@ from enum import Enum
 
 from ..facts.extract import CallFact, ExprFact, FunctionFact, LoopFact
 from ..index.index import ClassKey, FuncKey
+from ..index.self_calls import self_call_closure
 from ..model.findings import Hop
 from .base import Analyses, Provider
 from .calls import ArgSource, CallProvider, Callables, Obj, PassKind
@@ -146,18 +147,8 @@ class LoopProvider(Provider):
                 if not any(e in cls.methods for e in self.config.proposer_entries):
                     continue
                 key: ClassKey = (path, cname)
-                todo = list(self.config.proposer_entries)
-                seen: set[str] = set()
-                while todo:
-                    name = todo.pop()
-                    if name in seen:
-                        continue
-                    seen.add(name)
-                    found = self.index.method(key, name)
-                    if found is None:
-                        continue
-                    out.add(self.index.method_key(found[0], name))
-                    todo += [c.func[1] for c in found[1].calls if c.func and len(c.func) == 2 and c.func[0] == "self"]
+                for owner, name, _fn in self_call_closure(self.index, key, list(self.config.proposer_entries)):
+                    out.add(self.index.method_key(owner, name))
         return out
 
     def loops_in(self, fn: FunctionFact, proposing: bool = False) -> list[LoopFact]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from ..index.index import ClassKey
 from ..model.findings import ClassRef, ClassReachability, LoopReach, ReachVerdict
 from .base import Analyses, Provider
-from .loops import FORWARD_METHODS, LoopProvider, LoopResult, StepKind
+from .loops import LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider
-from .step_loss import read_path
+from .step_loss import ClassPath, class_path
 from .types import TypeProvider
 
 # A config field whose name carries one of these sizes the MTP layers (when a container
@@ -38,16 +38,16 @@ class ReachabilityProvider(Provider):
 
     def loop_reach(self, lr: LoopResult, cls: ClassKey, label: str | None = None) -> LoopReach | None:
         """How one draft loop reaches one model class (None: it does not)."""
-        entries = [e for e in lr.entries if e.model_class == cls]
-        if not entries:
-            return None
-        sels = [s for s in lr.selections if s.model_class == cls]
-        fwd = [s for s in sels if s.method in FORWARD_METHODS]
-        heads = [s for s in sels if s.method in self.config.head_methods]
+        path = class_path(lr, cls, self.config.threaded_params[0], self.config.head_methods)
+        return self.path_reach(path, label) if path is not None else None
+
+    def path_reach(self, path: ClassPath, label: str | None = None) -> LoopReach:
+        """The row a loop's way into a class makes (a route's leg reads the same path)."""
+        lr, entries, fwd, heads = path.loop, path.entries, path.forward, path.heads
+        sels = path.selections
         # The plan's reading of the same path (``layers``): a step handed on that a layer
         # selection never gets is lost there, in the forward or in a head.
-        param = self.config.threaded_params[0]
-        reading = read_path([e for e in entries if e.param == param], fwd, heads)
+        reading = path.reading
         varying = [s for s in fwd if s.kind is StepKind.VARYING]
         loop_label = label or f"{lr.func[0]}:{lr.loop.line} {lr.func[1]}"
         if any(s.kind is StepKind.UNKNOWN for s in fwd) and not varying or reading.heads is StepKind.UNKNOWN:

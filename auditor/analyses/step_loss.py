@@ -1,13 +1,17 @@
-"""Where a draft loop's step is lost on its way to one model class's layer selections: the
-one reading both the per-step plan (``layers``) and the reachability table make of a loop's
-forward and head selections, so the two views cannot disagree on it."""
+"""One draft loop's way into one model class (:class:`ClassPath`: its entries, the layer
+selections it reaches through forward and through the heads, and how the step arrives there
+per draft step) and where the step is lost on it: the one reading both the per-step plan
+(``layers``, through the routes' legs) and the reachability table make of a loop, so the two
+views cannot disagree on it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
+from ..index.index import ClassKey
 from ..model.findings import StepLoss
-from .loops import FORWARD_METHODS, KIND_ORDER, LoopEntry, LoopSelection, StepKind
+from .loops import FORWARD_METHODS, KIND_ORDER, LoopEntry, LoopResult, LoopSelection, StepKind
 
 
 def first_kind(sels: list[LoopSelection] | tuple[LoopSelection, ...]) -> StepKind | None:
@@ -52,3 +56,35 @@ def read_path(entries: list[LoopEntry], forward: list[LoopSelection], heads: lis
     elif fkind is StepKind.VARYING and hkind not in (None, StepKind.VARYING):
         lost = [s for s in heads if s.kind is not StepKind.VARYING]
     return PathReading(fkind, hkind, tuple(lost))
+
+
+@dataclass(frozen=True, eq=False)  # one per explored loop and class: identity is equality
+class ClassPath:
+    """One draft loop's way into one model class: its entries into the class (every
+    threaded parameter), the selections reached through forward (``forward``, ``__call__``)
+    and through the head methods, and the reading of the threaded step over them."""
+
+    loop: LoopResult
+    model_class: ClassKey
+    entries: tuple[LoopEntry, ...]
+    forward: tuple[LoopSelection, ...]
+    heads: tuple[LoopSelection, ...]
+    reading: PathReading
+
+    @property
+    def selections(self) -> tuple[LoopSelection, ...]:
+        """Every selection of the class the loop reaches (any entry method)."""
+        return tuple(s for s in self.loop.selections if s.model_class == self.model_class)
+
+
+def class_path(lr: LoopResult, cls: ClassKey, param: str, head_methods: Sequence[str]) -> ClassPath | None:
+    """How loop ``lr`` reaches class ``cls`` (None: it does not enter it), the step read as
+    ``param`` (the first threaded parameter)."""
+    entries = tuple(e for e in lr.entries if e.model_class == cls)
+    if not entries:
+        return None
+    sels = [s for s in lr.selections if s.model_class == cls]
+    fwd = tuple(s for s in sels if s.method in FORWARD_METHODS)
+    heads = tuple(s for s in sels if s.method in head_methods)
+    reading = read_path([e for e in entries if e.param == param], list(fwd), list(heads))
+    return ClassPath(lr, cls, entries, fwd, heads, reading)

@@ -47,15 +47,15 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
     model, proposer = plan.model_class, plan.proposer
     if model is None or proposer is None:
         return None
-    # The loop the shipped plan reported (memoised by the dispatch provider).
-    path = dispatch.model_path(proposer, model)
-    if path is None:
+    # The route's leg the shipped plan read (memoised by the dispatch provider).
+    leg = dispatch.route_values.leg(proposer, model)
+    if leg.path is None:
         if plan.loop is not None and dispatch.step_free.entry(proposer, model) is not None:
             # Forcing changes what the loop hands; the model reads none of it.
             return ForcedPlan(tuple(ForcedStep(i, 0, None) for i in range(plan.setting.k)),
                               "forward: the draft model selects no layer by the step -> layer 0; head: one shared head")
         return None
-    fwd, heads = list(path.forward), list(path.heads)
+    fwd, heads = list(leg.forward), list(leg.heads)
     n = plan.num_mtp_layers
     mro = list(dispatch.index.mro(model))
     fwd_lost = _model_hops_lose(fwd, mro, findings)

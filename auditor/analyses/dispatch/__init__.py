@@ -23,10 +23,10 @@ from ...facts.extract import chain_of
 from ...model.findings import StepLoss  # a result model since the reachability rows carry it too
 from ..partial_eval import describe
 from .engine_modes import FROZEN_VERDICT
-from .model import (ClosedGates, DecisionRow, EngineView, Family, ForcedPlan, ForcedStep, Gate, ModelPath, Pairing, Plan,
+from .model import (ClosedGates, DecisionRow, EngineView, Family, ForcedPlan, ForcedStep, Gate, Pairing, Plan,
                     Route, Setting, StepPlan, Verdict, paired_when, route_alternatives)
 from .provider import DispatchProvider
 
 __all__ = ["FROZEN_VERDICT", "ClosedGates", "DecisionRow", "DispatchProvider", "EngineView", "Family", "ForcedPlan",
-           "ForcedStep", "Gate", "ModelPath", "Pairing", "Plan", "Route", "Setting", "StepLoss", "StepPlan", "Verdict",
+           "ForcedStep", "Gate", "Pairing", "Plan", "Route", "Setting", "StepLoss", "StepPlan", "Verdict",
            "chain_of", "describe", "paired_when", "route_alternatives"]

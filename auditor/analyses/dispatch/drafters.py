@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from ...facts.extract import FunctionFact
 from ...index.index import ClassKey, FuncKey
+from ...index.self_calls import bound_methods, self_call_closure
 from ..loops import FORWARD_METHODS, LoopResult, StepKind
-from .model import ModelPath
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -26,55 +26,12 @@ class DrafterLoops(DispatchPart):
         return any(k[0] == cls for k in self._loop_memo)
 
     def entry_methods(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
-        """Methods reachable through ``self.m()`` calls from the drafter's entry methods."""
-        todo = self.provider.plugin_dispatch.plugin_entries(cls) or list(self.config.proposer_entries)
-        bound = self._bound_methods(cls)
-        seen: set[str] = set()
-        out: list[tuple[FuncKey, FunctionFact]] = []
-        while todo:
-            name = todo.pop(0)
-            if name in seen:
-                continue
-            seen.add(name)
-            found = self.index.method(cls, name)
-            if found is None:
-                continue
-            owner, fn = found
-            out.append(((owner[0], f"{owner[1]}.{name}"), fn))
-            for call in fn.calls:
-                if call.func and len(call.func) == 2 and call.func[0] == "self":
-                    todo.append(call.func[1])
-            # A bound method kept in an attribute and called through it later
-            # (``self._runnable = self._run_draft`` ... ``partial(self._runnable, ...)()``).
-            for read in fn.live:
-                if read.startswith("self."):
-                    todo += bound.get(read[5:], [])
-        return out
-
-    def _bound_methods(self, cls: ClassKey) -> dict[str, list[str]]:
-        """``self.attr = self.m`` in the class hierarchy's methods: attr -> [m]."""
-        out: dict[str, list[str]] = {}
-        for c in self.index.mro(cls):
-            for fn in self.index.methods(c).values():
-                for a in fn.attr_assigns:
-                    ch = a.value.chain
-                    if (len(a.target) == 2 and a.target[0] == "self" and ch and len(ch) == 2 and ch[0] == "self"
-                            and self.index.method(cls, ch[1]) is not None):
-                        out.setdefault(a.target[1], []).append(ch[1])
-        return out
-
-    def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
-        """The first draft loop of ``proposer`` that reaches ``model`` (the one a plan reports),
-        with the selections it reaches in the model's forward and in its heads."""
-        for r in self.drafter_loops(proposer):
-            if any(e.model_class == model for e in r.entries):
-                sels = [s for s in r.selections if s.model_class == model]
-                return ModelPath(
-                    r,
-                    tuple(s for s in sels if s.method in FORWARD_METHODS),
-                    tuple(s for s in sels if s.method in self.config.head_methods),
-                )
-        return None
+        """Methods reachable through ``self.m()`` calls from the drafter's entry methods
+        (a plugin's own, else ``proposer-entries``), bound methods called through an
+        attribute included: the walk the loop provider takes for proposing code."""
+        entries = self.provider.plugin_dispatch.plugin_entries(cls) or list(self.config.proposer_entries)
+        return [((owner[0], f"{owner[1]}.{name}"), fn)
+                for owner, name, fn in self_call_closure(self.index, cls, entries, bound_methods(self.index, cls))]
 
     def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
         """The draft loops an instance of ``cls`` runs, explored with ``self`` of that class."""

@@ -21,13 +21,13 @@ class EngineModes(DispatchPart):
         model, proposer = plan.model_class, plan.proposer
         if model is None or proposer is None or not plan.steps or plan.outcome == "rejected":
             return None
-        path = self.provider.drafting.model_path(proposer, model)
-        if path is None:
+        leg = self.provider.route_values.leg(proposer, model)  # the route's compiled mode: where the step freezes
+        if leg.path is None:
             if plan.loop is not None and self.provider.step_free.entry(proposer, model) is not None:
                 return EngineView("compiled", plan.steps, (), (), "the draft model selects no layer by the step: "
                                                                   "compiling or capturing it changes no step's layer (as eager)")
             return None
-        frozen = [fs for fs in self.provider.capture.frozen_in(path.loop, proposer) if fs.model_class == model]
+        frozen = list(leg.frozen)
         if not frozen:
             return EngineView("compiled", plan.steps, (), (), "no compiled forward or captured graph on this route "
                                                                 "leaves the step out: as eager")

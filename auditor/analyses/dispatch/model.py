@@ -9,18 +9,8 @@ from typing import Any, Sequence
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop, StepLoss
 from ..capture import FrozenStep
-from ..loops import LoopResult, LoopSelection
 from ..partial_eval import Decision
 from .outcomes import Rejection, StepRaise
-
-
-@dataclass(frozen=True)
-class ModelPath:
-    """A draft loop that reaches a model class, and the layer selections it reaches there."""
-
-    loop: LoopResult
-    forward: tuple[LoopSelection, ...]  # selected in forward / __call__
-    heads: tuple[LoopSelection, ...]  # selected in a head method (compute_logits, get_top_tokens)
 
 
 class Verdict(str, Enum):

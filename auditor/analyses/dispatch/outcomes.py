@@ -26,7 +26,7 @@ from typing import Iterable
 from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
-from ..loops import LoopResult, StepKind
+from ..loops import LoopResult, LoopSelection, StepKind
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
 from .constructors import constructor_path, names as _names, walk as _walk
 from .part import DispatchPart
@@ -167,11 +167,15 @@ class Outcomes(DispatchPart):
     def result_step_raise(self, res: LoopResult, model: ClassKey, k: int) -> StepRaise | None:
         """:meth:`loop_step_raise` for one explored loop (the reachability table asks it of
         each loop it lists, so a row says what ``layers`` says of the route)."""
+        return self.selections_raise(model, [sel for sel in res.selections if sel.model_class == model], k)
+
+    def selections_raise(self, model: ClassKey, selections: Iterable[LoopSelection], k: int) -> StepRaise | None:
+        """The first draft step below ``k`` at which an assert on the threaded parameter fails
+        in ``model``'s own code (its class and parts, with their bases) on the way to one of
+        ``selections``, the loop handing the step (a varying selection) or an unknown value."""
         owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
         found: list[StepRaise] = []
-        for sel in res.selections:
-            if sel.model_class != model:
-                continue
+        for sel in selections:
             values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
             funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
                                        if self.types.defining_class((h.path, h.function)) in owners))

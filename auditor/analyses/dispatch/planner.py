@@ -9,13 +9,13 @@ from dataclasses import replace
 from ...index.index import ClassKey
 from ...model.findings import Hop
 from ..loops import LoopSelection, StepKind
-from ..step_loss import read_path
 from ..partial_eval import Obj
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
 from .constructors import fixed_layer_count
 from .model import CUT
 from .part import DispatchPart
+from .route_values import RouteLeg
 
 
 class Planner(DispatchPart):
@@ -42,15 +42,17 @@ class Planner(DispatchPart):
         proposer, site, chain = options[0]
         decisions += [DecisionRow.of(d) for d in chain]
         alternatives = tuple(dict.fromkeys(c for c, _, _ in options[1:] if c != proposer))
-        n, layer_field = self._layer_count(model, hf) if model else (None, None)
+        if self.index.frozen and not self.provider.drafting.explored(proposer) and self.provider.drafting.entry_methods(proposer):
+            notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
+                         "(ask for plans in a query run_scan takes)")
+        # The route's leg for this drafter and class: its loop, layer-count fields and per-step reading.
+        leg = self.provider.route_values.leg(proposer, model) if model else None
+        n, layer_field = self._layer_count(leg, hf) if leg else (None, None)
         fixed = fixed_layer_count(self, model) if model else None
         if fixed is not None:  # built whatever the config says: the count the selections see
             n, layer_field = fixed[0], None
             notes.append(f"the draft model builds {fixed[0]} MTP layer(s) whatever the config says ({fixed[1]})")
-        if self.index.frozen and not self.provider.drafting.explored(proposer) and self.provider.drafting.entry_methods(proposer):
-            notes.append("planned after the index was frozen: files the drafter's loops need may be missing "
-                         "(ask for plans in a query run_scan takes)")
-        loop, steps = self._steps(setting, proposer, model, n)
+        loop, steps = self._steps(setting, proposer, leg, n)
         if alternatives:
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
             why = f"the drafter depends on {', '.join(deps) or 'an unknown branch'}: {proposer[1]} or {', '.join(c[1] for c in alternatives)}"
@@ -102,55 +104,49 @@ class Planner(DispatchPart):
         model, proposer = plan.model_class, plan.proposer
         if model is None or proposer is None or not plan.steps:
             return None
-        path = self.provider.drafting.model_path(proposer, model)
-        if path is None:
+        leg = self.provider.route_values.leg(proposer, model)
+        if leg.path is None:
             return None
-        owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
-        k = plan.setting.k
-        found: list[StepRaise] = []
-        for sel in (*path.forward, *path.heads):
-            values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
-            funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
-                                       if self.types.defining_class((h.path, h.function)) in owners))
-            hit = self.provider.outcomes.step_raise(funcs, k, values)
-            if hit is not None:
-                found.append(hit)
-        return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
+        # The forward's and the heads' selections of the route's leg (the reachability rows ask
+        # the same of every selection a loop reaches in the class).
+        return self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.k)
 
-    def _layer_count(self, model: ClassKey, hf: Obj) -> tuple[int | None, str | None]:
-        # The field on the draft config, else on a config nested in it (a multimodal
-        # checkpoint keeps the text model's fields one level down).
+    def _layer_count(self, leg: RouteLeg, hf: Obj) -> tuple[int | None, str | None]:
+        """The layer count this configuration gives the route's layer-count fields: on the
+        draft config, else on a config nested in it (a multimodal checkpoint keeps the text
+        model's fields one level down)."""
         nested = [v for _, v in sorted(hf.fields.items()) if isinstance(v, Obj)]
-        for f in self.reach.layer_count_fields(model):
+        for f in leg.layer_count_fields:
             for holder in [hf, *nested]:
                 v = holder.fields.get(f)
                 if isinstance(v, int) and not isinstance(v, bool):
                     return v, f if holder is hf else f"{holder.label}.{f}"
-        fields = self.reach.layer_count_fields(model)
+        fields = leg.layer_count_fields
         return None, (fields[0] if fields else None)
 
-    def _steps(self, setting: Setting, proposer: ClassKey, model: ClassKey | None,
+    def _steps(self, setting: Setting, proposer: ClassKey, leg: RouteLeg | None,
                n: int | None) -> tuple[Hop | None, tuple[StepPlan, ...]]:
+        """Per draft step, what the route's leg selects (:class:`RouteLeg`'s reading)."""
         def all_steps(verdict: Verdict, why: str) -> tuple[StepPlan, ...]:
             return tuple(StepPlan(i, None, None, verdict.value, why) for i in range(setting.k))
 
-        if model is None:
+        if leg is None:
             return None, all_steps(Verdict.UNKNOWN, "no registered draft model class for this architecture")
-        path = self.provider.drafting.model_path(proposer, model)
-        if path is None:
+        model = leg.model_class
+        if leg.path is None:
             free = self.provider.step_free.entry(proposer, model)
             if free is not None:  # the loop reaches it where it calls the draft model (:mod:`.stepless`)
                 runs, why = self.provider.step_free.why(free, model)
                 verdict = Verdict.CONSTANT if runs else Verdict.UNKNOWN
                 return free.loop.hop, tuple(StepPlan(i, 0 if runs else None, None, verdict.value, why)
                                             for i in range(setting.k))
+        if leg.path is None or leg.reading is None:
             return None, all_steps(Verdict.UNKNOWN, f"no draft loop of {proposer[1]} reaches {model[1]}")
-        r, fwd, heads = path.loop, list(path.forward), list(path.heads)
+        fwd = list(leg.forward)
         param = self.params[0]
-        entries = [e for e in r.entries if e.model_class == model and e.param == param]
-        reading = read_path(entries, fwd, heads)
+        reading = leg.reading
         fkind, hkind = reading.forward, reading.heads
-        loop_label = f"{r.func[1]} ({r.func[0]}:{r.loop.line})"
+        loop_label = leg.loop_label
 
         def layer(kind: StepKind | None, i: int) -> int | None:
             if kind is None:
@@ -185,7 +181,7 @@ class Planner(DispatchPart):
                 steps.append(StepPlan(i, fl, hl, f"lost at {lost_at[1]}", why, lost=lost_at[0]))
             else:
                 steps.append(StepPlan(i, fl, hl, verdict.value, why))
-        return r.hop, tuple(steps)
+        return leg.loop, tuple(steps)
 
 
 def _last(sel: LoopSelection) -> str:

@@ -124,9 +124,11 @@ class ScanPrecision(DispatchPart):
                     continue
                 drafters = sorted({rt.drafter[1] for rt, _ in group})
                 label = f"{fkey[0]}:{group[0][1].loop.line} {fkey[1]} (as {', '.join(drafters)})"
-                added = self.reach.loop_reach(group[0][1], cls, label)
-                if added is None:
+                # The route's leg: the drafter's way into the class through that loop.
+                path = self.provider.route_values.leg(group[0][0].drafter, cls).path_of(group[0][1])
+                if path is None:
                     continue
+                added = self.reach.path_reach(path, label)
                 conds = [rt for rt, _ in group]
                 mine = [mr for mr in self.provider.route_map.model_routes()
                         if cls in mr.models and mr.drafter in {rt.drafter for rt in conds}]

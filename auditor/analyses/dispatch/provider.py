@@ -20,7 +20,7 @@ from .factory_runs import FactoryRuns
 from .gates import GateFacts, OverrideFamilies
 from .locate import FactoryLocation
 from .lookup import RegistryLookup
-from .model import Family, Gate, ModelPath, ModelRoute, Pairing, Plan, Route, Setting
+from .model import Family, Gate, ModelRoute, Pairing, Plan, Route, Setting
 from .planner import Planner
 from .plugins import PluginDispatch
 from .precision import ScanPrecision
@@ -29,6 +29,7 @@ from .load_routes import LoadRoutes
 from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
 from .stepless import StepFree
+from .route_values import DispatchRoute, RouteValues
 
 
 class DispatchProvider(Provider):
@@ -56,6 +57,7 @@ class DispatchProvider(Provider):
         self.outcomes = Outcomes(self)
         self.engine_modes = EngineModes(self)
         self.step_free = StepFree(self)
+        self.route_values = RouteValues(self)
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:
@@ -79,9 +81,6 @@ class DispatchProvider(Provider):
 
     def drafter_loops(self, cls: ClassKey) -> list[LoopResult]:
         return self.drafting.drafter_loops(cls)
-
-    def model_path(self, proposer: ClassKey, model: ClassKey) -> ModelPath | None:
-        return self.drafting.model_path(proposer, model)
 
     def loop_step_raise(self, loop: FuncKey, model: ClassKey, k: int) -> StepRaise | None:
         return self.outcomes.loop_step_raise(loop, model, k)
@@ -129,6 +128,10 @@ class DispatchProvider(Provider):
 
     def model_routes(self) -> list[ModelRoute]:
         return self.route_map.model_routes()
+
+    def dispatch_routes(self) -> list[DispatchRoute]:
+        """The model routes as one value each: condition, drafter, and per class its leg."""
+        return self.route_values.routes()
 
     def pairing(self, fkey: FuncKey, model: ClassKey | None = None) -> Pairing:
         """Whether drafter code ``fkey`` runs for MTP (against draft model ``model``, when
