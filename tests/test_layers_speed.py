@@ -106,3 +106,43 @@ def test_a_tree_keeps_no_more_bytes_than_its_limit(tmp_path, monkeypatch):
     assert tree.read("vllm/a.py") == b"x = 1\n" and tree.read("vllm/b.py") == b"y = 2\n"
     assert sorted(tree._kept) == ["vllm/a.py"] and tree._kept_bytes == 6
     assert tree.read("vllm/b.py") == b"y = 2\n"
+
+
+def test_a_plan_derives_its_draft_config_once_and_each_caller_gets_its_own_copy(tmp_path, monkeypatch):
+    from auditor.analyses.dispatch.factory_runs import FactoryRuns
+
+    files = gate_tree()
+    files["vllm/unrelated.py"] = "X = 1\n"
+    root = write_tree(tmp_path / "t", files)
+    derived: list[Setting] = []
+    real = FactoryRuns._draft_config
+
+    def counted(self, setting):
+        derived.append(setting)
+        return real(self, setting)
+
+    monkeypatch.setattr(FactoryRuns, "_draft_config", counted)
+    seen: dict[str, object] = {}
+
+    class Asks:
+        def ask(self, analysis):
+            runs = analysis.get(DispatchProvider).factory_runs
+            runs.draft_config(SETTING)  # may load files: then not kept
+            runs.draft_config(SETTING)  # loads nothing: kept
+            before = len(derived)
+            first, second = runs.draft_config(SETTING), runs.draft_config(SETTING)
+            seen["kept"] = len(derived) - before
+            first[2].append("a caller's own note")
+            first[0].fields["num_nextn_predict_layers"] = 99
+            seen["second"], seen["third"] = second, runs.draft_config(SETTING)
+            analysis.index.load("vllm/unrelated.py")
+            before = len(derived)
+            runs.draft_config(SETTING)
+            seen["after_load"] = len(derived) - before
+
+    run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 1, queries=[Asks()])
+    assert seen["kept"] == 0  # answered from the memo
+    second, third = seen["second"], seen["third"]
+    assert "a caller's own note" not in second[2] and "a caller's own note" not in third[2]
+    assert third[0].fields["num_nextn_predict_layers"] == 3
+    assert seen["after_load"] == 1  # the index changed: derived again
