@@ -1,13 +1,20 @@
 """Interleaved before/after: another tree (``--before DIR``, e.g. a ``git worktree`` of the base) against
 this one, the rows of bench_before_after.py that are cheap to repeat, the trees alternating run by run.
 
-Usage: MTP_AUDIT_CACHE_DIR=DIR python bench/bench_before_after_interleaved.py BEFORE_TREE OUT.md [new]
+Usage: MTP_AUDIT_CACHE_DIR=DIR python bench/bench_before_after_interleaved.py BEFORE_TREE OUT.md [new] [--title T]
 (``new``: only the new-question rows). Give it a cache whose ``layers/`` and ``layer-plans/`` are empty, or
-the new questions are answered from them."""
+the new questions are answered from them (it refuses a cache whose ``layers/`` holds entries)."""
 import os, subprocess, sys, time, statistics, json, datetime
 from pathlib import Path
 
+TITLE = "Issue 17: pre-17 tree against main, interleaved"
+if "--title" in sys.argv:
+    at = sys.argv.index("--title")
+    TITLE = sys.argv[at + 1]
+    del sys.argv[at:at + 2]
 TREES = {"before (pre-17)": sys.argv[1], "after (main)": str(Path(__file__).resolve().parent.parent)}
+_layers = Path(os.environ["MTP_AUDIT_CACHE_DIR"]) / "layers"
+assert not _layers.exists() or not any(_layers.rglob("*.txt")), f"{_layers} holds documents: the new questions would not be new"
 PY = sys.executable
 ENV = dict(os.environ)
 def run(src, args):
@@ -25,7 +32,7 @@ ALL_ROWS = [("--version", lambda i: ["--version"], 9),
         ("layers --all, asked before", lambda i: QA + ["3"], 5),
         ("layers one plan, new question", lambda i: Q1 + [str(20 + i % 20)], 3),
         ("layers --all, new question", lambda i: QA + [str(40 + i % 20)], 3)]
-out = [f"# Issue 17: pre-17 tree against main, interleaved", "",
+out = [f"# {TITLE}", "",
        f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, 2 CPUs, load at start {os.getloadavg()[0]:.2f}; each run a fresh process of the tree's own code "
        "(PYTHONPATH); runs alternate before/after; warm-up run of each command first (not counted); cache: the shared facts and sdists, an empty layers/ folder.", "",
        "| benchmark | before median (min) | after median (min) | after / before |", "|---|---:|---:|---:|"]
