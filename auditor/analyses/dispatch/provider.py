@@ -131,17 +131,14 @@ class DispatchProvider(Provider):
         try:
             memo = self._plan_memo.get(setting)
         except TypeError:  # a --set value that is a list or an object: not hashable, not kept
-            return self._plan(setting)
+            memo, held = None, -1
         if memo is not None and memo[0] == held and (memo[1].proposer is None or self.drafting.explored(memo[1].proposer)):
             return memo[1]
-        plan = self._plan(setting)
-        if len(self.index.facts) == held:
+        plan = self.planner.plan(setting)
+        plan = replace(plan, compiled=self.engine_modes.compiled(plan))
+        if held >= 0 and len(self.index.facts) == held:
             self._plan_memo[setting] = (held, plan)
         return plan
-
-    def _plan(self, setting: Setting) -> Plan:
-        plan = self.planner.plan(setting)
-        return replace(plan, compiled=self.engine_modes.compiled(plan))
 
     def routes(self) -> list[Route]:
         return self.precision.routes()
