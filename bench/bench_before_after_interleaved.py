@@ -1,21 +1,33 @@
 """Interleaved before/after: another tree (``--before DIR``, e.g. a ``git worktree`` of the base) against
 this one, the rows of bench_before_after.py that are cheap to repeat, the trees alternating run by run.
 
-Usage: MTP_AUDIT_CACHE_DIR=DIR python bench/bench_before_after_interleaved.py BEFORE_TREE OUT.md [new]
+Usage: MTP_AUDIT_CACHE_DIR=DIR python bench/bench_before_after_interleaved.py BEFORE_TREE OUT.md [new] [--title T]
 (``new``: only the new-question rows). Give it a cache whose ``layers/`` and ``layer-plans/`` are empty, or
-the new questions are answered from them."""
-import os, subprocess, sys, time, statistics, json, datetime
+the new questions are answered from them (it refuses a cache whose ``layers/`` holds entries)."""
+import os, resource, subprocess, sys, time, statistics, json, datetime
 from pathlib import Path
 
+TITLE = "Issue 17: pre-17 tree against main, interleaved"
+if "--title" in sys.argv:
+    at = sys.argv.index("--title")
+    TITLE = sys.argv[at + 1]
+    del sys.argv[at:at + 2]
 TREES = {"before (pre-17)": sys.argv[1], "after (main)": str(Path(__file__).resolve().parent.parent)}
+_layers = Path(os.environ["MTP_AUDIT_CACHE_DIR"]) / "layers"
+assert not _layers.exists() or not any(_layers.rglob("*.txt")), f"{_layers} holds documents: the new questions would not be new"
 PY = sys.executable
+CPU: dict[str, list[float]] = {src: [] for src in TREES.values()}
 ENV = dict(os.environ)
 def run(src, args):
     env = dict(ENV, PYTHONPATH=src)
-    t = time.perf_counter()
+    t, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([PY, "-c", "import sys; from auditor.cli import main; main()", *args], env=env, cwd="/",
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert r.returncode in (0, 1), (src, args, r.returncode)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds (user + system) of the run: on a machine shared with other work, the wall
+    # clock also measures the others; the CPU time much less so.
+    CPU[src].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
     return time.perf_counter() - t
 Q1 = ["layers", "--release", "0.33.0", "--arch", "DeepSeekMTPModel", "--set", "num_nextn_predict_layers=3", "--runner", "v2", "--format", "json", "--k"]
 QA = ["layers", "--release", "0.33.0", "--all", "--format", "json", "--k"]
@@ -25,20 +37,23 @@ ALL_ROWS = [("--version", lambda i: ["--version"], 9),
         ("layers --all, asked before", lambda i: QA + ["3"], 5),
         ("layers one plan, new question", lambda i: Q1 + [str(20 + i % 20)], 3),
         ("layers --all, new question", lambda i: QA + [str(40 + i % 20)], 3)]
-out = [f"# Issue 17: pre-17 tree against main, interleaved", "",
+out = [f"# {TITLE}", "",
        f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, 2 CPUs, load at start {os.getloadavg()[0]:.2f}; each run a fresh process of the tree's own code "
        "(PYTHONPATH); runs alternate before/after; warm-up run of each command first (not counted); cache: the shared facts and sdists, an empty layers/ folder.", "",
-       "| benchmark | before median (min) | after median (min) | after / before |", "|---|---:|---:|---:|"]
+       "| benchmark | before median (min) | after median (min) | after / before | CPU s before / after (medians) |", "|---|---:|---:|---:|---:|"]
 rows = ALL_ROWS if len(sys.argv) < 4 else ALL_ROWS[4:]
 for name, args, n in rows:
     for src in TREES.values():
         run(src, args(99))  # warm-up: fills the result / layers cache for the asked-before rows
     t = {k: [] for k in TREES}
+    for src in TREES.values():
+        CPU[src].clear()
     for i in range(n):
         for k, src in TREES.items():
             t[k].append(run(src, args(i)))
     b, a = statistics.median(t["before (pre-17)"]), statistics.median(t["after (main)"])
-    out.append(f"| {name} | {b:.2f} ({min(t['before (pre-17)']):.2f}) | {a:.2f} ({min(t['after (main)']):.2f}) | {a/b:.2f} |")
+    cb, ca = (statistics.median(CPU[src]) for src in TREES.values())
+    out.append(f"| {name} | {b:.2f} ({min(t['before (pre-17)']):.2f}) | {a:.2f} ({min(t['after (main)']):.2f}) | {a/b:.2f} | {cb:.2f} / {ca:.2f} |")
     print(out[-1], flush=True)
 out.append(""); out.append(f"Load at end {os.getloadavg()[0]:.2f}.")
 open(sys.argv[2], "w").write("\n".join(out) + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -16,11 +17,37 @@ from .model import CUT, Setting
 from .syntax import TreeWorld, to_obj
 from .part import DispatchPart
 
+if TYPE_CHECKING:
+    from .provider import DispatchProvider
+
+
+DraftConfig = tuple[Obj | None, list[Decision], list[str]]
+
 
 class FactoryRuns(DispatchPart):
-    def draft_config(self, setting: Setting) -> tuple[Obj | None, list[Decision], list[str]]:
+    def __init__(self, provider: "DispatchProvider") -> None:
+        super().__init__(provider)
+        # setting -> (files the index held, draft config): a plan asks for it twice (its
+        # own and the factory run's); the same computation over the same files is done once.
+        self._draft_memo: dict[Setting, tuple[int, DraftConfig]] = {}
+
+    def draft_config(self, setting: Setting) -> DraftConfig:
         """The draft's hf config: given (``--arch``/``--set``) or the target's config run
-        through the override code (``--hf-config``)."""
+        through the override code (``--hf-config``). Each caller gets its own copy (callers
+        add to the notes and fields)."""
+        held = len(self.index.facts)
+        try:
+            memo = self._draft_memo.get(setting)
+        except TypeError:  # a --set value that is a list or an object: not hashable, not kept
+            return self._draft_config(setting)
+        if memo is not None and memo[0] == held:
+            return copy.deepcopy(memo[1])
+        made = self._draft_config(setting)
+        if len(self.index.facts) == held:
+            self._draft_memo[setting] = (held, copy.deepcopy(made))
+        return made
+
+    def _draft_config(self, setting: Setting) -> DraftConfig:
         notes: list[str] = []
         hf_label = self.roles["hf"]
         field_name = self.config.override_field[0]

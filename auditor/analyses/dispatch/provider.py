@@ -58,6 +58,8 @@ class DispatchProvider(Provider):
         self.engine_modes = EngineModes(self)
         self.step_free = StepFree(self)
         self.route_values = RouteValues(self)
+        # setting -> (files the index held, plan): see plan()
+        self._plan_memo: dict[Setting, tuple[int, Plan]] = {}
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:
@@ -119,9 +121,25 @@ class DispatchProvider(Provider):
         return self.factory_runs.dispatch(setting)
 
     def plan(self, setting: Setting) -> Plan:
-        """The plan under the eager engine, and its compiled view."""
+        """The plan under the eager engine, and its compiled view.
+
+        A command plans its settings while the index loads (so that every file a plan needs
+        is parsed) and again after the freeze. The second is the first one again when the index
+        held the same files through both (the first loaded nothing, nothing was loaded since)
+        and the drafter was explored (else a plan made after the freeze notes that files may
+        be missing): the same computation over the same files. Otherwise it is planned again."""
+        held = len(self.index.facts)
+        try:
+            memo = self._plan_memo.get(setting)
+        except TypeError:  # a --set value that is a list or an object: not hashable, not kept
+            memo, held = None, -1
+        if memo is not None and memo[0] == held and (memo[1].proposer is None or self.drafting.explored(memo[1].proposer)):
+            return memo[1]
         plan = self.planner.plan(setting)
-        return replace(plan, compiled=self.engine_modes.compiled(plan))
+        plan = replace(plan, compiled=self.engine_modes.compiled(plan))
+        if held >= 0 and len(self.index.facts) == held:
+            self._plan_memo[setting] = (held, plan)
+        return plan
 
     def routes(self) -> list[Route]:
         return self.precision.routes()
