@@ -30,6 +30,10 @@ class PlanCell:
 
     def _reaches(self, layers: tuple[Optional[int], ...], count: int) -> bool:
         n = self.num_mtp_layers or count
+        if n < min(count, len(layers)):
+            # The model builds fewer layers than the question's checkpoint has (a fixed-size
+            # container): a step past them cannot run its own layer, whatever the loop hands.
+            return False
         return self.known and bool(layers) and all(layer == i % n for i, layer in enumerate(layers))
 
     def forward_reaches(self, count: int) -> bool:
