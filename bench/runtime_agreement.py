@@ -77,7 +77,54 @@ def cell(arch: archs.Arch, k: int, n: int, runner: str, mode: str, plans: list[d
     base = {"arch": arch.key, "k": k, "layers": n, "runner": runner, "engine_mode": mode, "wall_s": wall}
     if r.returncode not in (0, 1):
         return {**base, "agreement": "error", "error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
-    doc = json.loads(r.stdout)
+    return row_of(base, json.loads(r.stdout))
+
+
+class Batched:
+    """The cells of one runner on one import of vLLM (runtime_check/batch.py's zygote): each
+    cell is what `runtime check --arch A --k K --mtp-layers N --runner R --engine-mode M --plan P`
+    does -- the same driver run (forked from the zygote instead of a fresh process), the same
+    summary (cli.summarize) and the same comparator (plan_compare.compare) -- except that the
+    checkpoint of (A, N) is synthesized once and reused by every K, runner and engine mode
+    (synth is seeded: the same tensors as a checkpoint made for each cell)."""
+
+    def __init__(self, runner: str, models: Path) -> None:
+        from runtime_check import batch, cli
+
+        self.cli, self.runner, self.models = cli, runner, models
+        self.rundir = cli.RunDir(keep=False)
+        self.zygote = batch.Zygote(runtime_python(), runner, self.rundir)
+        self.zygote.start()
+
+    def model(self, arch: archs.Arch, n: int) -> Path:
+        path = self.models / f"{arch.key}-n{n}"
+        if not (path / "config.json").is_file():
+            self.zygote.run(["synth", "--arch", arch.key, "--mtp-layers", str(n), "--out", str(path)], 300)
+        return path
+
+    def cell(self, arch: archs.Arch, k: int, n: int, mode: str, plans: list[dict]) -> dict:
+        t0 = time.monotonic()
+        base = {"arch": arch.key, "k": k, "layers": n, "runner": self.runner, "engine_mode": mode}
+        try:
+            plan_compare.check_fits(plans, k, n, [self.runner])
+            model = self.model(arch, n)
+            run = self.cli.summarize(self.zygote.run(
+                ["check", "--model", str(model), "--k", str(k), "--max-tokens", "6", "--runner", self.runner,
+                 "--engine-mode", mode], 900))
+        except (self.cli.RuntimeCheckError, plan_compare.PlanError) as e:
+            return {**base, "wall_s": round(time.monotonic() - t0, 1), "agreement": "error",
+                    "error": f"mtp-audit: error: {e}", "batched": True}
+        runs = [run]
+        doc = {"runs": runs, "plan_comparison": plan_compare.to_json(plan_compare.compare(plans, runs))}
+        return {**row_of({**base, "wall_s": round(time.monotonic() - t0, 1)}, doc), "batched": True}
+
+    def close(self) -> None:
+        self.zygote.close()
+        self.rundir.__exit__(None, None, None)
+
+
+def row_of(base: dict, doc: dict) -> dict:
+    """A cell's row from the JSON of `runtime check --plan` (one run, one comparison)."""
     (run,) = doc["runs"]
     (cmp,) = doc["plan_comparison"]
     return {**base, "agreement": cmp["agreement"], "outcome": run["outcome"],
@@ -241,6 +288,55 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
     return "\n".join(lines) + "\n" + notes
 
 
+def _key(r: dict) -> tuple:
+    return (r["arch"], r["k"], r["layers"], r["runner"], r["engine_mode"])
+
+
+def run_cells(a: argparse.Namespace, keys: list[str], pkg: str, out: Path, tmp: Path, jsonl: Path,
+              done: set, started: float) -> None:
+    """Every cell asked for and not in ``done``, one JSON line each as it finishes. Batched
+    (--batch): the cells of one (engine mode, layer count, runner) share one import of vLLM."""
+    order = ([(mode, n, runner, k, key) for mode in a.engine_mode for n in a.layers for runner in a.runner
+              for k in a.k for key in keys] if a.batch else
+             [(mode, n, runner, k, key) for mode in a.engine_mode for n in a.layers for k in a.k
+              for key in keys for runner in a.runner])
+    docs: dict[tuple[int, int], dict] = {}
+    zygote: Batched | None = None
+    group = None
+    try:
+        for mode, n, runner, k, key in order:
+            base = {"arch": key, "k": k, "layers": n, "runner": runner, "engine_mode": mode}
+            if _key(base) in done:
+                continue
+            if a.budget is not None and time.monotonic() - started > a.budget:
+                row = {**base, "agreement": "not run", "error": f"the {a.budget:g} s budget was spent"}
+            else:
+                if (k, n) not in docs:
+                    docs[(k, n)] = static_plans(pkg, k, n, out)
+                doc = docs[(k, n)]
+                arch = archs.ARCHS[key]
+                plans = [p for p in doc.get("plans", []) if p["architecture"] == arch.draft_architecture]
+                if "error" in doc or not plans:
+                    row = {**base, "agreement": "error",
+                           "error": f"static: {doc.get('error') or 'no plan for ' + arch.draft_architecture}"}
+                else:
+                    print(f"runtime_agreement: {key} K={k} N={n} {runner} {mode}", file=sys.stderr, flush=True)
+                    if not a.batch:
+                        row = cell(arch, k, n, runner, mode, plans, tmp)
+                    else:
+                        if group != (mode, n, runner):
+                            if zygote is not None:
+                                zygote.close()
+                            zygote, group = Batched(runner, tmp / "models"), (mode, n, runner)
+                        assert zygote is not None
+                        row = zygote.cell(arch, k, n, mode, plans)
+            with jsonl.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", action="append")
@@ -255,6 +351,10 @@ def main() -> None:
                     "OUT/agreement-VERSION.jsonl against plans made now (cached plans remade); no engine runs")
     ap.add_argument("--append", action="store_true", help="Add to OUT/agreement-VERSION.jsonl (several "
                     "invocations build one matrix, most informative cells first)")
+    ap.add_argument("--batch", action="store_true", help="Run the cells of one engine mode, layer count and "
+                    "runner on one import of vLLM (runtime_check/batch.py): a forked engine per cell")
+    ap.add_argument("--resume", action="store_true", help="Add to OUT/agreement-VERSION.jsonl and skip the "
+                    "cells it records (all but `not run`)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -263,7 +363,7 @@ def main() -> None:
     jsonl = out / f"agreement-{version}.jsonl"
     keys = [archs.resolve(x).key for x in a.arch] if a.arch else list(archs.ARCHS)
     asked = {"arch": keys, "k": a.k, "layers": a.layers, "runner": a.runner, "engine_mode": a.engine_mode,
-             "append": a.append}
+             "append": a.append, "batch": a.batch, "resume": a.resume}
     started = time.monotonic()
     if a.rescore:
         rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
@@ -272,29 +372,13 @@ def main() -> None:
     elif not a.render_only:
         tmp = out / "agreement-plans"
         tmp.mkdir(parents=True, exist_ok=True)
-        if not a.append:
+        if not (a.append or a.resume):
             jsonl.write_text("")
-        for mode in a.engine_mode:
-            for n in a.layers:
-                for k in a.k:
-                    doc = None
-                    for key in keys:
-                        for runner in a.runner:
-                            base = {"arch": key, "k": k, "layers": n, "runner": runner, "engine_mode": mode}
-                            if a.budget is not None and time.monotonic() - started > a.budget:
-                                row = {**base, "agreement": "not run", "error": f"the {a.budget:g} s budget was spent"}
-                            else:
-                                doc = doc or static_plans(pkg, k, n, out)
-                                arch = archs.ARCHS[key]
-                                plans = [p for p in doc.get("plans", []) if p["architecture"] == arch.draft_architecture]
-                                if "error" in doc or not plans:
-                                    row = {**base, "agreement": "error",
-                                           "error": f"static: {doc.get('error') or 'no plan for ' + arch.draft_architecture}"}
-                                else:
-                                    print(f"runtime_agreement: {key} K={k} N={n} {runner} {mode}", file=sys.stderr, flush=True)
-                                    row = cell(arch, k, n, runner, mode, plans, tmp)
-                            with jsonl.open("a") as f:
-                                f.write(json.dumps(row) + "\n")
+        done = set()
+        if a.resume and jsonl.is_file():
+            done = {_key(r) for r in (json.loads(x) for x in jsonl.read_text().splitlines() if x.strip())
+                    if r["agreement"] != "not run"}
+        run_cells(a, keys, pkg, out, tmp, jsonl, done, started)
     rows = _latest_per_cell([json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()])
     if not a.render_only and not a.rescore:
         jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -188,6 +188,12 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
             _kill_group(proc)
             raise
     _Progress.say(f"vLLM run finished in {time.monotonic() - started:.0f} s")
+    return read_driver_result(result, rc, log, rundir)
+
+
+def read_driver_result(result: Path, rc: int, log: Path, rundir: RunDir) -> dict[str, Any]:
+    """One driver run's result file, as `run_driver` returns it (shared with the batched runs
+    of runtime_check/batch.py): the run's data, or RuntimeCheckError for a reportable error."""
     try:
         data = json.loads(result.read_text())
     except (OSError, ValueError):
