@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from .cli import RuntimeCheckError, RunDir, _Progress, read_driver_result
+from .runs import RunDir, RuntimeCheckError, _Progress, read_driver_result
 
 ZYGOTE = Path(__file__).resolve().parent / "zygote.py"
 IMPORT_TIMEOUT_S = 900.0
