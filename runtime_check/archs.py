@@ -513,7 +513,12 @@ def _step3p5_tensors(cfg: dict) -> Tensors:
             m = f"{p}.moe"
             out += [(f"{m}.gate.weight", (N_EXPERTS, H)), (f"{m}.router_bias", (N_EXPERTS,)),
                     (f"{m}.gate_proj.weight", (N_EXPERTS, I_MOE, H)), (f"{m}.up_proj.weight", (N_EXPERTS, I_MOE, H)),
-                    (f"{m}.down_proj.weight", (N_EXPERTS, H, I_MOE))] + _dense_mlp(f"{m}.share_expert", I_MOE)
+                    (f"{m}.down_proj.weight", (N_EXPERTS, H, I_MOE))]
+            # The checkpoint's shared expert sits beside `moe`: Step3p5ForCausalLM's
+            # hf_to_vllm_mapper maps `.share_expert.` to `.moe.share_expert.` (step3p5.py), and
+            # a name already under `moe` is mapped past every parameter and silently skipped
+            # (the shared expert then runs on uninitialised memory: NaN logits).
+            out += _dense_mlp(f"{p}.share_expert", I_MOE)
         else:
             out += _dense_mlp(f"{p}.mlp")
         if i >= n_target:
