@@ -315,6 +315,14 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
     return "\n".join(lines) + "\n" + notes
 
 
+def _recorded(jsonl: Path) -> set:
+    """The cells OUT/agreement-VERSION.jsonl records (a `not run` row is not a record)."""
+    if not jsonl.is_file():
+        return set()
+    return {_key(r) for r in (json.loads(x) for x in jsonl.read_text().splitlines() if x.strip())
+            if r["agreement"] != "not run"}
+
+
 def _key(r: dict) -> tuple:
     return (r["arch"], r["k"], r["layers"], r["runner"], r["engine_mode"])
 
@@ -333,6 +341,8 @@ def run_cells(a: argparse.Namespace, keys: list[str], pkg: str, out: Path, tmp: 
     try:
         for mode, n, runner, k, key in order:
             base = {"arch": key, "k": k, "layers": n, "runner": runner, "engine_mode": mode}
+            if a.resume:  # read again: another invocation may be filling the same file
+                done |= _recorded(jsonl)
             if _key(base) in done:
                 continue
             if a.budget is not None and time.monotonic() - started > a.budget:
@@ -401,10 +411,7 @@ def main() -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         if not (a.append or a.resume):
             jsonl.write_text("")
-        done = set()
-        if a.resume and jsonl.is_file():
-            done = {_key(r) for r in (json.loads(x) for x in jsonl.read_text().splitlines() if x.strip())
-                    if r["agreement"] != "not run"}
+        done = _recorded(jsonl) if a.resume else set()
         run_cells(a, keys, pkg, out, tmp, jsonl, done, started)
     rows = _latest_per_cell([json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()])
     if not a.render_only and not a.rescore:
