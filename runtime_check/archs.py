@@ -260,7 +260,11 @@ def mimo_config(n: int) -> dict:
     c = _dense_common()
     # MiMo's own model_type needs remote code; its config is Qwen2's plus the MTP count, and
     # vLLM picks the MTP draft by the architecture name.
-    c.update(architectures=["MiMoForCausalLM"], model_type="qwen2", num_hidden_layers=MIMO_TARGET_LAYERS,
+    # At least as many target layers as MTP layers, as in every real checkpoint: MiMo's loader
+    # maps `model.mtp_layers.{i}.` to `{i + num_hidden_layers}` for every i < n, one prefix after
+    # another (WeightsMapper, models/utils.py), so with fewer target layers than MTP layers
+    # layer 0's weights are mapped twice (0 -> 2 -> 4) and a layer never loads.
+    c.update(architectures=["MiMoForCausalLM"], model_type="qwen2", num_hidden_layers=max(MIMO_TARGET_LAYERS, n),
              num_nextn_predict_layers=n, use_sliding_window=False)
     return c
 
@@ -341,11 +345,14 @@ def _qk_norm_attn(p: str) -> Tensors:
 
 
 def exaone_moe_config(n: int) -> dict:
+    # At least as many target layers as MTP layers, as in every real checkpoint: an MTP layer
+    # reads `mlp_layer_types[k]` with its own index k (exaone_moe.py, ExaoneMoeDecoderLayer).
+    t = max(EXAONE_TARGET_LAYERS, n)
     c = _dense_common()
     c.update(architectures=["ExaoneMoeForCausalLM"], model_type="exaone_moe",
-             num_hidden_layers=EXAONE_TARGET_LAYERS, num_nextn_predict_layers=n,
-             layer_types=["full_attention"] * EXAONE_TARGET_LAYERS, mtp_layer_types=["full_attention"] * n,
-             sliding_window=4096, mlp_layer_types=["dense"] + ["sparse"] * (EXAONE_TARGET_LAYERS - 1),
+             num_hidden_layers=t, num_nextn_predict_layers=n,
+             layer_types=["full_attention"] * t, mtp_layer_types=["full_attention"] * n,
+             sliding_window=4096, mlp_layer_types=["dense"] + ["sparse"] * (t - 1),
              first_k_dense_replace=1, moe_intermediate_size=I_MOE, num_experts=N_EXPERTS,
              num_experts_per_tok=TOPK, num_shared_experts=1, norm_topk_prob=True,
              routed_scaling_factor=1.0, n_group=1, topk_group=1)
@@ -513,7 +520,12 @@ def _step3p5_tensors(cfg: dict) -> Tensors:
             m = f"{p}.moe"
             out += [(f"{m}.gate.weight", (N_EXPERTS, H)), (f"{m}.router_bias", (N_EXPERTS,)),
                     (f"{m}.gate_proj.weight", (N_EXPERTS, I_MOE, H)), (f"{m}.up_proj.weight", (N_EXPERTS, I_MOE, H)),
-                    (f"{m}.down_proj.weight", (N_EXPERTS, H, I_MOE))] + _dense_mlp(f"{m}.share_expert", I_MOE)
+                    (f"{m}.down_proj.weight", (N_EXPERTS, H, I_MOE))]
+            # The checkpoint's shared expert sits beside `moe`: Step3p5ForCausalLM's
+            # hf_to_vllm_mapper maps `.share_expert.` to `.moe.share_expert.` (step3p5.py), and
+            # a name already under `moe` is mapped past every parameter and silently skipped
+            # (the shared expert then runs on uninitialised memory: NaN logits).
+            out += _dense_mlp(f"{p}.share_expert", I_MOE)
         else:
             out += _dense_mlp(f"{p}.mlp")
         if i >= n_target:

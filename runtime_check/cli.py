@@ -9,14 +9,11 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import re
 import time
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +22,9 @@ from typing import Any, Iterator, Optional
 import typer
 
 from . import archs, envs, plan_compare, verdicts
+from .batch import Zygote
+from .runs import RunDir, RuntimeCheckError, _Progress, read_driver_result
+from .runs import background_exception as background_exception  # (re-exported: tests, bench)
 from . import version_note as version_note_mod
 from .version_note import scanned_version
 
@@ -40,10 +40,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-
-
-class RuntimeCheckError(Exception):
-    """Reported as one line, `mtp-audit: error: ...`, exit 2."""
 
 
 def _fail(msg: str) -> "typer.Exit":
@@ -87,50 +83,7 @@ def _check_has_vllm(py: str) -> None:
         raise RuntimeCheckError(f"vLLM is not installed for {py}: run `bash runtime_check/setup_env.sh`")
 
 
-class RunDir:
-    """The temporary directory of one command (synthesized models, engine logs, results,
-    patch overlays). Removed when the command ends unless the user asked to keep it."""
-
-    def __init__(self, keep: bool) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="mtp-audit-run-"))
-        self.keep = keep
-        self._n = 0
-
-    def new(self, name: str) -> Path:
-        self._n += 1
-        d = self.path / f"{self._n:02d}-{name}"
-        d.mkdir()
-        return d
-
-    def log_hint(self, log: Path) -> str:
-        return f"log: {log}" if self.keep else "rerun with --keep-run-dir to keep the engine log"
-
-    def __enter__(self) -> "RunDir":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.keep:
-            typer.echo(f"mtp-audit: run directory kept: {self.path}", err=True)
-            return
-        try:
-            shutil.rmtree(self.path)
-        except OSError as e:  # never fatal: the results are already in hand
-            typer.echo(f"mtp-audit: warning: could not remove {self.path}: {e.strerror or e}", err=True)
-
-
 QuietOpt = typer.Option(False, "-q", "--quiet", help="No progress lines on stderr")
-
-
-class _Progress:
-    """One line on stderr when an engine run starts and when it ends (a run takes 15 s to
-    minutes); -q silences them. Set once per command."""
-
-    quiet = False
-
-    @classmethod
-    def say(cls, message: str) -> None:
-        if not cls.quiet:
-            typer.echo(f"mtp-audit: {message}", err=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -188,44 +141,7 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
             _kill_group(proc)
             raise
     _Progress.say(f"vLLM run finished in {time.monotonic() - started:.0f} s")
-    try:
-        data = json.loads(result.read_text())
-    except (OSError, ValueError):
-        raise RuntimeCheckError(f"the vLLM run exited with code {rc} and no result ({rundir.log_hint(log)})")
-    if "error" in data:
-        raise RuntimeCheckError(f"{data['error']} ({rundir.log_hint(log)})"
-                                if rc != 0 and any(w in data["error"] for w in ("failed to start", "driver failed", "failed while"))
-                                else data["error"])
-    if rc != 0:
-        raise RuntimeCheckError(f"the vLLM run exited with code {rc} ({rundir.log_hint(log)})")
-    if not isinstance(data, dict):
-        raise RuntimeCheckError(f"the vLLM run wrote a result that is not a JSON object ({rundir.log_hint(log)})")
-    if data.get("outcome") not in (None, "ran"):
-        try:
-            cause = background_exception(log.read_text(errors="replace"))
-        except OSError:
-            cause = None
-        if cause is not None:
-            data["background_exception"] = cause
-    return data
-
-
-# A line of a vLLM background process in the engine log: "(Worker pid=7) ERROR 12-01 12:39:28 [f.py:870] text"
-_BACKGROUND_LINE = re.compile(r"^\((?P<proc>[\w ]+?) pid=\d+\) (?:\w+ [\d-]+ [\d:]+ \[[^\]]*\] )?(?P<text>.*)$")
-_EXCEPTION_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Exit)): (?P<msg>.+)$")
-
-
-def background_exception(log_text: str) -> dict[str, str] | None:
-    """The last exception a vLLM background process (a worker, the engine core) logged: where
-    the engine's own exception only says "see stack trace for root cause"."""
-    found = None
-    for line in log_text.splitlines():
-        m = _BACKGROUND_LINE.match(line)
-        e = _EXCEPTION_LINE.match(m.group("text").strip()) if m else None
-        if m and e:
-            found = {"process": m.group("proc"), "exception": e.group("exc").rsplit(".", 1)[-1],
-                     "message": e.group("msg").strip()[:500]}
-    return found
+    return read_driver_result(result, rc, log, rundir)
 
 
 def _synth(arch: str, layers: int, out: Path, timeout: float, rundir: RunDir, py: str) -> dict[str, Any]:
@@ -382,6 +298,9 @@ SpecConfigOpt = typer.Option(None, "--speculative-config",
                              help="JSON object as `vllm serve --speculative-config` takes it, merged into "
                                   "the engine's speculative config (method mtp, K from --k) and recorded "
                                   "in the run, e.g. '{\"use_local_argmax_reduction\": true}'")
+BatchOpt = typer.Option(False, "--batch", help="Import vLLM once per runner and fork one engine per run "
+                        "(runtime_check/batch.py; same results, each run still isolated); a --patch run "
+                        "keeps its own process")
 KeepOpt = typer.Option(False, "--keep-run-dir",
                        help="Keep the temporary run directory (models, engine logs, results)")
 
@@ -410,6 +329,7 @@ def check(
     timeout: float = typer.Option(600, "--timeout", help="Hard limit in seconds for each engine run"),
     keep_run_dir: bool = KeepOpt,
     speculative_config: Optional[str] = SpecConfigOpt,
+    batch: bool = BatchOpt,
     quiet: bool = QuietOpt,
 ) -> None:
     """Run vLLM offline (eager) with MTP speculative decoding and record the layer per draft step.
@@ -423,7 +343,7 @@ def check(
         with RunDir(keep_run_dir) as rundir:
             doc = _check(arch, model, k, mtp_layers, force_step_idx, findings, patch, fmt, max_tokens,
                          timeout, _runners(runner), vllm_version, rundir, plans, _engine_modes(engine_mode),
-                         spec)
+                         spec, batch)
     except RuntimeCheckError as e:
         raise _fail(str(e))
     if fmt == "json":
@@ -499,7 +419,8 @@ def parse_speculative_config(text: str | None) -> dict[str, Any] | None:
 
 def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | None, max_tokens: int,
                 timeout: float, rundir: RunDir, py: str, engine_mode: str = "eager",
-                speculative_config: dict[str, Any] | None = None) -> dict[str, Any]:
+                speculative_config: dict[str, Any] | None = None,
+                zygotes: "Zygotes | None" = None) -> dict[str, Any]:
     args = ["check", "--model", str(model), "--k", str(k), "--max-tokens", str(max_tokens),
             "--runner", runner, "--engine-mode", engine_mode]
     if speculative_config:
@@ -508,14 +429,33 @@ def _engine_run(model: Path, k: int, runner: str, forced: bool, patch: Path | No
         args.append("--force-step-idx")
     if patch is not None:
         args += ["--patch", str(patch.resolve())]
+    if zygotes is not None and patch is None:
+        return summarize(zygotes.get(runner).run(args, timeout))
     return summarize(run_driver(args, timeout, rundir, py))
+
+
+class Zygotes:
+    """With --batch: one zygote (runtime_check/batch.py) per runner, started on its first run."""
+
+    def __init__(self, py: str, rundir: RunDir) -> None:
+        self.py, self.rundir = py, rundir
+        self._by_runner: dict[str, Any] = {}
+
+    def get(self, runner: str) -> Any:
+        if runner not in self._by_runner:
+            self._by_runner[runner] = Zygote(self.py, runner, self.rundir)
+        return self._by_runner[runner]
+
+    def close(self) -> None:
+        for z in self._by_runner.values():
+            z.close()
 
 
 def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, force: bool,
            findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
            runners: list[str], vllm_version: str | None, rundir: RunDir,
            plans: list[dict[str, Any]] | None = None, engine_modes: list[str] | None = None,
-           speculative_config: dict[str, Any] | None = None) -> dict[str, Any]:
+           speculative_config: dict[str, Any] | None = None, batch: bool = False) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
     if (arch is None) == (model is None):
@@ -560,18 +500,13 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     modes = [False, True] if findings_doc is not None else [force]
     runs: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
-    for r, m, em in [(r, m, em) for em in engine_modes or ["eager"] for r in runners for m in modes]:
-            try:
-                runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py, em,
-                                        speculative_config))
-            except RuntimeCheckError as e:
-                # With both runners asked for (the default), a V2 runner that cannot start on
-                # this engine is reported and the V1 runs still count; asked for alone, it fails.
-                if len(runners) == 1:
-                    raise
-                typer.echo(f"mtp-audit: warning: {r} runner: {e}", err=True)
-                failed.append({"runner": r, "mode": "forced" if m else "shipped", "engine_mode": em,
-                               "error": str(e)})
+    zygotes = Zygotes(py, rundir) if batch else None
+    try:
+        _runs(model, k, patch, max_tokens, timeout, runners, rundir, py, engine_modes, speculative_config,
+              modes, zygotes, runs, failed)
+    finally:
+        if zygotes is not None:
+            zygotes.close()
     if not runs:
         why = dict.fromkeys(f"{f['runner']}: {f['error']}" for f in failed)  # one line per distinct reason
         raise RuntimeCheckError("no run succeeded: " + "; ".join(why))
@@ -588,6 +523,24 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
         doc["plan_comparison"] = plan_compare.to_json(comparisons)
         doc["plan_disagrees"] = plan_compare.disagrees(comparisons)
     return doc
+
+
+def _runs(model: Path, k: int, patch: Path | None, max_tokens: int, timeout: float, runners: list[str],
+          rundir: RunDir, py: str, engine_modes: list[str] | None, speculative_config: dict[str, Any] | None,
+          modes: list[bool], zygotes: Zygotes | None, runs: list[dict[str, Any]],
+          failed: list[dict[str, str]]) -> None:
+    for r, m, em in [(r, m, em) for em in engine_modes or ["eager"] for r in runners for m in modes]:
+        try:
+            runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py, em,
+                                    speculative_config, zygotes))
+        except RuntimeCheckError as e:
+            # With both runners asked for (the default), a V2 runner that cannot start on
+            # this engine is reported and the V1 runs still count; asked for alone, it fails.
+            if len(runners) == 1:
+                raise
+            typer.echo(f"mtp-audit: warning: {r} runner: {e}", err=True)
+            failed.append({"runner": r, "mode": "forced" if m else "shipped", "engine_mode": em,
+                           "error": str(e)})
 
 
 # --------------------------------------------------------------------------- matrix
@@ -733,6 +686,7 @@ def matrix(
     budget: Optional[float] = typer.Option(None, "--budget", help="Start no engine run after this many "
                                            "seconds; the rows left are reported as not run"),
     speculative_config: Optional[str] = SpecConfigOpt,
+    batch: bool = BatchOpt,
     quiet: bool = QuietOpt,
 ) -> None:
     """Every synthesizable architecture x runner x (shipped, forced): layer and head per draft step."""
@@ -758,7 +712,12 @@ def matrix(
                 raise RuntimeCheckError(str(e))
         with RunDir(keep_run_dir) as rundir:
             py = _resolve_python(vllm_version)
-            doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py, ems, budget, spec)
+            zygotes = Zygotes(py, rundir) if batch else None
+            try:
+                doc = _matrix(keys, k, n, rs, max_tokens, timeout, rundir, py, ems, budget, spec, zygotes)
+            finally:
+                if zygotes is not None:
+                    zygotes.close()
     except RuntimeCheckError as e:
         raise _fail(str(e))
     text = json.dumps(doc, indent=2) + "\n" if fmt == "json" else render_matrix(doc, fmt)
@@ -773,7 +732,8 @@ def matrix(
 
 def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int, timeout: float,
             rundir: RunDir, py: str, engine_modes: list[str] | None = None,
-            budget: float | None = None, speculative_config: dict[str, Any] | None = None) -> dict[str, Any]:
+            budget: float | None = None, speculative_config: dict[str, Any] | None = None,
+            zygotes: Zygotes | None = None) -> dict[str, Any]:
     rows: list[MatrixRow] = []
     started = time.monotonic()
     ems = engine_modes or ["eager"]
@@ -792,7 +752,7 @@ def _matrix(keys: list[str], k: int, n: int, runners: list[str], max_tokens: int
                 typer.echo(f"mtp-audit: matrix: {key} {r} {m} {em}", err=True)
                 try:
                     run = _engine_run(model, k, r, m == "forced", None, max_tokens, timeout, rundir, py, em,
-                                      speculative_config)
+                                      speculative_config, zygotes)
                 except RuntimeCheckError as e:
                     rows.append(MatrixRow(key, r, m, em, error=str(e)))
                     continue

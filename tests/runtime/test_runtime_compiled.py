@@ -3,7 +3,8 @@ draft model with torch.compile (DYNAMO_TRACE_ONCE, Inductor, no graphs). The che
 in-graph counters -- buffers updated inside each MTP layer's forward, installed when vLLM
 loads the drafter and traced with it -- show which layer the compiled code ran; the
 Python-level hooks see nothing once it is compiled. One command, four engine runs (V1
-runner, DeepSeek-V3 MTP, K=3, 3 layers; shipped and forced, eager and compiled)."""
+runner, DeepSeek-V3 MTP, K=3, 3 layers; shipped and forced, eager and compiled), forked from
+one import of vLLM (`--batch`, runtime_check/batch.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def doc(runtime_py, tmp_path_factory):
     scan = tmp_path_factory.mktemp("scan") / "scan.json"
     scan.write_text(json.dumps(SCAN))
     r = cli("check", "--arch", "deepseek_v3", "--k", "3", "--runner", "v1", "--engine-mode", "eager,compiled",
-            "--findings", str(scan), "--format", "json")
+            "--findings", str(scan), "--format", "json", "--batch")  # four runs, one import of vLLM
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout)
 
