@@ -32,9 +32,14 @@ def repo(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """v0.1.0: an eagle-style loop over a wrapper that drops the step (MTP002 + MTP001); one
     commit threads the step in the loop (the design changes), the next in the wrapper (the
     fix); v0.2.0. Returns the path and the commit ids by name."""
-    path = tmp_path_factory.mktemp("gone") / "r"
+    return _history(tmp_path_factory.mktemp("gone") / "r", ((EAGLE_STYLE, BAD), (THREADED, BAD), (THREADED, GOOD)))
+
+
+def _history(path: Path, trees: tuple[tuple[str, str], ...]) -> tuple[Path, dict[str, str]]:
+    """A repository of three commits, v0.1.0, "design" and "fix" (tagged v0.2.0), each the
+    draft tree of its (loop, model); returns the path and the commit ids by name."""
     ids = {}
-    for name, loop, model in (("v0.1.0", EAGLE_STYLE, BAD), ("design", THREADED, BAD), ("fix", THREADED, GOOD)):
+    for name, (loop, model) in zip(("v0.1.0", "design", "fix"), trees, strict=True):
         write_tree(path, draft_tree(loop, model=model))
         if name == "v0.1.0":
             git(path, "init", "-q", "-b", "main")
@@ -123,18 +128,7 @@ def appearing(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """The other way: v0.1.0 threads the step over a wrapper that drops it (MTP001); one
     commit makes the loop eagle-style (an MTP002 appears where the step was threaded), the
     next fixes the wrapper; v0.2.0."""
-    path = tmp_path_factory.mktemp("appears") / "r"
-    ids = {}
-    for name, loop, model in (("v0.1.0", THREADED, BAD), ("design", EAGLE_STYLE, BAD), ("fix", EAGLE_STYLE, GOOD)):
-        write_tree(path, draft_tree(loop, model=model))
-        if name == "v0.1.0":
-            git(path, "init", "-q", "-b", "main")
-        git(path, "add", "-A")
-        git(path, "commit", "-q", "-m", name)
-        ids[name] = git(path, "rev-parse", "HEAD").strip()
-    git(path, "tag", "v0.1.0", ids["v0.1.0"])
-    git(path, "tag", "v0.2.0", ids["fix"])
-    return path, ids
+    return _history(tmp_path_factory.mktemp("appears") / "r", ((THREADED, BAD), (EAGLE_STYLE, BAD), (EAGLE_STYLE, GOOD)))
 
 
 def test_bisect_of_a_by_design_report_that_appears_names_the_design_change_not_a_new_defect(appearing, tmp_path: Path) -> None:
