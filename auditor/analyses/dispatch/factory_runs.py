@@ -97,8 +97,11 @@ class FactoryRuns(DispatchPart):
         decide is :class:`Unknown`, never absent (an absent field reads as its default)."""
         out: dict[str, Value] = {}
         hf_label = self.roles["hf"]
+        # A branch may pick one of several architectures (``[A if c else B]``): the fields it
+        # computes are run over the given ones all the same, and a field two branches that
+        # can pick ``arch`` compute differently is unknown.
         for fam in self.provider.family_facts.families():
-            if arch not in fam.architectures or len(fam.architectures) != 1:
+            if arch not in fam.architectures:
                 continue
             literal = {k for k, _ in fam.literal_writes} | set(self.config.override_field)
             computed = sorted(fam.sets - literal)
@@ -119,7 +122,10 @@ class FactoryRuns(DispatchPart):
                     values = ended.fields
             for k in computed:
                 v = values.get(k, Unknown(f"{hf_label}.{k} (written by {fam.override[1]})"))
-                out[k] = Unknown(f"{hf_label}.{k}") if isinstance(v, Obj) else v
+                v = Unknown(f"{hf_label}.{k}") if isinstance(v, Obj) else v
+                if k in out and out[k] != v:
+                    v = Unknown(f"{hf_label}.{k} (override branches for {arch} write it differently)")
+                out[k] = v
         return out
 
     def _derived(self, given: Obj, notes: list[str]) -> Obj:
