@@ -11,15 +11,13 @@ assert (``FunctionFact.attr_defs``). Everything else ``self`` has stays unknown.
 from __future__ import annotations
 
 import copy
-from typing import Iterable
 
-import msgspec
-
-from ...facts.extract import FunctionFact, PAttr, PConst, PExpr, PName
+from ...facts.extract import FunctionFact, PConst, PExpr
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Evaluator, Obj, Path, Value
 from ..reachability import COUNT_HINTS
 from .part import DispatchPart
+from .syntax import expr_names as names, self_reads
 
 #: how deep a local's definition may go through other locals' (``config`` from
 #: ``draft_model_config`` from ``speculative_config`` from the constructor's parameter)
@@ -70,23 +68,3 @@ def fixed_layer_count(part: DispatchPart, model: ClassKey) -> tuple[int, str] | 
 def _set_before(fn: FunctionFact, attr: str, line: int) -> bool:
     lines = [a.line for a in fn.attr_assigns if a.target == ("self", attr)]
     return bool(lines) and max(lines) < line
-
-
-def self_reads(e: PExpr) -> list[str]:
-    """The ``self.<attr>`` attributes ``e`` reads."""
-    return [s.attr for s in walk(e) if isinstance(s, PAttr) and isinstance(s.value, PName) and s.value.id == "self"]
-
-
-def names(e: PExpr) -> list[str]:
-    return [s.id for s in walk(e) if isinstance(s, PName)]
-
-
-def walk(e: object) -> Iterable[object]:
-    """Every expression node under ``e`` (any kind: the fact structs' fields, recursively)."""
-    yield e
-    if isinstance(e, msgspec.Struct):
-        for f in e.__struct_fields__:
-            v = getattr(e, f)
-            for x in (v if isinstance(v, tuple) else (v,)):
-                if isinstance(x, msgspec.Struct):
-                    yield from walk(x)

@@ -12,9 +12,9 @@ import msgspec
 from ...facts.extract import PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
-from ..partial_eval import Decision, Evaluator, Instance, Obj, Path, Unknown, Value
+from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
 from .model import CUT, Setting
-from .syntax import TreeWorld, to_obj
+from .syntax import to_obj
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class FactoryRuns(DispatchPart):
         for k, v in setting.fields:
             hf.fields[k] = v
         decisions: list[Decision] = []
-        ev = Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
+        ev = self.evaluator()
         for okey in self.provider.location.overrides():
             fn = self.index.function(okey)
             if fn is None:
@@ -114,7 +114,7 @@ class FactoryRuns(DispatchPart):
                 params = [p.name for p in fn.params if p.name not in ("self", "cls")]
                 arg = hf_label if hf_label in params else (params[0] if params else hf_label)
                 args: dict[str, Value] = {arg: Obj(hf_label, copy.deepcopy(given), closed=True)}
-                ev = Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
+                ev = self.evaluator()
                 p = ev.run_joined(fam.override, msgspec.structs.replace(fn, body=branch.body), args)
                 ended = args[arg]
                 notes += [n for n in ev.notes if n not in notes]  # a field the cut leaves undecided is unknown below
@@ -133,7 +133,7 @@ class FactoryRuns(DispatchPart):
         (vLLM runs the override over every draft config: ``n_predict`` from the layer count);
         what was given, the architecture included, is kept as given. Fields the override's
         paths would set differently are left out (unknown, not guessed)."""
-        ev = Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
+        ev = self.evaluator()
         out = given
         for okey in self.provider.location.overrides():
             fn = self.index.function(okey)
@@ -203,7 +203,7 @@ class FactoryRuns(DispatchPart):
         fn = self.index.function(fkey)
         if fn is None:
             return [], []
-        ev = Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
+        ev = self.evaluator()
         # A run may write the objects it is handed (a constructor it cannot run makes what
         # it receives unknown): each factory runs on its own copy of the configuration.
         world = copy.deepcopy(world)

@@ -28,9 +28,9 @@ from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult, LoopSelection, StepKind
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
-from .constructors import constructor_path, names as _names, walk as _walk
+from .constructors import constructor_path
 from .part import DispatchPart
-from .syntax import TreeWorld
+from .syntax import expr_names as _names, expr_nodes as _walk
 
 
 #: draft steps 0..REACH_STEPS-1 are checked for an assert that fails on the step where no
@@ -50,9 +50,6 @@ class Rejection:
 
 
 class Outcomes(DispatchPart):
-    def _evaluator(self) -> Evaluator:
-        return Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
-
     def _env(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value],
              exprs: Iterable[PExpr]) -> Path:
         """A path whose locals are those ``exprs`` read that the function assigns exactly once,
@@ -89,7 +86,7 @@ class Outcomes(DispatchPart):
         depending on what is unknown."""
         out: list[Rejection] = []
         undecided = 0
-        ev = self._evaluator()
+        ev = self.evaluator()
         spec_cls = self.provider.location.spec_config_class()
         if spec_cls is not None:
             for name in self.config.validation_methods:
@@ -135,7 +132,7 @@ class Outcomes(DispatchPart):
     def step_raise(self, functions: list[FuncKey], k: int, value_at: list[int | None]) -> StepRaise | None:
         """The first draft step at which an assert of ``functions`` on the threaded
         parameter fails, given the value the loop hands at each step (None: unknown)."""
-        ev = self._evaluator()
+        ev = self.evaluator()
         for i in range(k):
             v = value_at[i] if i < len(value_at) else None
             if v is None:

@@ -9,10 +9,12 @@ from ...common.config import Config
 from ...index.index import Index
 from ..base import Limits
 from ..capture import CaptureProvider
+from ..partial_eval import Evaluator
 from ..loops import LoopProvider
 from ..reachability import ReachabilityProvider
 from ..registry import RegistryProvider
 from ..types import TypeProvider
+from .syntax import TreeWorld
 
 if TYPE_CHECKING:
     from .provider import DispatchProvider
@@ -33,3 +35,8 @@ class DispatchPart:
         self.loops: LoopProvider = provider.loops
         self.reach: ReachabilityProvider = provider.reach
         self.capture: CaptureProvider = provider.capture
+
+    def evaluator(self) -> Evaluator:
+        """A fresh partial evaluator over the tree (its pure methods and sub-config getters as
+        configured), whose cuts count against the provider's limits."""
+        return Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import msgspec
+
 from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
 from ...index.index import Index, SymbolKind
 from ..partial_eval import ClassRef, FuncRef, Obj, Value, World, module_constant
@@ -57,6 +59,26 @@ def walk(stmts: Iterable[Stmt]) -> Iterable[Stmt]:
         if isinstance(s, SIf):
             yield from walk(s.body)
             yield from walk(s.orelse)
+
+
+def self_reads(e: PExpr) -> list[str]:
+    """The ``self.<attr>`` attributes ``e`` reads."""
+    return [s.attr for s in expr_nodes(e) if isinstance(s, PAttr) and isinstance(s.value, PName) and s.value.id == "self"]
+
+
+def expr_names(e: PExpr) -> list[str]:
+    return [s.id for s in expr_nodes(e) if isinstance(s, PName)]
+
+
+def expr_nodes(e: object) -> Iterable[object]:
+    """Every expression node under ``e`` (any kind: the fact structs' fields, recursively)."""
+    yield e
+    if isinstance(e, msgspec.Struct):
+        for f in e.__struct_fields__:
+            v = getattr(e, f)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(x, msgspec.Struct):
+                    yield from expr_nodes(x)
 
 
 def stmt_exprs(s: Stmt) -> list[PExpr]:
