@@ -436,16 +436,15 @@ class StepRejected(Rule):
                 note = f"; it has no {param}"
             return f"{callee} ({', '.join(sorted(misbound.slots[callee]))}{note})"
 
-        finding = self._at_call(
+        return self._at_call(
             analysis, fkey, call, param, callees, classes, when, others,
             f"passes {param} by position into another parameter of {', '.join(where(c) for c in callees)}: "
             f"the call binds (no TypeError) and the step lands there instead of in {param}",
             [f"passes {param} into {where(c)}" for c in callees],
             # Its own id at the call: the kind of defect, never the classes it lists.
-            f"{param}|{'.'.join(call.func or ())}|binds-elsewhere")
-        # The step never reaches the callee's step parameter: on the path, it is lost.
-        finding.meaning = Meaning.STEP_LOST
-        return finding
+            f"{param}|{'.'.join(call.func or ())}|binds-elsewhere",
+            # The step never reaches the callee's step parameter: on the path, it is lost.
+            Meaning.STEP_LOST)
 
     def _renamed_finding(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, found: "_Rejected",
                          lost: bool) -> Finding:
@@ -466,16 +465,15 @@ class StepRejected(Rule):
             what = (f"passes {param} as {', '.join(names)} to {', '.join(callees)}, which take(s) no "
                     f"{', '.join(names)} and no **kwargs: TypeError at run time")
             hops = [f"passes {param} as {', '.join(names)} to {c}" for c in callees]
-        finding = self._at_call(analysis, fkey, call, param, callees, found.classes(), when, others, what, hops,
-                                f"{param}|{'.'.join(call.func or ())}|renamed" + ("|binds-elsewhere" if lost else ""))
-        if lost:
-            finding.meaning = Meaning.STEP_LOST
-        return finding
+        return self._at_call(analysis, fkey, call, param, callees, found.classes(), when, others, what, hops,
+                             f"{param}|{'.'.join(call.func or ())}|renamed" + ("|binds-elsewhere" if lost else ""),
+                             Meaning.STEP_LOST if lost else None)
 
     def _at_call(self, analysis: Analysis, fkey: FuncKey, call: CallFact, param: str, callees: list[str],
                  classes: list[ClassKey], when: str, others: list[str], what: str, hops: list[str],
-                 fingerprint_key: str) -> Finding:
-        """A finding at the call: ``what`` it does, then the classes, methods and condition."""
+                 fingerprint_key: str, meaning: Meaning | None = None) -> Finding:
+        """A finding at the call: ``what`` it does, then the classes, methods and condition;
+        ``meaning`` where it is not the rule's own (the step lost rather than refused)."""
         return Finding(
             rule=self.code,
             severity=self.severity,
@@ -495,6 +493,7 @@ class StepRejected(Rule):
             affected_classes=[ClassRef(*c) for c in classes],
             fingerprint_key=fingerprint_key,
             parameter=param,
+            meaning=meaning,
         )
 
 def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) -> bool:
