@@ -65,6 +65,17 @@ def test_baseline_create_keeps_entries_added_by_hand(tree: Path, tmp_path: Path)
     assert again == found | {by_hand["fingerprint"]}
 
 
+def test_baseline_create_merging_a_crlf_baseline_keeps_its_line_ends(tree: Path, tmp_path: Path) -> None:
+    """A baseline checked out with CRLF line ends (git's autocrlf) is merged in its own shape."""
+    base = tmp_path / "b.json"
+    assert cli("baseline", "create", "-o", base, tree, "--cache-dir", tmp_path / "c").returncode == 0
+    lf = base.read_bytes()
+    assert b"\r" not in lf
+    base.write_bytes(lf.replace(b"\n", b"\r\n"))
+    assert cli("baseline", "create", "-o", base, tree, "--cache-dir", tmp_path / "c").returncode == 0
+    assert base.read_bytes() == lf.replace(b"\n", b"\r\n")
+
+
 def test_baseline_create_refuses_to_replace_a_file_that_is_not_a_baseline(tree: Path, tmp_path: Path) -> None:
     other = tmp_path / "notes.json"
     other.write_text('{"mine": true}\n')

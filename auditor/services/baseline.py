@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..common.safe_write import ReadOnlyFile, write_file
+from ..common.safe_write import MixedLineEndings, ReadOnlyFile, TextShape, encode_text, read_text, write_file
 from ..common.errors import UsageError
 from ..model.findings import ClassRef, Finding, FindingRef, Hop, Meaning, Severity
 from .lint_changes import by_design, masks, route
@@ -43,6 +43,7 @@ def write_baseline(findings: list[Finding], path: Path, force: bool = False) -> 
                 "route": [list(site) for site in sorted(route(f))],
                 "classes": [[c.path, c.name] for c in f.affected_classes]}
                for f in findings if not f.suppressed]
+    shape = TextShape()
     if not force and (path.exists() or path.is_symlink()):
         try:
             old = read_baseline(path)
@@ -50,10 +51,14 @@ def write_baseline(findings: list[Finding], path: Path, force: bool = False) -> 
             raise UsageError(f"{path} exists and is not a mtp-audit baseline; give --force to replace it") from None
         have = {e["fingerprint"] for e in entries}
         entries += [e for e in old if e["fingerprint"] not in have]
+        try:
+            shape = read_text(path)[1]  # the merged file keeps its line ends (a CRLF checkout stays CRLF)
+        except (OSError, ValueError, MixedLineEndings):
+            pass  # read as a baseline above; a shape it cannot tell is written as the tool writes it
     entries.sort(key=lambda e: (str(e.get("path", "")), str(e.get("rule", "")), e["fingerprint"]))
     doc = {"version": BASELINE_VERSION, "tool": "mtp-audit", "findings": entries}
     try:
-        write_file(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        write_file(path, encode_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", shape))
     except ReadOnlyFile as exc:
         raise UsageError(f"cannot write baseline: {exc}") from None
     except OSError as exc:
