@@ -126,3 +126,76 @@ def test_a_field_the_override_computes_undecidably_is_unknown_not_absent(tmp_pat
     # the raise behind unknown_flag among the undecided ones).
     assert plan.outcome != "rejected" and not plan.rejections
     assert "2 validation raise(s) depend on fields this configuration leaves unknown" in plan.notes, plan.notes
+
+
+# Validation sees the speculative config, never the runner: the v1 and v2 settings of one
+# configuration hand it configurations it cannot tell apart, and they are judged once. The
+# answer, and the cuts the notes count, must be what judging each one alone gives.
+_RECURSIVE_VALIDATION = '''
+    def _deep(self, n):
+        return self._deep(n + 1)
+
+    def _verify_args(self):
+        if self._deep(0):
+            raise ValueError("decided past the call depth limit")
+'''
+
+
+def _judged(tmp_path, monkeypatch, settings, shared: bool):
+    from auditor.analyses.dispatch import outcomes
+
+    files = _files()
+    files["vllm/config/speculative.py"] += _RECURSIVE_VALIDATION
+    # The draft config is derived once for both runners too: a cut in the override code.
+    files["vllm/config/speculative.py"] = files["vllm/config/speculative.py"].replace(
+        "        return hf_config\n", "        hf_config.depth = SpeculativeConfig._deep_override(0)\n        return hf_config\n"
+        "\n    @staticmethod\n    def _deep_override(n):\n        return SpeculativeConfig._deep_override(n + 1)\n", 1)
+    assert "_deep_override(0)" in files["vllm/config/speculative.py"]
+    root = write_tree(tmp_path / ("shared" if shared else "alone"), files)
+    judged: list[object] = []
+    judge = outcomes.Outcomes._judge
+
+    def counting(self, *args):
+        judged.append(args[1])
+        return judge(self, *args)
+
+    monkeypatch.setattr(outcomes.Outcomes, "_judge", counting)
+    if not shared:
+        monkeypatch.setattr(outcomes, "structural_key", lambda v: None)
+    scan, plans = planned_scan(root, settings)
+    monkeypatch.undo()
+    return plans, scan.result.stats.get("limits_hit"), len(judged)
+
+
+def test_settings_validation_cannot_tell_apart_are_judged_once_with_each_ones_answer(tmp_path, monkeypatch):
+    from collections import Counter
+
+    target = '{"model_type": "deep", "num_nextn_predict_layers": 2}'
+    settings = [Setting(runner, k, target_config=target) for k in (3, 2) for runner in ("v1", "v2")]
+    plans, cuts, judged = _judged(tmp_path, monkeypatch, settings, shared=True)
+    alone_plans, _, alone_judged = _judged(tmp_path, monkeypatch, settings, shared=False)
+    assert [p.outcome for p in plans] == ["rejected", "rejected", "plan", "plan"]
+    assert plans == alone_plans and judged < alone_judged
+    # Each setting's cuts (the recursive check, the recursive override), as its own scan counts them.
+    each: Counter[str] = Counter()
+    for i, s in enumerate(settings):
+        each.update(_judged(tmp_path / str(i), monkeypatch, [s], shared=True)[1])
+    assert cuts and cuts == dict(each) and cuts["partial evaluation call depth"] == 2 * len(settings)
+
+
+def test_the_structural_key_tells_apart_what_the_evaluator_can():
+    from auditor.analyses.partial_eval import Obj, Unknown
+    from auditor.analyses.partial_eval.values import structural_key
+
+    def spec(n, shared=True):
+        hf = Obj("hf", {"n_predict": n, "layers": [1, Unknown("x")]})
+        draft = Obj("draft", {"hf_config": hf})
+        other = hf if shared else Obj("hf", {"n_predict": n, "layers": [1, Unknown("x")]})
+        return Obj("spec", {"draft_model_config": draft, "target_hf": other, "k": 3}, closed=True)
+
+    assert structural_key(spec(2)) == structural_key(spec(2))  # different objects, same structure
+    assert structural_key(spec(2)) != structural_key(spec(3))
+    assert structural_key(spec(2)) != structural_key(spec(2, shared=False))  # aliasing is seen
+    assert structural_key(Obj("o", {"f": 1})) != structural_key(Obj("o", {"f": True}))
+    assert structural_key(Obj("o", {"f": 1})) != structural_key(Obj("o", {"f": 1}, closed=True))
+    assert structural_key(Obj("o", {"f": object()})) is None  # not a value the evaluator makes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -30,6 +31,11 @@ class FactoryRuns(DispatchPart):
         # setting -> (files the index held, draft config): a plan asks for it twice (its
         # own and the factory run's); the same computation over the same files is done once.
         self._draft_memo: dict[Setting, tuple[int, DraftConfig]] = {}
+        # What the draft config is derived from (not the runner, K, method, platform or the
+        # speculative options: it never reads them) -> (files held, draft config, the cuts
+        # the derivation made): settings that differ elsewhere (v1 and v2 of one
+        # architecture) share one derivation, and each counts its cuts as its own run would.
+        self._derived_memo: dict[tuple[object, ...], tuple[int, DraftConfig, Counter[str]]] = {}
 
     def draft_config(self, setting: Setting) -> DraftConfig:
         """The draft's hf config: given (``--arch``/``--set``) or the target's config run
@@ -42,9 +48,18 @@ class FactoryRuns(DispatchPart):
             return self._draft_config(setting)
         if memo is not None and memo[0] == held:
             return copy.deepcopy(memo[1])
+        source = (setting.architecture, setting.fields, setting.target_config)
+        shared = self._derived_memo.get(source)
+        if shared is not None and shared[0] == held:
+            self.limits.hits.update(shared[2])
+            self._draft_memo[setting] = (held, shared[1])
+            return copy.deepcopy(shared[1])
+        before = Counter(self.limits.hits)
         made = self._draft_config(setting)
         if len(self.index.facts) == held:
-            self._draft_memo[setting] = (held, copy.deepcopy(made))
+            kept = copy.deepcopy(made)
+            self._draft_memo[setting] = (held, kept)
+            self._derived_memo[source] = (held, kept, self.limits.hits - before)
         return made
 
     def _draft_config(self, setting: Setting) -> DraftConfig:

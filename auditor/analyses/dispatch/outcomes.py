@@ -21,16 +21,20 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Hashable, Iterable
 
 from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult, LoopSelection, StepKind
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
+from ..partial_eval.values import structural_key
 from .constructors import constructor_path
 from .part import DispatchPart
 from .syntax import expr_names as _names, expr_nodes as _walk
+
+if TYPE_CHECKING:
+    from .provider import DispatchProvider
 
 
 #: draft steps 0..REACH_STEPS-1 are checked for an assert that fails on the step where no
@@ -50,23 +54,43 @@ class Rejection:
 
 
 class Outcomes(DispatchPart):
+    def __init__(self, provider: DispatchProvider) -> None:
+        super().__init__(provider)
+        self._rejections: dict[Hashable, tuple[int, tuple[Rejection, ...], int, tuple[str, ...]]] = {}
+        self._schedules: dict[tuple[int, frozenset[str], tuple[int, ...]], tuple[FunctionFact, list[str]]] = {}
+
     def _env(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value],
-             exprs: Iterable[PExpr]) -> Path:
+             exprs: tuple[PExpr, ...]) -> Path:
         """A path whose locals are those ``exprs`` read that the function assigns exactly once,
         each evaluated over its own copy of ``env`` (an unknown callee in one definition
         makes what it is handed unknown; that must not reach the others), two levels deep."""
         p = Path(dict(env))
-        todo = [n for e in exprs for n in _names(e) if n not in env and n in fn.local_defs]
+        for name in self._schedule(fn, frozenset(env), exprs):
+            p.env[name] = ev.eval(fn.local_defs[name], Path(copy.deepcopy(p.env)), key)
+        return p
+
+    def _schedule(self, fn: FunctionFact, given: frozenset[str], exprs: tuple[PExpr, ...]) -> list[str]:
+        """The local definitions :meth:`_env` evaluates, in order: those ``exprs`` read, then
+        (a second round) what those read, then the first ones again over them. It depends on
+        the facts and the given names only, never on values, so it is made once per site."""
+        memo_key = (id(fn), given, tuple(map(id, exprs)))
+        hit = self._schedules.get(memo_key)
+        if hit is not None and hit[0] is fn:
+            return hit[1]
+        order: list[str] = []
+        known = set(given)
+        todo = [n for e in exprs for n in _names(e) if n not in known and n in fn.local_defs]
         for _ in range(2):
             later: list[str] = []
             for name in dict.fromkeys(todo):
-                expr = fn.local_defs[name]
-                p.env[name] = ev.eval(expr, Path(copy.deepcopy(p.env)), key)
-                later += [n for n in _names(expr) if n not in p.env and n in fn.local_defs]
+                order.append(name)
+                known.add(name)
+                later += [n for n in _names(fn.local_defs[name]) if n not in known and n in fn.local_defs]
             if not later:
                 break
             todo = later + todo
-        return p
+        self._schedules[memo_key] = (fn, order)  # ``fn`` kept alive, so its id is not reused
+        return order
 
     def _holds(self, ev: Evaluator, key: FuncKey, p: Path, guards: tuple[PExpr, ...],
                negated: tuple[bool, ...]) -> bool | None:
@@ -83,10 +107,37 @@ class Outcomes(DispatchPart):
 
     def rejections(self, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None) -> tuple[list[Rejection], int]:
         """The validations that raise for this configuration, and how many could raise
-        depending on what is unknown."""
+        depending on what is unknown.
+
+        Settings that differ only where validation cannot see (the runner, most often) hand
+        it configurations the evaluator cannot tell apart (:func:`structural_key`): those are
+        judged once, and the cuts the judging made are counted again for each, so the answer
+        and the limit notes are what judging each would give. Kept only while the index holds
+        the same files (a load may decide what was unknown)."""
+        held = len(self.index.facts)
+        memo_key = None
+        parts = (structural_key(spec), structural_key(root), structural_key(hf))
+        if None not in parts:
+            memo_key = (*parts, model)
+            hit = self._rejections.get(memo_key)
+            if hit is not None and hit[0] == held:
+                for name in hit[3]:
+                    self.limits.hit(name)
+                return list(hit[1]), hit[2]
+        cuts: list[str] = []
+
+        def count(name: str) -> None:
+            cuts.append(name)
+            self.limits.hit(name)
+
+        out, undecided = self._judge(self.evaluator(count), spec, root, hf, model)
+        if memo_key is not None and len(self.index.facts) == held:
+            self._rejections[memo_key] = (held, tuple(out), undecided, tuple(cuts))
+        return out, undecided
+
+    def _judge(self, ev: Evaluator, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None) -> tuple[list[Rejection], int]:
         out: list[Rejection] = []
         undecided = 0
-        ev = self.evaluator()
         spec_cls = self.provider.location.spec_config_class()
         if spec_cls is not None:
             for name in self.config.validation_methods:
@@ -145,7 +196,7 @@ class Outcomes(DispatchPart):
                     if not _reads(c.test, self.params):
                         continue
                     env: dict[str, Value] = {prm: v for prm in self.params}
-                    p = self._env(ev, key, fn, env, [c.test])
+                    p = self._env(ev, key, fn, env, (c.test,))
                     if truth(ev.eval(c.test, p, key)) is False:
                         return StepRaise(i, key[0], c.line, key[1], _assert_text(c))
         return None

@@ -3,7 +3,7 @@ others through the provider that holds them all (``self.provider.<part>``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ...common.config import Config
 from ...index.index import Index
@@ -36,7 +36,8 @@ class DispatchPart:
         self.reach: ReachabilityProvider = provider.reach
         self.capture: CaptureProvider = provider.capture
 
-    def evaluator(self) -> Evaluator:
+    def evaluator(self, hit: Callable[[str], None] | None = None) -> Evaluator:
         """A fresh partial evaluator over the tree (its pure methods and sub-config getters as
-        configured), whose cuts count against the provider's limits."""
-        return Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
+        configured), whose cuts count against the provider's limits (or go to ``hit``)."""
+        return Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters),
+                         hit or self.limits.hit)

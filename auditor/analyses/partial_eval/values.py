@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Hashable, Union
 
 from ...facts.extract import (
     PAttr,
@@ -166,6 +166,41 @@ class Path:
     # The callers' frames (their environments): a fork copies them with the path, so a
     # callee's writes on one path never reach the caller's objects on another.
     roots: list[Any] = field(default_factory=list)
+
+
+def structural_key(v: Value) -> Hashable | None:
+    """A hashable key equal for two values the evaluator cannot tell apart: the same
+    labels, fields, classes and literals, objects shared the same way (which object is
+    which is kept by position, never by ``uid``). None where a part has no such key."""
+    try:
+        key = _structural(v, {})
+        hash(key)
+    except (TypeError, _NoKey):
+        return None
+    return key
+
+
+class _NoKey(Exception):
+    pass
+
+
+def _structural(v: Any, seen: dict[int, int]) -> Hashable:
+    if isinstance(v, Obj):
+        if id(v) in seen:
+            return ("shared", seen[id(v)])
+        seen[id(v)] = len(seen)
+        return ("obj", v.label, v.closed, v.cls,
+                tuple((k, _structural(x, seen)) for k, x in v.fields.items()),
+                tuple((k, _structural(x, seen)) for k, x in v.roles.items()))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_structural(x, seen) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple((_structural(k, seen), _structural(x, seen)) for k, x in v.items()))
+    if isinstance(v, FuncRef):
+        return ("funcref", v.key, _structural(v.self_obj, seen))
+    if v is None or isinstance(v, (bool, int, float, str, frozenset, Unknown, Instance, ClassRef, _Absent)):
+        return (type(v).__name__, v)
+    raise _NoKey(type(v).__name__)
 
 
 def truth(v: Value) -> bool | None:
