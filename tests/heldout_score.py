@@ -6,7 +6,7 @@ and per draft step the forward and head layer. This module runs the analysis the
 ``layers`` does (:func:`auditor.layers_cli.plan_tree`, one scan per release with every case
 of that release planned before the freeze) and compares field by field.
 
-``python tests/heldout_score.py [--json OUT]`` prints the per-case table and the score; it
+``python tests/heldout_score.py [--cases FILE] [--json OUT]`` prints the per-case table and the score; it
 runs against whatever ``auditor`` is importable, so the same script scores another checkout
 (``PYTHONPATH=/path/to/checkout``).
 """
@@ -21,12 +21,14 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "data" / "heldout" / "heldout_cases.json"
+#: The fourth reader's cases (session 5: releases 0.25.0, 0.26.0, 0.27.0; README beside it).
+CASES_S5 = HERE / "data" / "heldout" / "heldout_cases_s5.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 
 
-def load_cases() -> list[dict[str, Any]]:
-    return list(json.loads(CASES.read_text(encoding="utf-8"))["cases"])
+def load_cases(path: Path = CASES) -> list[dict[str, Any]]:
+    return list(json.loads(path.read_text(encoding="utf-8"))["cases"])
 
 
 def setting_of(case: dict[str, Any]) -> Any:
@@ -108,7 +110,7 @@ def answers(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(HERE))
-    cases = load_cases()
+    cases = load_cases(Path(argv[argv.index("--cases") + 1]) if "--cases" in argv else CASES)
     if "--rescore" in argv:  # compare a saved run again (its answers), without analysing
         saved = json.loads(Path(argv[argv.index("--rescore") + 1]).read_text(encoding="utf-8"))
         got = {r["id"]: r["got"] for r in saved["rows"]}
