@@ -68,7 +68,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _Source as _Source,
 )
 
-FACTS_VERSION = 15  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 16  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 
@@ -260,6 +260,10 @@ class FunctionFact(Struct, frozen=True):
     # (a constructor's assert on a field it derived from the config: ``self.n = getattr(
     # config, "f", 1)`` then ``assert self.n == 1``).
     attr_defs: dict[str, "PExpr"] = {}
+    # Own parameters that are read only as whole call arguments (``f(x)``, ``f(k=x)``,
+    # ``f(*x)``, ``f(**x)``), anywhere in the body, nested functions and lambdas included;
+    # a parameter never read is one too (issue 18: a model that only hands the step on).
+    arg_only: tuple[str, ...] = ()
 
     @property
     def param_names(self) -> list[str]:
@@ -783,7 +787,24 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         raises=tuple(ex.raises),
         local_defs={k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
+        arg_only=_arg_only(node, own),
     )
+
+
+def _arg_only(node: ast.FunctionDef | ast.AsyncFunctionDef, own: set[str]) -> tuple[str, ...]:
+    """The parameters in ``own`` every read of which is a whole argument of a call."""
+    loads: dict[str, int] = {}
+    whole: dict[str, int] = {}
+    for stmt in node.body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in own:
+                loads[n.id] = loads.get(n.id, 0) + 1
+            elif isinstance(n, ast.Call):
+                for a in [*n.args, *(k.value for k in n.keywords)]:
+                    a = a.value if isinstance(a, ast.Starred) else a
+                    if isinstance(a, ast.Name) and a.id in own:
+                        whole[a.id] = whole.get(a.id, 0) + 1
+    return tuple(sorted(p for p in own if loads.get(p, 0) == whole.get(p, 0)))
 
 
 def _resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:

@@ -10,6 +10,7 @@ from ...index.index import ClassKey
 from ...model.findings import Hop
 from ..loops import LoopSelection, StepKind
 from ..partial_eval import Obj
+from ..reachability import inert_detail
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
 from .constructors import fixed_layer_count
@@ -155,6 +156,10 @@ class Planner(DispatchPart):
                 return i % n if n else i
             return 0
 
+        if fkind is None and not leg.path.selections and self.reach.step_inert.is_inert(model, leg.path.entered):
+            # The model only hands the step on (:mod:`..step_inert`): the same layer(s) every step.
+            why = f"{loop_label} reaches {model[1]}: {inert_detail(model[1], param)}"
+            return leg.loop, tuple(StepPlan(i, 0, None, Verdict.CONSTANT.value, why) for i in range(setting.k))
         loss = reading.loss
         lost_at = (loss, loss.site, loss.reason) if loss is not None else None
         steps = []
