@@ -226,6 +226,19 @@ class GuardedRaise(Struct, frozen=True):
     negated: tuple[bool, ...] = ()  # per guard: the ``else`` arm (the test is false there)
 
 
+class GuardedAppend(Struct, frozen=True):
+    """``name.append(value)`` on a local, with the tests of the ``if`` arms around it,
+    outermost first, and whether a loop holds it (issue 18: validation that collects what
+    it rejects, then raises when the list is not empty)."""
+
+    line: int
+    target: str
+    value: "PExpr"
+    guards: tuple["PExpr", ...] = ()
+    negated: tuple[bool, ...] = ()
+    in_loop: bool = False
+
+
 class FunctionFact(Struct, frozen=True):
     name: str
     qualname: str
@@ -264,6 +277,7 @@ class FunctionFact(Struct, frozen=True):
     # ``f(*x)``, ``f(**x)``), anywhere in the body, nested functions and lambdas included;
     # a parameter never read is one too (issue 18: a model that only hands the step on).
     arg_only: tuple[str, ...] = ()
+    appends: tuple[GuardedAppend, ...] = ()  # issue 18: appends to a local list, with their guards
 
     @property
     def param_names(self) -> list[str]:
@@ -463,6 +477,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         # -- issue 18 (outcomes) --
         self.checks: list[CheckFact] = []
         self.raises: list[GuardedRaise] = []
+        self.appends: list[GuardedAppend] = []
         self._guards: list[tuple[PExpr, bool]] = []
         self._defs: dict[str, list[PExpr]] = {}
         self._attr_defs: dict[str, list[PExpr]] = {}
@@ -734,6 +749,11 @@ class _FunctionExtractor(ast.NodeVisitor):
                 tuple(self._loop_stack), tuple(self._branch_stack),
             )
         )
+        if (func_chain and len(func_chain) == 2 and func_chain[1] == "append" and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords):
+            self.appends.append(GuardedAppend(node.lineno, func_chain[0], pexpr(node.args[0], self.src),
+                                              tuple(g for g, _ in self._guards), tuple(n for _, n in self._guards),
+                                              bool(self._loop_stack)))
         # dict-building calls on a local: d.update(k=v)
         if func_chain and len(func_chain) == 2 and func_chain[1] == "update" and isinstance(node.func, ast.Attribute):
             if isinstance(node.func.value, ast.Name):
@@ -788,6 +808,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         local_defs={k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         arg_only=_arg_only(node, own),
+        appends=tuple(ex.appends),
     )
 
 

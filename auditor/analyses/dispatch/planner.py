@@ -85,6 +85,11 @@ class Planner(DispatchPart):
         draft_hf = draft.fields.get(self.roles["hf"]) if isinstance(draft, Obj) else None
         rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
                                                                   model)
+        if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
+            rejections = self.provider.runner_checks.rejections(setting.runner, spec)
+        if not rejections and plan.proposer is not None:
+            # Checks the drafter makes while it loads the draft model (:mod:`.load_checks`).
+            rejections = self.provider.load_checks.rejections(plan.proposer, model, build_root)
         notes = list(plan.notes)
         if undecided:
             notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")

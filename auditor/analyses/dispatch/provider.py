@@ -30,6 +30,8 @@ from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
 from .stepless import StepFree
 from .count_holder import CountHolder
+from .load_checks import LoadChecks
+from .runner_checks import RunnerChecks
 from .route_values import DispatchRoute, RouteValues
 
 
@@ -59,6 +61,8 @@ class DispatchProvider(Provider):
         self.engine_modes = EngineModes(self)
         self.step_free = StepFree(self)
         self.count_holder = CountHolder(self)
+        self.load_checks = LoadChecks(self)
+        self.runner_checks = RunnerChecks(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()
         self._plan_memo: dict[Setting, tuple[int, Plan]] = {}
