@@ -97,3 +97,15 @@ def test_a_model_that_builds_one_layer_is_given_the_count_on_the_count_gates_fie
     assert plan.proposer is not None and plan.proposer[1] == "MultiModuleSpeculator"
     assert plan.num_mtp_layers == 1
     assert [s.forward_layer for s in plan.steps] == [0, 0, 0]
+
+
+def test_a_dotted_set_field_goes_into_the_nested_config(tmp_path):
+    from auditor.analyses.dispatch.factory_runs import set_fields
+    from auditor.analyses.partial_eval import Obj
+    from auditor.services.layers import parse_set
+
+    given = parse_set(["text_config.num_nextn_predict_layers=3", "n_predict=2"])
+    fields = set_fields({"text_config": Obj("text_config", {"hidden_size": 8}, closed=True)}, given)
+    text = fields["text_config"]
+    assert isinstance(text, Obj) and text.fields == {"hidden_size": 8, "num_nextn_predict_layers": 3}
+    assert fields["n_predict"] == 2

@@ -54,8 +54,8 @@ class StepInert:
 
     def _inert(self, model: ClassKey, entered: tuple[FuncKey, ...]) -> bool:
         for part in sorted(self.registry.model_parts(model)):
-            for fn in self.index.methods(part).values():
-                if any("self." + p in fn.live for p in self.params):
+            for method in self.index.methods(part).values():
+                if any("self." + p in method.live for p in self.params):
                     return False
         for fkey in entered:
             fn = self.index.function(fkey)
