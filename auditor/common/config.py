@@ -55,11 +55,6 @@ class Config:
     sub_config_getters: dict[str, list[str]] = field(
         default_factory=lambda: {"get_text_config": ["decoder", "generator", "text_config", "text_encoder"]}
     )
-    # Attributes of vLLM's model config that hold a sub-config of its hf config, and the hf
-    # config's field it sits under (``ModelConfig.hf_text_config``: the text config, which a
-    # multimodal checkpoint nests under ``text_config``). A draft model that reads its layer
-    # count there is given the count there by ``layers --all`` (issue 18).
-    sub_config_roles: dict[str, str] = field(default_factory=lambda: {"hf_text_config": "text_config"})
     override_field: list[str] = field(default_factory=lambda: ["architectures"])
     # Attribute/parameter names of the configuration objects the dispatch code reads.
     dispatch_roles: dict[str, str] = field(
@@ -144,7 +139,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
               "validation_methods", "drafter_load_methods", "head_free_bases",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes"}
-_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "sub_config_roles"}
+_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules"}
 _LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}

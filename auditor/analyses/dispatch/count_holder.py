@@ -11,10 +11,12 @@ it, so that a gate reading another level sees what it would see on such a checkp
 The read is the definition of the size attribute of the model's layer container in the
 container owner's ``__init__`` (``FunctionFact.attr_defs``), its chain of attributes
 followed through the constructor's single-definition locals (``local_defs``) and
-``getattr(x, "f", default)``. The chain names the hf config by its role (``hf_config``) or
-a configured model-config attribute holding one of its sub-configs (``sub_config_roles``);
-the attributes between that and the field are the nested holder. Anything else (a read the
-chain does not resolve, a getter call) keeps the top level, as before.
+``getattr(x, "f", default)``. The chain names the hf config by its role (``hf_config``); the
+attributes between that and the field are the nested holder. Anything else keeps the top
+level: a read the chain does not resolve, and a read through a text-config getter
+(``get_text_config()``, vLLM's ``model_config.hf_text_config``), which returns the config
+itself when it holds no sub-config, so a flat config is one it reads (a checkpoint that nests
+its text config is planned with ``--set text_config.<field>=N``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ class CountHolder(DispatchPart):
         """The fields of the draft hf config under which ``model``'s constructor reads
         ``count_field`` (``()``: the top level)."""
         hf = self.roles["hf"]
-        roles = self.config.sub_config_roles
         parts = self.registry.model_parts(model)
         # A base of another part runs as that part (its own constructor need not run).
         bases = {b for p in parts for b in self.index.mro(p)[1:]}
@@ -69,6 +70,4 @@ class CountHolder(DispatchPart):
                     for i in range(len(chain) - 2, -1, -1):
                         if chain[i] == hf:
                             return chain[i + 1:-1]
-                        if chain[i] in roles:
-                            return (roles[chain[i]], *chain[i + 1:-1])
         return ()
