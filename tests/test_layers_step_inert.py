@@ -70,3 +70,18 @@ def test_a_step_handed_to_code_the_analysis_cannot_resolve_keeps_the_plan_unknow
     for plan in plans:
         assert {s.verdict for s in plan.steps} == {"unknown"}, plan.steps
     assert row is not None and all(lp.verdict.value == "unknown" for lp in row.loops)
+
+
+def test_a_model_that_runs_its_whole_stack_names_no_single_layer_unless_it_builds_one(tmp_path):
+    # Gemma4's shape: ``for layer in self.layers`` at every step, whatever the step.
+    stack = _READS_NOTHING.replace('''        for i in range(self.pattern_len):
+            x = self.layers[str(i)](x)
+''', '''        for layer in self.layers.values():
+            x = layer(x)
+''')
+    plans, row = _plan(tmp_path, predictor=stack)
+    one, two = plans  # one layer built, two layers built
+    assert [(s.forward_layer, s.verdict) for s in one.steps] == [(0, CONSTANT)] * 3
+    assert [(s.forward_layer, s.verdict) for s in two.steps] == [(None, CONSTANT)] * 2
+    assert "every layer of FlatPredictor.layers" in two.steps[0].why and "(2 layers)" in two.steps[0].why
+    assert row is not None and all("every layer of FlatPredictor.layers" in lp.detail for lp in row.loops)

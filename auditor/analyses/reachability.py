@@ -75,8 +75,9 @@ class ReachabilityProvider(Provider):
             detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
             return LoopReach(loop_label, False, detail, list(fwd[0].hops))
         if not sels and self.step_inert.is_inert(path.model_class, path.entered):
-            return LoopReach(loop_label, False, inert_detail(path.model_class[1], self.config.threaded_params[0]),
-                             list(entries[0].hops))
+            detail = inert_detail(path.model_class[1], self.config.threaded_params[0],
+                                  self.step_inert.stack(path.model_class))
+            return LoopReach(loop_label, False, detail, list(entries[0].hops))
         # As a plan: no selection through forward is no answer, whatever a head selects.
         only = f" through forward (only in {', '.join(sorted({s.method for s in sels}))})" if sels else ""
         return LoopReach(loop_label, False, f"reached, but no layer selection found on the path{only}",
@@ -95,7 +96,9 @@ class ReachabilityProvider(Provider):
         return out
 
 
-def inert_detail(model: str, param: str) -> str:
-    """What a reachability row and a plan's step say of a step-inert model (:mod:`.step_inert`)."""
-    return (f"{model} takes {param} and only hands it on to methods that never read it: no layer is selected "
-            f"by the step, every step runs the same layer(s): layer 0")
+def inert_detail(model: str, param: str, stack: str | None) -> str:
+    """What a reachability row and a plan's step say of a step-inert model (:mod:`.step_inert`):
+    with a layer container it iterates (``stack``), every step runs all of its layers."""
+    runs = (f"every step runs every layer of {stack} (it iterates them), whatever the step" if stack
+            else "every step runs the same layer(s): layer 0")
+    return f"{model} takes {param} and only hands it on to methods that never read it: no layer is selected by the step, {runs}"

@@ -6,8 +6,10 @@ only hand it on, to methods that never read it: ``Gemma4MTP.forward(..., spec_st
 calls ``self.model(..., spec_step_idx)``, whose ``forward`` runs ``for layer in
 self.layers`` and never reads its ``spec_step_idx``. Nothing there selects a layer by the
 step: every draft step runs the same modules, whatever the loop hands (nn.Module semantics:
-the model computes from its arguments only). The plan calls that layer 0 (the one module,
-or the whole stack), as it does for a class that takes no step at all (dispatch/stepless).
+the model computes from its arguments only). When the model iterates a layer container
+(:meth:`StepInert.stack`) every step runs all of its layers: the plan names no single forward
+layer (layer 0 only when the model builds one); else the one module it runs, layer 0, as for
+a class that takes no step at all (dispatch/stepless).
 
 A model is *step-inert*, as a draft loop enters it, when every method the loop calls in it
 that can receive the step (declares it, or takes ``**kwargs``) reads it only as a whole
@@ -66,6 +68,15 @@ class StepInert:
                 if slot is not None and not self._hands_on_only((fkey, model, *slot), 0, set()):
                     return False
         return True
+
+    def stack(self, model: ClassKey) -> str | None:
+        """A layer container of the model that its code iterates over (``for layer in
+        self.layers``): a step-inert model runs every layer of it at every step (None: none)."""
+        for part in sorted(self.registry.model_parts(model)):
+            for c in self.registry.types.containers(part):
+                if c.iterated:
+                    return f"{c.owner[1]}.{c.attr}"
+        return None
 
     @staticmethod
     def _slot(fn: FunctionFact, p: str) -> tuple[str, str | None] | None:

@@ -162,9 +162,14 @@ class Planner(DispatchPart):
             return 0
 
         if fkind is None and not leg.path.selections and self.reach.step_inert.is_inert(model, leg.path.entered):
-            # The model only hands the step on (:mod:`..step_inert`): the same layer(s) every step.
-            why = f"{loop_label} reaches {model[1]}: {inert_detail(model[1], param)}"
-            return leg.loop, tuple(StepPlan(i, 0, None, Verdict.CONSTANT.value, why) for i in range(setting.k))
+            # The model only hands the step on (:mod:`..step_inert`): the same layer(s) every step;
+            # all the layers of a stack it iterates (no single forward layer unless it builds one).
+            stack = self.reach.step_inert.stack(model)
+            why = f"{loop_label} reaches {model[1]}: {inert_detail(model[1], param, stack)}"
+            if stack and n != 1:
+                why += f" ({n} layers)" if n else " (all of them, however many the config builds)"
+            fl = None if stack and n != 1 else 0
+            return leg.loop, tuple(StepPlan(i, fl, None, Verdict.CONSTANT.value, why) for i in range(setting.k))
         loss = reading.loss
         lost_at = (loss, loss.site, loss.reason) if loss is not None else None
         steps = []
