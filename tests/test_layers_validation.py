@@ -119,3 +119,30 @@ class SkippingSpeculator(MultiModuleSpeculator):
     plan = planned_scan(write_tree(tmp_path / "t", files), [_deep("v2", use_local_argmax_reduction=True)])[1][0]
     assert plan.proposer is not None and plan.proposer[1] == "SkippingSpeculator"
     assert plan.outcome == "plan", plan.rejections
+
+
+def test_an_undecided_test_whose_other_arm_raises_too_still_rejects(tmp_path):
+    # V2's DraftModelSpeculator._validate_local_argmax_reduction (0.26.0): an early raise on an
+    # option the configuration leaves unset, then the head check: rejected by one of the two.
+    check = '''
+    def _check_head(self):
+        if not self.use_local_argmax:
+            return
+        if self.sample_method == "probabilistic":
+            raise ValueError("not compatible with probabilistic sampling")
+        if not hasattr(self.model, "get_top_tokens"):
+            raise ValueError("draft model does not implement get_top_tokens()")
+'''
+    files = _files()
+    spec = files["vllm/spec_decode/speculators.py"]
+    start = spec.index("    def _check_head(self):")
+    end = spec.index("    def propose", start)
+    spec = spec[:start] + check.lstrip("\n") + "\n" + spec[end:]
+    files["vllm/spec_decode/speculators.py"] = spec.replace(
+        "        self.use_local_argmax = vllm_config.speculative_config.use_local_argmax_reduction\n",
+        "        self.use_local_argmax = vllm_config.speculative_config.use_local_argmax_reduction\n"
+        "        self.sample_method = vllm_config.speculative_config.draft_sample_method\n")
+    root = write_tree(tmp_path / "t", files)
+    on, off = planned_scan(root, [_deep("v2", use_local_argmax_reduction=True), _deep("v2")])[1]
+    assert on.outcome == "rejected" and "get_top_tokens" in on.rejections[0].message, on.steps
+    assert off.outcome == "plan"  # the first test is undecided and its other arm returns: no rejection

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 
-from ...facts.extract import FunctionFact, PAttr, PCall, PConst, PExpr, PName
+from ...facts.extract import FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, truth
 from ..types import REGISTRY
@@ -45,7 +45,7 @@ class LoadChecks(DispatchPart):
                 attrs = list(dict.fromkeys(a for g in r.guards for a in self_reads(g)))
                 fields = {a: self._attr(ev, drafter, a, r.guards, model, root) for a in attrs}
                 p = Path({"self": Obj("self", fields)})
-                if self._reached(ev, key, p, r.guards, r.negated):
+                if self._reached(ev, key, p, fn, r):
                     out.append(Rejection(key[0], r.line, key[1], r.exc, "load"))
         return out
 
@@ -71,9 +71,11 @@ class LoadChecks(DispatchPart):
         return out
 
     @staticmethod
-    def _reached(ev: Evaluator, key: FuncKey, p: Path, guards: tuple[PExpr, ...], negated: tuple[bool, ...]) -> bool:
-        for g, neg in zip(guards, negated):
+    def _reached(ev: Evaluator, key: FuncKey, p: Path, fn: FunctionFact, r: GuardedRaise) -> bool:
+        for i, (g, neg) in enumerate(zip(r.guards, r.negated)):
             t = truth(ev.eval(g, Path(copy.deepcopy(p.env)), key))
+            if t is None and neg and other_arm_raises(fn, r, i):
+                continue  # ``if g: raise ...`` before: rejected by one of the two
             if t is None or t == neg:
                 return False
         return True
@@ -150,3 +152,10 @@ def _asked(attr: str, guards: tuple[PExpr, ...]) -> list[str]:
                   and isinstance(e.args[1].value, str)):
                 out.append(e.args[1].value)
     return list(dict.fromkeys(out))
+
+
+def other_arm_raises(fn: FunctionFact, r: GuardedRaise, i: int) -> bool:
+    """Another raise of ``fn`` is reached when ``r``'s ``i``-th (negated) test holds, under the
+    same outer tests (``if c: raise A`` then ``raise B``: one of the two runs whatever ``c``)."""
+    want_guards, want_neg = r.guards[:i + 1], r.negated[:i] + (False,)
+    return any(o is not r and o.guards == want_guards and o.negated == want_neg for o in fn.raises)

@@ -27,6 +27,7 @@ from ...facts.extract import FunctionFact, GuardedAppend, GuardedRaise, PAttr, P
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Evaluator, Obj, Value, truth
 from .constructors import constructor_path
+from .load_checks import other_arm_raises
 from .outcomes import Rejection
 from .part import DispatchPart
 
@@ -62,18 +63,11 @@ class RunnerChecks(DispatchPart):
             else:
                 p = constructor_path(ev, key, fn, copy.deepcopy(env), g, r.line)
                 t = truth(ev.eval(g, p, key))
-            if t is None and neg and self._raises_when(fn, r, i):
+            if t is None and neg and other_arm_raises(fn, r, i):
                 continue  # the other arm raises too
             if t is None or t == neg:
                 return None
         return extra
-
-    @staticmethod
-    def _raises_when(fn: FunctionFact, r: GuardedRaise, i: int) -> bool:
-        """Another raise of ``fn`` is reached when ``r``'s ``i``-th (negated) test holds,
-        under the same outer tests."""
-        want_guards, want_neg = r.guards[:i + 1], r.negated[:i] + (False,)
-        return any(o is not r and o.guards == want_guards and o.negated == want_neg for o in fn.raises)
 
     def _collected(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value], g: PExpr,
                    owner: ClassKey | None) -> tuple[list[str], bool] | None:
