@@ -41,6 +41,31 @@ class NestMTP(nn.Module):
         return self.model(x, spec_step_idx)
 
 
+class StackPredictor(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        text_config = vllm_config.model_config.hf_config
+        self.num_mtp_layers = text_config.num_hidden_layers
+        self.layers = nn.ModuleList([Block(vllm_config.cache_config) for _ in range(self.num_mtp_layers)])
+
+    def forward(self, x, spec_step_idx=0):
+        return self.layers[spec_step_idx % self.num_mtp_layers](x)
+
+
+class StackMTP(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = StackPredictor(vllm_config=vllm_config)
+
+    def forward(self, x, spec_step_idx=0):
+        return self.model(x, spec_step_idx)
+
+
+class Block(nn.Module):
+    def __init__(self, cache_config):
+        super().__init__()
+
+
 class OnePredictor(nn.Module):
     def __init__(self, *, vllm_config, prefix=""):
         super().__init__()
@@ -67,7 +92,8 @@ class OneMTP(nn.Module):
 def _matrix(tmp_path):
     files = gate_tree()
     files["vllm/models/registry.py"] = files["vllm/models/registry.py"].replace(
-        "}\n", '    "NestMTPModel": ("more_mtp", "NestMTP"),\n    "OneMTPModel": ("more_mtp", "OneMTP"),\n}\n')
+        "}\n", '    "NestMTPModel": ("more_mtp", "NestMTP"),\n    "OneMTPModel": ("more_mtp", "OneMTP"),\n'
+        '    "StackMTPModel": ("more_mtp", "StackMTP"),\n}\n')
     files["vllm/models/more_mtp.py"] = _MODELS
     query = PlanQuery(lambda dispatch: matrix_settings(dispatch, ["v2"], 3, 3))
     scan = run_scan(DirectoryTree(write_tree(tmp_path / "t", files)), Config(), all_rules(), FactsCache(None), 1,
@@ -109,3 +135,9 @@ def test_a_dotted_set_field_goes_into_the_nested_config(tmp_path):
     text = fields["text_config"]
     assert isinstance(text, Obj) and text.fields == {"hidden_size": 8, "num_nextn_predict_layers": 3}
     assert fields["n_predict"] == 2
+
+
+def test_the_count_is_the_field_the_size_attribute_reads_not_one_the_layers_are_built_with(tmp_path):
+    setting, plan = _matrix(tmp_path)["StackMTPModel"]
+    assert setting.fields == (("num_hidden_layers", 3),)  # not cache_config (an argument of each layer)
+    assert plan.num_mtp_layers == 3

@@ -47,9 +47,21 @@ def read_chain(fn: FunctionFact, e: PExpr, depth: int = 0) -> tuple[str, ...] | 
 
 
 class CountHolder(DispatchPart):
-    def holder(self, model: ClassKey, count_field: str) -> tuple[str, ...]:
+    def count_field(self, model: ClassKey, fields: list[str]) -> str | None:
+        """Of the config fields that size ``model``'s layer containers, the one a size
+        attribute's definition reads (``self.num_mtp_layers = text_config.num_hidden_layers``:
+        the count, not a field the elements are built with, such as ``cache_config``), dotted
+        under the nested config it is read from; else the first field, at the top level."""
+        for f in fields:
+            found = self._read(model, f)
+            if found is not None:
+                return ".".join((*found, f))
+        return fields[0] if fields else None
+
+    def _read(self, model: ClassKey, count_field: str) -> tuple[str, ...] | None:
         """The fields of the draft hf config under which ``model``'s constructor reads
-        ``count_field`` (``()``: the top level)."""
+        ``count_field`` into a size attribute (``()``: the top level, or a holder the chain
+        does not resolve); None: no size attribute reads it."""
         hf = self.roles["hf"]
         parts = self.registry.model_parts(model)
         # A base of another part runs as that part (its own constructor need not run).
@@ -64,10 +76,18 @@ class CountHolder(DispatchPart):
                     continue
                 for a in c.size_attrs:
                     v = fn.attr_defs.get(a)
-                    chain = read_chain(fn, v) if v is not None else None
-                    if not chain or chain[-1] != count_field:
+                    if not (isinstance(v, PAttr) and v.attr == count_field or _getattr_of(v, count_field)):
                         continue
-                    for i in range(len(chain) - 2, -1, -1):
-                        if chain[i] == hf:
-                            return chain[i + 1:-1]
-        return ()
+                    chain = read_chain(fn, v) if v is not None else None
+                    if chain is not None:
+                        for i in range(len(chain) - 2, -1, -1):
+                            if chain[i] == hf:
+                                return chain[i + 1:-1]
+                    return ()
+        return None
+
+
+def _getattr_of(e: PExpr | None, name: str) -> bool:
+    """``getattr(x, "name", ...)``."""
+    return (isinstance(e, PCall) and isinstance(e.func, PName) and e.func.id == "getattr" and len(e.args) >= 2
+            and isinstance(e.args[1], PConst) and e.args[1].value == name)

@@ -35,10 +35,7 @@ class RegistryLookup(DispatchPart):
             # from it): that is the field this model is given.
             gated = sorted({g.field for g in self.provider.count_gates()})
             return gated[0] if gated else None
-        fields = self.reach.layer_count_fields(model)
-        if not fields:
-            return None
-        return ".".join((*self.provider.count_holder.holder(model, fields[0]), fields[0]))
+        return self.provider.count_holder.count_field(model, self.reach.layer_count_fields(model))
 
     def classes_for(self, arch: str) -> list[ClassKey]:
         return [c for c, archs in self.registry.registry() if arch in archs]
