@@ -20,9 +20,13 @@ _MISSING = {
     # The per-layer module a head method indexes is not the head it computes logits with.
     "v025-v1-bailing25-arch-2layers-k4": "a per-layer module indexed in compute_logits is taken for a per-layer head",
     "v031-v2-bailingv3-arch-3layers-k3-probabilistic": "a per-layer module indexed in compute_logits is taken for a per-layer head",
-    # Validation outside the speculative config's own methods.
-    "v028-v2-exaonemoe-target-parallel-drafting-rejected": "runner-level validation (V2's unsupported features) is not read",
-    "v029-v1-step3p5-arch-local-argmax-rejected": "a drafter's load-time check (hasattr of a head method) is not read",
+    # Disputed: the reader's rejection is SpecDecodeBaseProposer._maybe_share_lm_head's check
+    # (llm_base_proposer.py:1629-1634, not load_model's own body), which Step3p5MTPProposer
+    # overrides with a bare return (step3p5.py:156-161): never reached. The drafter's load-time
+    # checks are read (dispatch/load_checks.py: a DeepSeekMTP draft is rejected there); vLLM
+    # rather calls the missing get_top_tokens at draft time (step3p5.py:266-267).
+    "v029-v1-step3p5-arch-local-argmax-rejected": ("disputed: the load-time check the reader cites is in a method "
+                                                   "Step3p5MTPProposer overrides with a bare return"),
 }
 
 CASES = load_cases()

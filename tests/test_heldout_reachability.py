@@ -15,21 +15,22 @@ from reachability_reader_score import judge, load_answers
 
 pytestmark = pytest.mark.release
 
-_NO_SELECTION = "a draft model that runs its block(s) without selecting a layer by the step gets no forward layer"
-_NESTED_FIELD = ("--layers writes the top-level field, while the model builds its layers from the nested "
-                 "text config (dispatch reads the top level, default 1)")
-_ONE_BUILT = "the layer count is a config field, not how the container is built (one layer built whatever the config says)"
 _HEAD_NORM = ("disputed: compute_logits selects the layer by the step for its per-layer norm and applies the shared "
               "lm_head; the reader counts no per-layer head, the tool counts the selected layer")
 
+_HF_TEXT_CONFIG = ("depends on the checkpoint: KimiK3MultiTokenPredictor reads its count through hf_text_config "
+                   "(the text sub-config if the config has one, else the config itself); --all gives a flat config, "
+                   "on which V2's gate sees the count; the reader assumes a nested text_config")
+
+_STACK = ("disputed: Gemma4MTP runs every layer of its stack at every step (for layer in self.layers); the reader "
+          "writes 0 for 'the one module', another reader all layers; the plan names no single forward layer")
+
 _MISSING: dict[str, str] = {}
 for _r in ("0.23.0", "0.25.1", "0.28.0"):
-    _MISSING[f"{_r}-v1-Gemma4MTP-Gemma4Proposer-SpecDecodeBaseProposer.propose"] = _NO_SELECTION
-    _MISSING[f"{_r}-v2-Gemma4MTP-Gemma4Speculator-AutoRegressiveSpeculator._multi_step_decode"] = _NO_SELECTION
-for _cls in ("GlmOcrMTP", "KimiK3MTP"):
-    _MISSING[f"0.28.0-v2-{_cls}-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode"] = _NESTED_FIELD
-    _MISSING[f"0.28.0-v2-{_cls}-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"] = _NESTED_FIELD
-_MISSING["0.28.0-v2-LongCatFlashMTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"] = _ONE_BUILT
+    _MISSING[f"{_r}-v1-Gemma4MTP-Gemma4Proposer-SpecDecodeBaseProposer.propose"] = _STACK
+    _MISSING[f"{_r}-v2-Gemma4MTP-Gemma4Speculator-AutoRegressiveSpeculator._multi_step_decode"] = _STACK
+_MISSING["0.28.0-v2-KimiK3MTP-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode"] = _HF_TEXT_CONFIG
+_MISSING["0.28.0-v2-KimiK3MTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"] = _HF_TEXT_CONFIG
 for _id in ("0.25.1-v1-BailingMoeV25MTPModel-EagleProposer-SpecDecodeBaseProposer.propose",
             "0.25.1-v2-BailingMoeV25MTPModel-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode",
             "0.28.0-v1-BailingMoeV25MTPModel-EagleProposer-SpecDecodeBaseProposer.propose",

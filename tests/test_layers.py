@@ -174,6 +174,7 @@ def test_both_runners_without_runner_and_formats(tree, cache_env):
     [
         (["--arch", "QwenMPT", "--k", "3"], "unknown draft architecture 'QwenMPT'; closest registered: QwenMTP"),
         (["--arch", "QwenMTP", "--k", "3", "--set", "novalue"], "--set takes FIELD=VALUE"),
+        (["--arch", "QwenMTP", "--k", "3", "--set", "text_config..n=3"], "--set takes FIELD=VALUE"),
         (["--k", "3"], "give exactly one of --arch"),
         (["--arch", "QwenMTP", "--hf-config", "x.json", "--k", "3"], "give exactly one of --arch"),
         (["--hf-config", "/nonexistent/config.json", "--k", "3"], "cannot read --hf-config"),

@@ -8,6 +8,7 @@ from ..model.findings import ClassRef, ClassReachability, LoopReach, ReachVerdic
 from .base import Analyses, Provider
 from .loops import LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider
+from .step_inert import StepInert
 from .step_loss import ClassPath, class_path
 from .types import TypeProvider
 
@@ -25,6 +26,7 @@ class ReachabilityProvider(Provider):
         self.types = self.dep(TypeProvider)
         self.registry = self.dep(RegistryProvider)
         self.loops = self.dep(LoopProvider)
+        self.step_inert = StepInert(self.registry, self.loops.calls, self.config.threaded_params)
 
     def layer_count_fields(self, cls: ClassKey) -> list[str]:
         """Config fields that size the model's MTP layer container(s)."""
@@ -72,6 +74,10 @@ class ReachabilityProvider(Provider):
             kinds = "/".join(sorted({s.kind.value for s in fwd}))
             detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
             return LoopReach(loop_label, False, detail, list(fwd[0].hops))
+        if not sels and self.step_inert.is_inert(path.model_class, path.entered):
+            detail = inert_detail(path.model_class[1], self.config.threaded_params[0],
+                                  self.step_inert.stack(path.model_class))
+            return LoopReach(loop_label, False, detail, list(entries[0].hops))
         # As a plan: no selection through forward is no answer, whatever a head selects.
         only = f" through forward (only in {', '.join(sorted({s.method for s in sels}))})" if sels else ""
         return LoopReach(loop_label, False, f"reached, but no layer selection found on the path{only}",
@@ -88,3 +94,11 @@ class ReachabilityProvider(Provider):
                     rep.loops.append(reach)
             out.append(rep)
         return out
+
+
+def inert_detail(model: str, param: str, stack: str | None) -> str:
+    """What a reachability row and a plan's step say of a step-inert model (:mod:`.step_inert`):
+    with a layer container it iterates (``stack``), every step runs all of its layers."""
+    runs = (f"every step runs every layer of {stack} (it iterates them), whatever the step" if stack
+            else "every step runs the same layer(s): layer 0")
+    return f"{model} takes {param} and only hands it on to methods that never read it: no layer is selected by the step, {runs}"

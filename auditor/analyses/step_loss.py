@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..index.index import ClassKey
+from ..index.index import ClassKey, FuncKey
 from ..model.findings import StepLoss
 from .loops import FORWARD_METHODS, KIND_ORDER, LoopEntry, LoopResult, LoopSelection, StepKind
 
@@ -75,6 +75,11 @@ class ClassPath:
     def selections(self) -> tuple[LoopSelection, ...]:
         """Every selection of the class the loop reaches (any entry method)."""
         return tuple(s for s in self.loop.selections if s.model_class == self.model_class)
+
+    @property
+    def entered(self) -> tuple[FuncKey, ...]:
+        """The methods of the class the loop calls (each once, in order)."""
+        return tuple(dict.fromkeys(e.callee for e in self.entries))
 
 
 def class_path(lr: LoopResult, cls: ClassKey, param: str, head_methods: Sequence[str]) -> ClassPath | None:

@@ -72,6 +72,20 @@ class Config:
     # Issue 18: methods of the speculative-config class whose guarded raises reject a
     # configuration (``layers`` answers ``rejected`` with the message and file:line).
     validation_methods: list[str] = field(default_factory=lambda: ["__post_init__", "_verify_args"])
+    # Issue 18: per runner, the engine config's checks of what that runner supports (vLLM's
+    # ``VllmConfig._validate_v2_model_runner``, run when the V2 runner is used): their
+    # guarded raises reject a configuration as the speculative config's validation does.
+    runner_validations: dict[str, list[str]] = field(
+        default_factory=lambda: {"v2": ["VllmConfig._validate_v2_model_runner"]}
+    )
+    # Issue 18: methods of a drafter whose guarded raises reject a configuration while it
+    # loads the draft model (vLLM's ``load_model``: an option the draft model cannot serve).
+    drafter_load_methods: list[str] = field(default_factory=lambda: ["load_model"])
+    # Base classes outside the tree that define none of the head methods (torch's nn.Module,
+    # typing's Protocol and Generic, object): a draft model whose other bases are all in the
+    # tree has a head method only if they do.
+    head_free_bases: list[str] = field(default_factory=lambda: [
+        "nn.Module", "torch.nn.Module", "Protocol", "typing.Protocol", "Generic", "typing.Generic", "object"])
     # Depth and size limits of the searches (auditor.search_limits: names as the note prints them).
     search_limits: dict[str, int] = field(default_factory=dict)
     # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
@@ -123,10 +137,10 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
               "compile_condition_args",
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
-              "validation_methods",
+              "validation_methods", "drafter_load_methods", "head_free_bases",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules"}
-_LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters"}
+_LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}
 

@@ -68,7 +68,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _Source as _Source,
 )
 
-FACTS_VERSION = 15  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 16  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 
@@ -226,6 +226,19 @@ class GuardedRaise(Struct, frozen=True):
     negated: tuple[bool, ...] = ()  # per guard: the ``else`` arm (the test is false there)
 
 
+class GuardedAppend(Struct, frozen=True):
+    """``name.append(value)`` on a local, with the tests of the ``if`` arms around it,
+    outermost first, and whether a loop holds it (issue 18: validation that collects what
+    it rejects, then raises when the list is not empty)."""
+
+    line: int
+    target: str
+    value: "PExpr"
+    guards: tuple["PExpr", ...] = ()
+    negated: tuple[bool, ...] = ()
+    in_loop: bool = False
+
+
 class FunctionFact(Struct, frozen=True):
     name: str
     qualname: str
@@ -260,6 +273,11 @@ class FunctionFact(Struct, frozen=True):
     # (a constructor's assert on a field it derived from the config: ``self.n = getattr(
     # config, "f", 1)`` then ``assert self.n == 1``).
     attr_defs: dict[str, "PExpr"] = {}
+    # Own parameters that are read only as whole call arguments (``f(x)``, ``f(k=x)``,
+    # ``f(*x)``, ``f(**x)``), anywhere in the body, nested functions and lambdas included;
+    # a parameter never read is one too (issue 18: a model that only hands the step on).
+    arg_only: tuple[str, ...] = ()
+    appends: tuple[GuardedAppend, ...] = ()  # issue 18: appends to a local list, with their guards
 
     @property
     def param_names(self) -> list[str]:
@@ -459,6 +477,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         # -- issue 18 (outcomes) --
         self.checks: list[CheckFact] = []
         self.raises: list[GuardedRaise] = []
+        self.appends: list[GuardedAppend] = []
         self._guards: list[tuple[PExpr, bool]] = []
         self._defs: dict[str, list[PExpr]] = {}
         self._attr_defs: dict[str, list[PExpr]] = {}
@@ -730,6 +749,11 @@ class _FunctionExtractor(ast.NodeVisitor):
                 tuple(self._loop_stack), tuple(self._branch_stack),
             )
         )
+        if (func_chain and len(func_chain) == 2 and func_chain[1] == "append" and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords):
+            self.appends.append(GuardedAppend(node.lineno, func_chain[0], pexpr(node.args[0], self.src),
+                                              tuple(g for g, _ in self._guards), tuple(n for _, n in self._guards),
+                                              bool(self._loop_stack)))
         # dict-building calls on a local: d.update(k=v)
         if func_chain and len(func_chain) == 2 and func_chain[1] == "update" and isinstance(node.func, ast.Attribute):
             if isinstance(node.func.value, ast.Name):
@@ -783,7 +807,25 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         raises=tuple(ex.raises),
         local_defs={k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
+        arg_only=_arg_only(node, own),
+        appends=tuple(ex.appends),
     )
+
+
+def _arg_only(node: ast.FunctionDef | ast.AsyncFunctionDef, own: set[str]) -> tuple[str, ...]:
+    """The parameters in ``own`` every read of which is a whole argument of a call."""
+    loads: dict[str, int] = {}
+    whole: dict[str, int] = {}
+    for stmt in node.body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in own:
+                loads[n.id] = loads.get(n.id, 0) + 1
+            elif isinstance(n, ast.Call):
+                for a in [*n.args, *(k.value for k in n.keywords)]:
+                    a = a.value if isinstance(a, ast.Starred) else a
+                    if isinstance(a, ast.Name) and a.id in own:
+                        whole[a.id] = whole.get(a.id, 0) + 1
+    return tuple(sorted(p for p in own if loads.get(p, 0) == whole.get(p, 0)))
 
 
 def _resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:

@@ -35,13 +35,15 @@ RUNNERS = ("v1", "v2")
 
 
 def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
-    """``FIELD=VALUE``: the value is read as JSON (3, true, null, [..]) or else as a string."""
+    """``FIELD=VALUE``: the value is read as JSON (3, true, null, [..]) or else as a string; a
+    dotted FIELD sets a field of a nested config (``text_config.num_nextn_predict_layers=3``)."""
     out: list[tuple[str, Any]] = []
     for item in values:
         name, sep, raw = item.partition("=")
         name = name.strip()
-        if not sep or not name.isidentifier():
-            raise UsageError(f"--set takes FIELD=VALUE (a Python identifier, '='), got {item!r}")
+        if not sep or not all(part.isidentifier() for part in name.split(".")):
+            raise UsageError(f"--set takes FIELD=VALUE (a Python identifier, dotted for a nested config, '='), "
+                             f"got {item!r}")
         try:
             value = json.loads(raw)
         except ValueError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -72,15 +72,14 @@ class FactoryRuns(DispatchPart):
                 # What the override code writes for this family (literals), then --set.
                 fields.update(self.provider.family_facts.family_fields(setting.architecture))
                 fields[field_name] = [setting.architecture]
-                computed = self._family_computed(setting.architecture, {**fields, **dict(setting.fields)}, notes)
+                computed = self._family_computed(setting.architecture, set_fields(fields, setting.fields), notes)
                 fields.update({k: v for k, v in computed.items() if k not in fields})
-            fields.update(dict(setting.fields))
+            fields = set_fields(fields, setting.fields)
             given = Obj(hf_label, fields, closed=True)
             return self._derived(given, notes), [], notes
         data = json.loads(setting.target_config)
         hf = to_obj(hf_label, data)
-        for k, v in setting.fields:
-            hf.fields[k] = v
+        hf.fields = set_fields(hf.fields, setting.fields)
         decisions: list[Decision] = []
         ev = self.evaluator()
         for okey in self.provider.location.overrides():
@@ -321,3 +320,20 @@ def _branch_at(body: tuple[Stmt, ...], line: int) -> SIf | None:
 def _cut_decision(fkey: FuncKey, line: int, note: str) -> Decision:
     """A decision of unknown value standing for a cut on the way to a drafter build."""
     return Decision(fkey[0], line, fkey[1], f"<{note}>", None, (), CUT + note, None)
+
+
+def set_fields(fields: dict[str, Value], given: tuple[tuple[str, Any], ...]) -> dict[str, Value]:
+    """``fields`` with the given ones set (a new dict): a dotted name sets a field of the
+    config nested under its first parts (``text_config.num_nextn_predict_layers``: the text
+    config of a multimodal checkpoint, made when the draft config has none)."""
+    out = dict(fields)
+    for name, value in given:
+        *holders, last = name.split(".")
+        at = out
+        for h in holders:
+            sub = at.get(h)
+            sub = copy.deepcopy(sub) if isinstance(sub, Obj) else Obj(h, {}, closed=True)
+            at[h] = sub
+            at = sub.fields
+        at[last] = value
+    return out

@@ -25,7 +25,8 @@ class FactoryLocation(DispatchPart):
     def _locate_all(self) -> dict[str, list[FuncKey]]:
         if self._located is not None:
             return self._located
-        names = sorted({n for ns in self.config.dispatch_factories.values() for n in ns} | set(self.config.config_overrides))
+        names = sorted({n for ns in self.config.dispatch_factories.values() for n in ns} | set(self.config.config_overrides)
+                       | {n for ns in self.config.runner_validations.values() for n in ns})
         found: dict[str, list[FuncKey]] = {n: [] for n in names}
 
         def scan_facts(path: str) -> None:
@@ -91,6 +92,11 @@ class FactoryLocation(DispatchPart):
                 if fn is not None and self.provider.family_facts.writes_override_field(fn.body):
                     out.append(k)
         return out
+
+    def runner_validations(self, runner: str) -> list[FuncKey]:
+        """The runner's own validation functions (``runner-validations``) in the tree."""
+        located = self._locate_all()
+        return [k for n in self.config.runner_validations.get(runner, []) for k in located.get(n, [])]
 
     def spec_config_class(self) -> ClassKey | None:
         """The class holding the override function: its methods are the predicates."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...index.index import ClassKey
+from .constructors import fixed_layer_count
 from .part import DispatchPart
 
 
@@ -22,9 +23,19 @@ class RegistryLookup(DispatchPart):
         return sorted(out.items())
 
     def layer_count_field(self, arch: str, platform: str) -> str | None:
+        """The field sizing the architecture's MTP layers, dotted under the nested config the
+        model reads it from (``text_config.num_nextn_predict_layers``; :mod:`.count_holder`)."""
         model = self.model_class_for(arch, platform)
-        fields = self.reach.layer_count_fields(model) if model else []
-        return fields[0] if fields else None
+        if model is None:
+            return None
+        if fixed_layer_count(self, model) is not None:
+            # The model builds its layers whatever the config says: the fields its container
+            # reads only place them (an index offset). A checkpoint still states its MTP layer
+            # count where dispatch's count gates read it (a multi-module speculator is chosen
+            # from it): that is the field this model is given.
+            gated = sorted({g.field for g in self.provider.count_gates()})
+            return gated[0] if gated else None
+        return self.provider.count_holder.count_field(model, self.reach.layer_count_fields(model))
 
     def classes_for(self, arch: str) -> list[ClassKey]:
         return [c for c, archs in self.registry.registry() if arch in archs]

@@ -10,6 +10,7 @@ from ...index.index import ClassKey
 from ...model.findings import Hop
 from ..loops import LoopSelection, StepKind
 from ..partial_eval import Obj
+from ..reachability import inert_detail
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
 from .outcomes import StepRaise
 from .constructors import fixed_layer_count
@@ -84,6 +85,11 @@ class Planner(DispatchPart):
         draft_hf = draft.fields.get(self.roles["hf"]) if isinstance(draft, Obj) else None
         rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
                                                                   model)
+        if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
+            rejections = self.provider.runner_checks.rejections(setting.runner, spec)
+        if not rejections and plan.proposer is not None:
+            # Checks the drafter makes while it loads the draft model (:mod:`.load_checks`).
+            rejections = self.provider.load_checks.rejections(plan.proposer, model, build_root)
         notes = list(plan.notes)
         if undecided:
             notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
@@ -155,6 +161,15 @@ class Planner(DispatchPart):
                 return i % n if n else i
             return 0
 
+        if fkind is None and not leg.path.selections and self.reach.step_inert.is_inert(model, leg.path.entered):
+            # The model only hands the step on (:mod:`..step_inert`): the same layer(s) every step;
+            # all the layers of a stack it iterates (no single forward layer unless it builds one).
+            stack = self.reach.step_inert.stack(model)
+            why = f"{loop_label} reaches {model[1]}: {inert_detail(model[1], param, stack)}"
+            if stack and n != 1:
+                why += f" ({n} layers)" if n else " (all of them, however many the config builds)"
+            fl = None if stack and n != 1 else 0
+            return leg.loop, tuple(StepPlan(i, fl, None, Verdict.CONSTANT.value, why) for i in range(setting.k))
         loss = reading.loss
         lost_at = (loss, loss.site, loss.reason) if loss is not None else None
         steps = []

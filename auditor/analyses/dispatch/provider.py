@@ -29,6 +29,9 @@ from .load_routes import LoadRoutes
 from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
 from .stepless import StepFree
+from .count_holder import CountHolder
+from .load_checks import LoadChecks
+from .runner_checks import RunnerChecks
 from .route_values import DispatchRoute, RouteValues
 
 
@@ -57,6 +60,9 @@ class DispatchProvider(Provider):
         self.outcomes = Outcomes(self)
         self.engine_modes = EngineModes(self)
         self.step_free = StepFree(self)
+        self.count_holder = CountHolder(self)
+        self.load_checks = LoadChecks(self)
+        self.runner_checks = RunnerChecks(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()
         self._plan_memo: dict[Setting, tuple[int, Plan]] = {}

@@ -1,0 +1,148 @@
+"""Rejections outside the speculative config's own methods (issue 18), on small trees written
+here (:mod:`trees` shape): the runner's own check of what it supports (V2's
+``VllmConfig._validate_v2_model_runner``: a list collected by guarded appends, raised when
+not empty), and a drafter's check while it loads the draft model (``hasattr`` of a head
+method on the model a registry loader built)."""
+
+from __future__ import annotations
+
+from scan_helpers import write_tree
+from test_layers import planned_scan
+from trees import gate_tree
+
+from auditor.analyses.dispatch import Setting
+
+_VLLM_CONFIG = '''
+from elsewhere import HAS_TRITON
+
+
+class VllmConfig:
+    def _get_v2_model_runner_unsupported_features(self):
+        unsupported = []
+        speculative_config = self.speculative_config
+        if self.parallel_config.pipeline_parallel_size > 1:
+            unsupported.append("pipeline parallelism")
+        if speculative_config is not None:
+            if speculative_config.method == "ngram":
+                unsupported.append("ngram")
+            if speculative_config.parallel_drafting and speculative_config.method != "dflash":
+                unsupported.append("parallel drafting")
+        return unsupported
+
+    def _validate_v2_model_runner(self):
+        if not HAS_TRITON:
+            raise ValueError("Model Runner V2 requires Triton.")
+        unsupported = self._get_v2_model_runner_unsupported_features()
+        if unsupported:
+            raise ValueError(f"Model Runner V2 does not yet support: {', '.join(unsupported)}")
+'''
+
+_LOADING = '''
+    def load_model(self):
+        self.model = get_model(self.vllm_config)
+        self._check_head()
+
+    def _check_head(self):
+        if self.use_local_argmax:
+            if not hasattr(self.model, "get_top_tokens"):
+                raise ValueError("draft model does not implement get_top_tokens()")
+'''
+
+
+def _files(drafter_extra: str = "", model_extra: str = "", model_bases: str = "nn.Module") -> dict[str, str]:
+    files = gate_tree()
+    files["vllm/config/vllm.py"] = _VLLM_CONFIG
+    spec = files["vllm/spec_decode/speculators.py"]
+    spec = spec.replace('''    def load_model(self):
+        self.model = get_model(self.vllm_config)
+''', _LOADING).replace('''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+''', '''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+        self.use_local_argmax = vllm_config.speculative_config.use_local_argmax_reduction
+''')
+    files["vllm/spec_decode/speculators.py"] = spec + drafter_extra
+    model = files["vllm/models/deep_mtp.py"].replace("class DeepMTP(nn.Module):", f"class DeepMTP({model_bases}):")
+    files["vllm/models/deep_mtp.py"] = model + model_extra
+    return files
+
+
+def _plans(tmp_path, settings: list[Setting], **variant: str):
+    root = write_tree(tmp_path / "t", _files(**variant))
+    return planned_scan(root, settings)[1]
+
+
+def _deep(runner: str, **options: object) -> Setting:
+    return Setting(runner, 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),),
+                   options=tuple(sorted(options.items())))
+
+
+def test_v2_rejects_what_its_runner_check_collects_with_the_message_and_line(tmp_path):
+    plans = _plans(tmp_path, [_deep("v2", parallel_drafting=True), _deep("v2", parallel_drafting=False),
+                              _deep("v2"), _deep("v1", parallel_drafting=True)])
+    rejected, off, unset, v1 = plans
+    assert rejected.outcome == "rejected", rejected.steps
+    r = rejected.rejections[0]
+    assert (r.path, r.line, r.function) == ("vllm/config/vllm.py", 23, "VllmConfig._validate_v2_model_runner")
+    assert "Model Runner V2 does not yet support" in r.message and "(unsupported: parallel drafting)" in r.message
+    # Decided against, or unknown (an option the configuration leaves unset): a plan.
+    assert off.outcome == "plan" and unset.outcome == "plan"
+    assert v1.outcome == "plan"  # V1 does not run V2's check
+
+
+def test_a_drafter_rejects_a_draft_model_without_the_head_method_it_needs(tmp_path):
+    plans = _plans(tmp_path, [_deep("v2", use_local_argmax_reduction=True), _deep("v2", use_local_argmax_reduction=False)])
+    assert plans[0].outcome == "rejected", plans[0].steps
+    r = plans[0].rejections[0]
+    assert (r.path, r.function, r.when) == ("vllm/spec_decode/speculators.py", "MultiModuleSpeculator._check_head", "load")
+    assert "does not implement get_top_tokens()" in r.message
+    assert plans[1].outcome == "plan"
+
+
+def test_a_model_with_the_head_method_or_a_base_the_tree_does_not_hold_is_not_rejected(tmp_path):
+    has = _plans(tmp_path / "a", [_deep("v2", use_local_argmax_reduction=True)],
+                 model_extra="\n    def get_top_tokens(self, x):\n        return x\n")
+    assert has[0].outcome == "plan"
+    foreign = _plans(tmp_path / "b", [_deep("v2", use_local_argmax_reduction=True)], model_bases="nn.Module, Mixin")
+    assert foreign[0].outcome == "plan"  # Mixin (not in the tree) may define it: unknown
+
+
+def test_a_check_the_drafter_overrides_away_is_not_reached(tmp_path):
+    # The shape of Step3p5MTPProposer._maybe_share_lm_head in vLLM 0.29.0: a bare return.
+    override = '''
+
+class SkippingSpeculator(MultiModuleSpeculator):
+    def _check_head(self):
+        return
+'''
+    files = _files(drafter_extra=override)
+    files["vllm/spec_decode/__init__.py"] = files["vllm/spec_decode/__init__.py"].replace(
+        "import MultiModuleSpeculator\n\n        return MultiModuleSpeculator(", "import SkippingSpeculator\n\n        return SkippingSpeculator(")
+    plan = planned_scan(write_tree(tmp_path / "t", files), [_deep("v2", use_local_argmax_reduction=True)])[1][0]
+    assert plan.proposer is not None and plan.proposer[1] == "SkippingSpeculator"
+    assert plan.outcome == "plan", plan.rejections
+
+
+def test_an_undecided_test_whose_other_arm_raises_too_still_rejects(tmp_path):
+    # V2's DraftModelSpeculator._validate_local_argmax_reduction (0.26.0): an early raise on an
+    # option the configuration leaves unset, then the head check: rejected by one of the two.
+    check = '''
+    def _check_head(self):
+        if not self.use_local_argmax:
+            return
+        if self.sample_method == "probabilistic":
+            raise ValueError("not compatible with probabilistic sampling")
+        if not hasattr(self.model, "get_top_tokens"):
+            raise ValueError("draft model does not implement get_top_tokens()")
+'''
+    files = _files()
+    spec = files["vllm/spec_decode/speculators.py"]
+    start = spec.index("    def _check_head(self):")
+    end = spec.index("    def propose", start)
+    spec = spec[:start] + check.lstrip("\n") + "\n" + spec[end:]
+    files["vllm/spec_decode/speculators.py"] = spec.replace(
+        "        self.use_local_argmax = vllm_config.speculative_config.use_local_argmax_reduction\n",
+        "        self.use_local_argmax = vllm_config.speculative_config.use_local_argmax_reduction\n"
+        "        self.sample_method = vllm_config.speculative_config.draft_sample_method\n")
+    root = write_tree(tmp_path / "t", files)
+    on, off = planned_scan(root, [_deep("v2", use_local_argmax_reduction=True), _deep("v2")])[1]
+    assert on.outcome == "rejected" and "get_top_tokens" in on.rejections[0].message, on.steps
+    assert off.outcome == "plan"  # the first test is undecided and its other arm returns: no rejection
