@@ -41,8 +41,9 @@ _MISSING.update({
     "v026-v2-gemma4-arch-4layers-k2": f"{_OVERRIDE_NOT_RUN}; {_ALL_LAYERS}",
     "v027-v1-gemma4-arch-4layers-k2-localargmax-centroids": f"{_OVERRIDE_NOT_RUN}; {_ALL_LAYERS}",
     "v026-v1-step3p5-arch-2layers-k2-localargmax": _MISSING_HEAD,
-    "v026-v2-inkling-target-3depths-k1-localargmax": ("a dict-valued config field read with .get() "
-                                                      "(mtp_config.get(\"num_nextn_predict_layers\", 0)) is unknown"),
+    "v026-v2-inkling-target-3depths-k1-localargmax": ("a container read at a constant key (self.layers[\"0\"]) in a forward "
+                                                      "that reads the step only to raise for a step above 0 is not a fixed "
+                                                      "selection: unknown"),
     "v027-v1-longcat-target-1layer-k3-paralleldrafting": ("a raise under an if in the drafter's __init__ (parallel drafting "
                                                           "without pard_token) is not read: its guards are not evaluable facts"),
 })

@@ -282,3 +282,23 @@ def test_a_fork_copies_values_as_the_generic_deepcopy_did():
     joined = join([p, q], "joined here")
     n = joined.env["spec"].fields["hf"].fields["n"]
     assert isinstance(n, Unknown) and n.reason.endswith("joined here") and n.upper is None
+
+
+MAPPING_GET = """
+def depths(hf_config):
+    mtp_config = getattr(hf_config, "mtp_config", None) or {}
+    return mtp_config.get("num_nextn_predict_layers", 0)
+"""
+
+
+def test_get_on_a_nested_mapping_of_a_config_reads_its_field_or_the_default():
+    from auditor.analyses.dispatch.syntax import to_obj
+
+    hf = to_obj("hf_config", {"mtp_config": {"num_nextn_predict_layers": 3}})
+    assert _returned(MAPPING_GET, "depths", hf_config=hf) == 3
+    assert _returned(MAPPING_GET, "depths", hf_config=to_obj("hf_config", {"mtp_config": {}})) == 0  # closed: default
+    assert _returned(MAPPING_GET, "depths", hf_config=to_obj("hf_config", {})) == 0  # a real {}: dict.get
+    # An open mapping (fields not given may be there) stays unknown.
+    open_hf = Obj("hf_config", {"mtp_config": Obj("hf_config.mtp_config", {})}, closed=True)
+    value = _returned(MAPPING_GET, "depths", hf_config=open_hf)
+    assert isinstance(value, Unknown) and "num_nextn_predict_layers" in value.reason

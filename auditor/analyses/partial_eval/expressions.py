@@ -286,6 +286,10 @@ class ExpressionEvaluator:
             owner = self.eval(f.value, p, key, depth)
             if isinstance(owner, Obj) and f.attr == "update" and len(e.args) <= 1:
                 return self._update(owner, e, p, key, depth, text)
+            if isinstance(owner, Obj) and f.attr == "get" and owner.cls is None and 1 <= len(e.args) <= 2 and not e.keywords:
+                got = self._mapping_get(owner, e, p, key, depth)
+                if got is not NOT_BUILTIN:
+                    return got  # type: ignore[return-value]
             if isinstance(owner, (Obj, ClassRef)):
                 cls = owner.cls
                 found = self.world.method(cls, f.attr) if cls is not None else None
@@ -330,6 +334,24 @@ class ExpressionEvaluator:
             if target_fn is not None:
                 return self._invoke(callee.key, target_fn, e, p, key, depth, callee.self_obj)
         return self._opaque_call(e, p, key, depth, [callee], text)
+
+    def _mapping_get(self, owner: Obj, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value | object:
+        """``d.get("k"[, default])`` on a config object of no class of the tree: a nested mapping
+        of a config (``mtp_config`` in a config.json), which code reads with ``.get`` only when
+        it is a plain dict at run time (``dict.get`` changes nothing). A field it has is its
+        value; one a closed object lacks is the default; otherwise unknown. A key that is not
+        a string literal is not modelled (nothing evaluated: the generic call path runs)."""
+        first = e.args[0]
+        if not (isinstance(first, PConst) and isinstance(first.value, str)):
+            return NOT_BUILTIN
+        name = first.value
+        default = self.eval(e.args[1], p, key, depth) if len(e.args) == 2 else None
+        p.reads.append(f"{owner.label}.{name}")
+        if name in owner.fields:
+            return owner.fields[name]
+        if owner.closed and name not in owner.roles:
+            return default
+        return Unknown(f"{owner.label}.get({name!r})")
 
     def _forget(self, target: PExpr, p: Path, key: tuple[str, str], depth: int, text: str) -> None:
         if isinstance(target, PName):
