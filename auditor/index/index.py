@@ -113,6 +113,7 @@ class Index(PatchTable):
                 self.packages.add(".".join(parts[:i]))
         self._file_set = set(self.files)
         self.facts: dict[str, ModuleFacts | None] = {}
+        self.facts_keys: dict[str, str] = {}  # path -> its facts-cache key (auditor.engine.prepared records it)
         self.problems: dict[str, Problem] = {}
         for path, kind, msg in tree.problems():
             self.problems[path] = Problem(path, kind, msg)
@@ -130,8 +131,10 @@ class Index(PatchTable):
         # Issue 12: words whose files the capture analysis asks for, noted while the seeds
         # are read (one pass over the tree instead of two).
         self._premark = [w.encode() for w in config.graph_capture_apis]
-        self._premarked: dict[bytes, list[str]] = {w: [] for w in self._premark}
-        self._premark_done = False
+        # Public so that an index of the same tree content can be restored without the seeds' pass
+        # (auditor.engine.prepared).
+        self.premarked: dict[bytes, list[str]] = {w: [] for w in self._premark}
+        self.premark_done = False
         PatchTable.__init__(self)
 
     # -- loading -------------------------------------------------------
@@ -158,7 +161,7 @@ class Index(PatchTable):
             + rb")\b"
         )
         pending: list[tuple[str, bytes, str]] = []
-        self._premark_done = True
+        self.premark_done = True
         files = self.files
         narrow = getattr(self.tree, "files_containing", None)
         if narrow is not None:
@@ -174,7 +177,7 @@ class Index(PatchTable):
                 self.suppression_files.append(path)
             for word in self._premark:
                 if word in data:
-                    self._premarked[word].append(path)
+                    self.premarked[word].append(path)
             if any(n in data for n in always) or (any(c in data for c in counts) and loop.search(data)):
                 self.seeds.append(path)
                 pending.append((path, data, content_key(data, path)))
@@ -186,8 +189,8 @@ class Index(PatchTable):
         finds graph wrappers and the places that install them this way."""
         if not words:
             return []
-        if self._premark_done and all(w in self._premarked for w in words):
-            return sorted({p for w in words for p in self._premarked[w]})
+        if self.premark_done and all(w in self.premarked for w in words):
+            return sorted({p for w in words for p in self.premarked[w]})
         files = self.files
         narrow = getattr(self.tree, "files_containing", None)
         if narrow is not None:
@@ -207,6 +210,7 @@ class Index(PatchTable):
         todo: list[tuple[str, bytes, str, bool]] = []
         keys: dict[str, str] = {}
         for path, data, key in pending:
+            self.facts_keys[path] = key
             cached = self.cache.get(key, path)
             if cached is not None:
                 self.facts[path] = cached
@@ -231,6 +235,23 @@ class Index(PatchTable):
                 continue
             self.facts[path] = facts
             self.cache.put(keys[path], facts)
+
+    def load_keyed(self, path: str, key: str) -> bool:
+        """Load ``path`` whose bytes have facts-cache key ``key`` (recorded from an index of the
+        same tree content: :mod:`auditor.engine.prepared`), without reading it when the facts
+        cache holds it. False when the file now has other bytes or gives no facts."""
+        if self._frozen:
+            raise IndexFrozen(f"{path} was asked for after the index was frozen")
+        cached = self.cache.get(key, path)
+        if cached is not None:
+            self.facts[path] = cached
+            self.facts_keys[path] = key
+            return True
+        data = self._read(path)
+        if data is None or content_key(data, path) != key:
+            return False
+        self._load_many([(path, data, key)])
+        return self.facts.get(path) is not None
 
     def freeze(self) -> None:
         """End of the loading phase (called by the engine, once, before the rules run)."""
