@@ -8,14 +8,18 @@ the part of a scan that does not depend on them:
 
 - the files the index held when the loading phase ended, with their facts-cache keys, and
   the index's seeds, suppression files, premarked capture files and problems;
+- the drafters' draft loops the loading phase explored (the dispatch routes' drafters), the
+  attribute and return types it inferred and the capture analysis's answers, as they were found: the most expensive part
+  of a plan, and answers that, found again over all the files at once instead of as they
+  were loaded, could reach other files;
 - per set of files the queries went on to load (the override code a plan evaluates, say),
   the findings of the rules, which run after the queries: every analysis whose answer
   depends on which files are loaded ran in the loading phase, so what the rules find depends
   on the tree and on the files loaded when they run, not on what was asked.
 
-A new question fills the index with the recorded files straight from the facts cache, does
-not run the loading phase's analyses again (what its plans need is computed on demand over
-the same files), asks its queries, and takes the findings recorded for the files its queries
+A new question fills the index with the recorded files straight from the facts cache and
+the drafters' explored loops with the recorded ones, does not run the loading phase's other
+analyses again (what its plans need beyond those is computed on demand over the same files), asks its queries, and takes the findings recorded for the files its queries
 loaded. When no findings were recorded for those (another set of files), the scan starts
 over on the ordinary path and the entry gains them. Neither path runs for platform plugins
 (their patches are installed in the loading phase).
@@ -38,7 +42,10 @@ import msgspec
 from ..common.config import Config
 from ..facts.cache import FactsCache
 from ..index.index import Index
-from ..model.findings import Finding, Problem
+from ..analyses.loops import LoopEntry, LoopResult, LoopSelection, StepKind
+from ..analyses.capture.model import CaptureAnswers
+from ..analyses.types import TypeProvider
+from ..model.findings import Finding, Hop, Problem
 from .result_cache import KeyedFiles, result_key
 
 # Bump when the entry's meaning changes without its records' shape changing.
@@ -58,6 +65,28 @@ class IndexState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     suppression_files: list[str]
     premarked: dict[str, list[str]]
     problems: list[tuple[str, str, str]]
+
+
+class LoopRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One explored draft loop of a drafter (:class:`~auditor.analyses.loops.LoopResult`); the
+    loop itself is the facts' own (by id, in ``func``)."""
+
+    drafter: tuple[str, str]
+    method: tuple[str, str]  # the drafter's method the memo files it under
+    func: tuple[str, str]
+    loop_id: int
+    hop: Hop
+    entries: list[LoopEntry]
+    selections: list[LoopSelection]
+    arrivals: list[tuple[tuple[str, str], str, list[StepKind]]]
+
+
+class TypeMemos(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """:class:`~auditor.analyses.types.TypeProvider`'s answers: (class, attribute) and
+    (function, receiver class) -> classes."""
+
+    attrs: list[tuple[tuple[str, str], str, list[tuple[str, str]]]]
+    returns: list[tuple[tuple[str, str], tuple[str, str] | None, list[tuple[str, str]]]]
 
 
 class FindingRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -80,6 +109,9 @@ class PreparedEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     format: int
     key: str
     index: IndexState
+    loops: list[LoopRecord]
+    types: TypeMemos
+    capture: CaptureAnswers
     variants: list[Variant]
 
     def findings_for(self, extra: Sequence[str]) -> list[Finding] | None:
@@ -106,6 +138,38 @@ def index_state(index: Index) -> IndexState:
         premarked={w.decode("latin-1"): list(ps) for w, ps in index.premarked.items()} if index.premark_done else {},
         problems=[(p.path, p.kind, p.message) for p in index.problems.values()],
     )
+
+
+def loop_records(explored: dict[tuple[tuple[str, str], tuple[str, str], int], LoopResult]) -> list[LoopRecord]:
+    return [LoopRecord(drafter, fkey, r.func, loop_id, r.hop, list(r.entries), list(r.selections),
+                       sorted((f, p, sorted(kinds, key=lambda k: k.value)) for (f, p), kinds in r.arrivals.items()))
+            for (drafter, fkey, loop_id), r in explored.items()]
+
+
+def restore_loops(index: Index, records: Sequence[LoopRecord],
+                  explored: dict[tuple[tuple[str, str], tuple[str, str], int], LoopResult]) -> bool:
+    """Give a drafter-loop memo the recorded results (False: a loop is not in the restored
+    index's facts: a miss)."""
+    for rec in records:
+        fn = index.function(rec.func)
+        loop = next((lp for lp in fn.loops if lp.id == rec.loop_id), None) if fn is not None else None
+        if loop is None:
+            return False
+        explored[(rec.drafter, rec.method, rec.loop_id)] = LoopResult(
+            rec.func, loop, rec.hop, list(rec.entries), list(rec.selections),
+            {(f, p): set(kinds) for f, p, kinds in rec.arrivals})
+    return True
+
+
+def type_memos(types: TypeProvider) -> TypeMemos:
+    attrs, returns = types.memos()
+    return TypeMemos([(c, a, list(v)) for (c, a), v in attrs.items()], [(f, c, list(v)) for (f, c), v in returns.items()])
+
+
+def restore_types(types: TypeProvider, memos: TypeMemos) -> None:
+    attrs, returns = types.memos()
+    attrs.update(((c, a), tuple(v)) for c, a, v in memos.attrs)
+    returns.update(((f, c), tuple(v)) for f, c, v in memos.returns)
 
 
 def restore_index(index: Index, state: IndexState) -> bool:
@@ -168,13 +232,16 @@ class PreparedCache:
             return None
         return entry
 
-    def put(self, key: str, state: IndexState, extra: Sequence[str], findings: Sequence[Finding]) -> None:
+    def put(self, key: str, state: IndexState, loops: list[LoopRecord], types: TypeMemos, capture: CaptureAnswers,
+            extra: Sequence[str], findings: Sequence[Finding]) -> None:
         """Record the findings for the files ``extra`` the queries loaded beyond ``state``'s,
         beside those an entry for the same loading phase holds already."""
         variant = Variant(list(extra), record_findings(findings))
         old = self.get(key)
-        kept = [v for v in old.variants if set(v.extra) != set(extra)] if old is not None and old.index == state else []
-        entry = PreparedEntry(PREPARED_FORMAT, key, state, (kept + [variant])[-MAX_VARIANTS:])
+        same = (old is not None and old.index == state and old.loops == loops and old.types == types
+                and old.capture == capture)
+        kept = [v for v in old.variants if set(v.extra) != set(extra)] if old is not None and same else []
+        entry = PreparedEntry(PREPARED_FORMAT, key, state, loops, types, capture, (kept + [variant])[-MAX_VARIANTS:])
         self.files.write(key, _encoder.encode(entry).decode("utf-8"))
 
 

@@ -27,7 +27,8 @@ from ..common.gc_pause import cyclic_gc_paused
 from ..index.index import Index, default_workers
 from ..model.findings import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
-from .prepared import PreparedCache, PreparedEntry, index_state, restore_index, usable
+from .prepared import (PreparedCache, PreparedEntry, index_state, loop_records, restore_index, restore_loops,
+                       restore_types, type_memos, usable)
 from ..source.trees import SourceTree
 from ..facts.suppressions import SuppressionProblem, parse_suppressions
 from .suppress import apply_suppressions
@@ -66,7 +67,7 @@ def tree_digest(tree: SourceTree, cache_root: Path | None = None) -> str:
     earlier command are not read again (:mod:`auditor.source.sha_memo`)."""
     from ..source.trees import DirectoryTree
 
-    if cache_root is not None and isinstance(tree, DirectoryTree):
+    if cache_root is not None and isinstance(tree, DirectoryTree) and not tree.has_every_blob_sha():
         from ..source.sha_memo import ShaMemo
 
         memo = ShaMemo(cache_root, tree)
@@ -150,6 +151,9 @@ def run_scan(
     analysis = Analysis(index, config)
     analysis.prepare()
     state = index_state(index) if pkey is not None else None
+    loops = loop_records(analysis.dispatch.drafting.explored_loops()) if pkey is not None else []
+    types = type_memos(analysis.types) if pkey is not None else None
+    capture = analysis.capture.answers() if pkey is not None else None
     for query in queries:  # a command's own questions that may load files (issue 11: layers)
         query.ask(analysis)
     index.freeze()
@@ -174,8 +178,8 @@ def run_scan(
     timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits}
     if key is not None and results is not None:
         results.put(key, result)
-    if pkey is not None and prepared is not None and state is not None:
-        prepared.put(pkey, state, list(index.facts)[len(state.files):], result.findings)
+    if pkey is not None and prepared is not None and state is not None and types is not None and capture is not None:
+        prepared.put(pkey, state, loops, types, capture, list(index.facts)[len(state.files):], result.findings)
     return Scan(result, analysis, timing)
 
 
@@ -189,6 +193,10 @@ def _scan_prepared(tree: SourceTree, config: Config, cache: FactsCache | None, w
     if not restore_index(index, entry.index):
         return None
     analysis = Analysis(index, config)
+    if not restore_loops(index, entry.loops, analysis.dispatch.drafting.explored_loops()):
+        return None
+    restore_types(analysis.types, entry.types)
+    analysis.capture.restore(entry.capture)
     from ..analyses import PluginProvider
 
     plugins = analysis.get(PluginProvider)

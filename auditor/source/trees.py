@@ -177,6 +177,10 @@ class DirectoryTree:
         self._blob_shas[relpath] = sha
         self._blob_idents[relpath] = ident
 
+    def has_every_blob_sha(self) -> bool:
+        """Whether every listed file's blob id is known already (a digest then reads nothing)."""
+        return all(p in self._blob_shas for p in self.python_files())
+
     def known_blob_shas(self) -> dict[str, tuple[tuple[int, int, int, int], str]]:
         """Blob ids taken from settled files, with the identity on disk each had then."""
         return {p: (ident, self._blob_shas[p]) for p, ident in self._blob_idents.items() if p in self._blob_shas}
