@@ -9,7 +9,8 @@ the part of a scan that does not depend on them:
 - the files the index held when the loading phase ended, with their facts-cache keys, and
   the index's seeds, suppression files, premarked capture files and problems;
 - the drafters' draft loops the loading phase explored (the dispatch routes' drafters), the
-  attribute and return types it inferred and the capture analysis's answers, as they were found: the most expensive part
+  attribute and return types it inferred, the registry's classes, where the dispatch
+  factories are and the capture analysis's answers, as they were found: the most expensive part
   of a plan, and answers that, found again over all the files at once instead of as they
   were loaded, could reach other files;
 - per set of files the queries went on to load (the override code a plan evaluates, say),
@@ -42,6 +43,7 @@ import msgspec
 from ..common.config import Config
 from ..facts.cache import FactsCache
 from ..index.index import Index
+from ..analyses.analysis import Analysis
 from ..analyses.loops import LoopEntry, LoopResult, LoopSelection, StepKind
 from ..analyses.capture.model import CaptureAnswers
 from ..analyses.types import TypeProvider
@@ -89,6 +91,14 @@ class TypeMemos(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     returns: list[tuple[tuple[str, str], tuple[str, str] | None, list[tuple[str, str]]]]
 
 
+class DispatchAnswers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The registry's classes and the dispatch factories' and overrides' locations."""
+
+    registry: list[tuple[tuple[str, str], list[str]]] | None
+    model_classes: list[tuple[str, str]] | None
+    located: dict[str, list[tuple[str, str]]] | None
+
+
 class FindingRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A finding with what its JSON leaves out (identity key, meaning): a plan cites it."""
 
@@ -105,13 +115,20 @@ class Variant(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     findings: list[FindingRecord]
 
 
-class PreparedEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    format: int
-    key: str
+class LoadingPhase(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a scan's loading phase left behind (none of it reads a command's question)."""
+
     index: IndexState
     loops: list[LoopRecord]
     types: TypeMemos
     capture: CaptureAnswers
+    dispatch: DispatchAnswers
+
+
+class PreparedEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    format: int
+    key: str
+    phase: LoadingPhase
     variants: list[Variant]
 
     def findings_for(self, extra: Sequence[str]) -> list[Finding] | None:
@@ -191,6 +208,29 @@ def restore_index(index: Index, state: IndexState) -> bool:
     return True
 
 
+def record_phase(analysis: Analysis) -> LoadingPhase:
+    """The loading phase's state, taken when it ends (before any query is asked)."""
+    registry, model_classes = analysis.registry.registered()
+    return LoadingPhase(index_state(analysis.index), loop_records(analysis.dispatch.drafting.explored_loops()),
+                        type_memos(analysis.types), analysis.capture.answers(),
+                        DispatchAnswers(registry, model_classes, analysis.dispatch.location.located()))
+
+
+def restore_phase(analysis: Analysis, phase: LoadingPhase) -> bool:
+    """A fresh scan's index and analyses given the recorded loading phase (False: the index
+    cannot be the recorded one: a miss)."""
+    if not restore_index(analysis.index, phase.index):
+        return False
+    if not restore_loops(analysis.index, phase.loops, analysis.dispatch.drafting.explored_loops()):
+        return False
+    restore_types(analysis.types, phase.types)
+    analysis.capture.restore(phase.capture)
+    analysis.registry.restore(phase.dispatch.registry, phase.dispatch.model_classes)
+    if phase.dispatch.located is not None:
+        analysis.dispatch.location.restore_located(phase.dispatch.located)
+    return True
+
+
 def record_findings(findings: Sequence[Finding]) -> list[FindingRecord]:
     return [FindingRecord(f.to_json(), f.fingerprint_key, f.callee_key, f.meaning.value if f.meaning else None)
             for f in findings]
@@ -232,16 +272,13 @@ class PreparedCache:
             return None
         return entry
 
-    def put(self, key: str, state: IndexState, loops: list[LoopRecord], types: TypeMemos, capture: CaptureAnswers,
-            extra: Sequence[str], findings: Sequence[Finding]) -> None:
-        """Record the findings for the files ``extra`` the queries loaded beyond ``state``'s,
+    def put(self, key: str, phase: LoadingPhase, extra: Sequence[str], findings: Sequence[Finding]) -> None:
+        """Record the findings for the files ``extra`` the queries loaded beyond ``phase``'s,
         beside those an entry for the same loading phase holds already."""
         variant = Variant(list(extra), record_findings(findings))
         old = self.get(key)
-        same = (old is not None and old.index == state and old.loops == loops and old.types == types
-                and old.capture == capture)
-        kept = [v for v in old.variants if set(v.extra) != set(extra)] if old is not None and same else []
-        entry = PreparedEntry(PREPARED_FORMAT, key, state, loops, types, capture, (kept + [variant])[-MAX_VARIANTS:])
+        kept = [v for v in old.variants if set(v.extra) != set(extra)] if old is not None and old.phase == phase else []
+        entry = PreparedEntry(PREPARED_FORMAT, key, phase, (kept + [variant])[-MAX_VARIANTS:])
         self.files.write(key, _encoder.encode(entry).decode("utf-8"))
 
 

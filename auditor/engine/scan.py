@@ -27,8 +27,7 @@ from ..common.gc_pause import cyclic_gc_paused
 from ..index.index import Index, default_workers
 from ..model.findings import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
-from .prepared import (PreparedCache, PreparedEntry, index_state, loop_records, restore_index, restore_loops,
-                       restore_types, type_memos, usable)
+from .prepared import PreparedCache, PreparedEntry, record_phase, restore_phase, usable
 from ..source.trees import SourceTree
 from ..facts.suppressions import SuppressionProblem, parse_suppressions
 from .suppress import apply_suppressions
@@ -150,10 +149,7 @@ def run_scan(
     say(f"analysing ({len(index.seeds)} seed files)")
     analysis = Analysis(index, config)
     analysis.prepare()
-    state = index_state(index) if pkey is not None else None
-    loops = loop_records(analysis.dispatch.drafting.explored_loops()) if pkey is not None else []
-    types = type_memos(analysis.types) if pkey is not None else None
-    capture = analysis.capture.answers() if pkey is not None else None
+    phase = record_phase(analysis) if pkey is not None else None
     for query in queries:  # a command's own questions that may load files (issue 11: layers)
         query.ask(analysis)
     index.freeze()
@@ -178,8 +174,8 @@ def run_scan(
     timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits}
     if key is not None and results is not None:
         results.put(key, result)
-    if pkey is not None and prepared is not None and state is not None and types is not None and capture is not None:
-        prepared.put(pkey, state, loops, types, capture, list(index.facts)[len(state.files):], result.findings)
+    if pkey is not None and prepared is not None and phase is not None:
+        prepared.put(pkey, phase, list(index.facts)[len(phase.index.files):], result.findings)
     return Scan(result, analysis, timing)
 
 
@@ -190,13 +186,9 @@ def _scan_prepared(tree: SourceTree, config: Config, cache: FactsCache | None, w
     those (or the index cannot be restored). The result holds the findings and problems only
     (the commands that pass an entry read nothing else)."""
     index = Index(tree, config, cache, workers if workers is not None else default_workers())
-    if not restore_index(index, entry.index):
-        return None
     analysis = Analysis(index, config)
-    if not restore_loops(index, entry.loops, analysis.dispatch.drafting.explored_loops()):
+    if not restore_phase(analysis, entry.phase):
         return None
-    restore_types(analysis.types, entry.types)
-    analysis.capture.restore(entry.capture)
     from ..analyses import PluginProvider
 
     plugins = analysis.get(PluginProvider)
@@ -204,7 +196,7 @@ def _scan_prepared(tree: SourceTree, config: Config, cache: FactsCache | None, w
     for query in queries:
         query.ask(analysis)
     plugins.settle_loaded()
-    findings = entry.findings_for(list(index.facts)[len(entry.index.files):])
+    findings = entry.findings_for(list(index.facts)[len(entry.phase.index.files):])
     if findings is None:
         return None
     index.freeze()

@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..facts.cache import FactsCache, content_key
 from ..common.config import Config
@@ -88,6 +88,48 @@ def _extract_worker(args: tuple[str, bytes, str, bool]) -> tuple[str, ModuleFact
         return path, None, ("parse-error", str(exc))
 
 
+class LazyFacts(dict[str, "ModuleFacts | None"]):
+    """The index's facts by path, where some are decoded only when first read: an index
+    restored from :mod:`auditor.engine.prepared` holds every file the recorded one held, and a
+    new question reads less than half of them. ``path in facts`` and the order of the paths
+    are those of the loaded files whether decoded or not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[str, Callable[[], "ModuleFacts | None"]] = {}
+
+    def defer(self, path: str, decode: Callable[[], "ModuleFacts | None"]) -> None:
+        super().__setitem__(path, None)
+        self._pending[path] = decode
+
+    def _ready(self, path: str) -> None:
+        decode = self._pending.pop(path, None)
+        if decode is not None:
+            super().__setitem__(path, decode())
+
+    def __getitem__(self, path: str) -> "ModuleFacts | None":
+        self._ready(path)
+        return super().__getitem__(path)
+
+    def get(self, path: str, default: "ModuleFacts | None" = None) -> "ModuleFacts | None":  # type: ignore[override]
+        self._ready(path)
+        return super().get(path, default)
+
+    def __setitem__(self, path: str, facts: "ModuleFacts | None") -> None:
+        self._pending.pop(path, None)
+        super().__setitem__(path, facts)
+
+    def values(self) -> Any:
+        for path in list(self._pending):
+            self._ready(path)
+        return super().values()
+
+    def items(self) -> Any:
+        for path in list(self._pending):
+            self._ready(path)
+        return super().items()
+
+
 class Index(PatchTable):
     """The facts of one tree's modules, loaded on demand until :meth:`freeze`, and the
     lookups over them (imports, symbols, classes, methods, MRO); plugin patches are
@@ -112,7 +154,7 @@ class Index(PatchTable):
             for i in range(1, len(parts)):
                 self.packages.add(".".join(parts[:i]))
         self._file_set = set(self.files)
-        self.facts: dict[str, ModuleFacts | None] = {}
+        self.facts: LazyFacts = LazyFacts()
         self.facts_keys: dict[str, str] = {}  # path -> its facts-cache key (auditor.engine.prepared records it)
         self.problems: dict[str, Problem] = {}
         for path, kind, msg in tree.problems():
@@ -239,12 +281,13 @@ class Index(PatchTable):
     def load_keyed(self, path: str, key: str) -> bool:
         """Load ``path`` whose bytes have facts-cache key ``key`` (recorded from an index of the
         same tree content: :mod:`auditor.engine.prepared`), without reading it when the facts
-        cache holds it. False when the file now has other bytes or gives no facts."""
+        cache holds it; its facts are decoded when first read. False when the file now has
+        other bytes or gives no facts."""
         if self._frozen:
             raise IndexFrozen(f"{path} was asked for after the index was frozen")
-        cached = self.cache.get(key, path)
-        if cached is not None:
-            self.facts[path] = cached
+        payload = self.cache.payload(key)
+        if payload is not None:
+            self.facts.defer(path, lambda: self._decoded(path, key, payload))
             self.facts_keys[path] = key
             return True
         data = self._read(path)
@@ -252,6 +295,18 @@ class Index(PatchTable):
             return False
         self._load_many([(path, data, key)])
         return self.facts.get(path) is not None
+
+    def _decoded(self, path: str, key: str, payload: bytes) -> ModuleFacts | None:
+        """The facts of a verified cache entry; extracted from the file again should the entry
+        be of another build (its key names this build's extractor and schema: not expected)."""
+        facts = self.cache.decode(key, path, payload)
+        if facts is not None:
+            return facts
+        data = self._read(path)  # pragma: no cover - see above
+        if data is None or content_key(data, path) != key:  # pragma: no cover
+            return None
+        mod, is_pkg = module_name(path)  # pragma: no cover
+        return _extract_worker((path, data, mod, is_pkg))[1]  # pragma: no cover
 
     def freeze(self) -> None:
         """End of the loading phase (called by the engine, once, before the rules run)."""

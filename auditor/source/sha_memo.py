@@ -5,7 +5,9 @@ As in git's index: a file's blob id is reused while its inode, size, modificatio
 times are the ones it had when it was read, and only for a file that had not changed for
 :data:`~auditor.source.trees.SETTLED_NS` before it was read (a rewrite within the file
 system's clock tick could keep its times). A file rewritten since is read again; the change
-time cannot be set back from user space, so an edit always shows. One entry per tree root;
+time cannot be set back from user space, so an edit always shows. A release this tool unpacked
+into its own cache (``DirectoryTree.immutable``) is never changed: its listing and blob ids are
+taken as recorded, without looking at the disk. One entry per tree root;
 sealed (:mod:`auditor.common.cache_entry`) msgspec JSON: a truncated, edited or foreign entry
 is a miss (every file is read), never trusted.
 """
@@ -36,6 +38,9 @@ class ShaMemoEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     format: int
     root: str
     blobs: list[KnownBlob]
+    # An immutable tree's listing and its problems (None for any other tree: listed every time).
+    files: list[str] | None = None
+    problems: list[tuple[str, str, str]] | None = None
 
 
 _decoder = msgspec.json.Decoder(ShaMemoEntry)
@@ -47,7 +52,8 @@ class ShaMemo:
 
     def __init__(self, cache_root: Path | None, tree: DirectoryTree) -> None:
         self.tree = tree
-        self.key = hashlib.sha256(f"tree-shas:{SHA_MEMO_FORMAT}:{tree.root}:{','.join(tree.packages)}".encode()).hexdigest()
+        ident = f"tree-shas:{SHA_MEMO_FORMAT}:{tree.root}:{','.join(tree.packages)}:{'immutable' if tree.immutable else 'dir'}"
+        self.key = hashlib.sha256(ident.encode()).hexdigest()
         self.path = cache_root / "tree-shas" / self.key[:2] / f"{self.key}.json" if cache_root is not None else None
         self.reused = 0
 
@@ -69,6 +75,15 @@ class ShaMemo:
         except (ValueError, msgspec.DecodeError, RecursionError):
             self._discard()
             return
+        if self.tree.immutable and entry.files is not None and entry.problems is not None:
+            if self.tree.listed() is None:
+                self.tree.adopt_listing(entry.files, entry.problems)
+            listed = set(self.tree.python_files())
+            for blob in entry.blobs:
+                if blob.path in listed:
+                    self.tree.know_blob_sha(blob.path, blob.sha, blob.ident)
+                    self.reused += 1
+            return
         listed = set(self.tree.python_files())
         for blob in entry.blobs:
             if blob.path not in listed:
@@ -88,7 +103,9 @@ class ShaMemo:
         settled_before = time.time_ns() - SETTLED_NS
         blobs = [KnownBlob(p, ident, sha) for p, (ident, sha) in sorted(self.tree.known_blob_shas().items())
                  if max(ident[2], ident[3]) < settled_before]
-        entry = ShaMemoEntry(SHA_MEMO_FORMAT, str(self.tree.root), blobs)
+        listing = self.tree.listed() if self.tree.immutable else None
+        entry = ShaMemoEntry(SHA_MEMO_FORMAT, str(self.tree.root), blobs,
+                             listing[0] if listing else None, listing[1] if listing else None)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.path, seal(self.key, _encoder.encode(entry)))

@@ -47,6 +47,9 @@ class DirectoryTree:
     label: str = ""
     # Top-level packages listed under ``root`` (a platform plugin's root holds its own).
     packages: tuple[str, ...] = ("vllm",)
+    # A tree this tool unpacked into its own cache and never changes (a release): its listing
+    # and blob ids may be taken from an earlier command without looking at the disk (sha_memo).
+    immutable: bool = False
     _problems: list[tuple[str, str, str]] = field(default_factory=list)
     _files: list[str] | None = None
     _blob_shas: dict[str, str] = field(default_factory=dict, repr=False)
@@ -178,8 +181,18 @@ class DirectoryTree:
         self._blob_idents[relpath] = ident
 
     def has_every_blob_sha(self) -> bool:
-        """Whether every listed file's blob id is known already (a digest then reads nothing)."""
-        return all(p in self._blob_shas for p in self.python_files())
+        """Whether the tree is listed and every file's blob id is known (a digest reads nothing)."""
+        return self._files is not None and all(p in self._blob_shas for p in self._files)
+
+    def listed(self) -> tuple[list[str], list[tuple[str, str, str]]] | None:
+        """The listing and its problems, if the tree was listed."""
+        return (list(self._files), list(self._problems)) if self._files is not None else None
+
+    def adopt_listing(self, files: list[str], problems: list[tuple[str, str, str]]) -> None:
+        """The listing of an immutable tree, from an earlier command (:mod:`.sha_memo`)."""
+        assert self.immutable and self._files is None
+        self._files = sorted(files)
+        self._problems = list(problems)
 
     def known_blob_shas(self) -> dict[str, tuple[tuple[int, int, int, int], str]]:
         """Blob ids taken from settled files, with the identity on disk each had then."""
