@@ -207,3 +207,24 @@ def test_a_tree_digest_reuses_blob_ids_of_unchanged_files_and_sees_an_edit(tmp_p
     memo.write_bytes(memo.read_bytes().replace(b'"vllm/b.py"', b'"vllm/a.py"'))  # edited: not trusted
     assert tree_digest(DirectoryTree(root), cache) == edited
     assert entries(cache, "tree-shas") == [memo]
+
+
+def test_an_immutable_tree_takes_its_listing_and_blob_ids_from_the_memo(tmp_path: Path, monkeypatch) -> None:
+    root = write_tree(tmp_path / "t", {"vllm/a.py": "x = 1\n", "vllm/b.py": "y = 2\n"})
+    cache = tmp_path / "cache"
+    from auditor.source import sha_memo
+
+    monkeypatch.setattr(trees, "SETTLED_NS", 0)
+    monkeypatch.setattr(sha_memo, "SETTLED_NS", 0)
+    first = tree_digest(DirectoryTree(root, immutable=True), cache)
+    assert first == tree_digest(DirectoryTree(root))
+
+    def no_walk(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("an immutable tree was listed again")
+
+    monkeypatch.setattr(trees.os, "walk", no_walk)
+    again = DirectoryTree(root, immutable=True)
+    assert tree_digest(again, cache) == first
+    assert again.python_files() == ["vllm/__init__.py", "vllm/a.py", "vllm/b.py"]
+    with pytest.raises(AssertionError):  # a directory tree is listed every time
+        tree_digest(DirectoryTree(root), cache)

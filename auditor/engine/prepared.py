@@ -42,7 +42,7 @@ import msgspec
 
 from ..common.config import Config
 from ..facts.cache import FactsCache
-from ..index.index import Index
+from ..index.index import Index, LazyFacts
 from ..analyses.analysis import Analysis
 from ..analyses.loops import LoopEntry, LoopResult, LoopSelection, StepKind
 from ..analyses.capture.model import CaptureAnswers
@@ -193,6 +193,8 @@ def restore_index(index: Index, state: IndexState) -> bool:
     """Fill a fresh index with ``state``'s files (facts from the facts cache; a file whose
     facts are gone is read and extracted again). False when the index cannot be the
     recorded one (a file the entry names is no longer readable or parsable): a miss."""
+    assert not index.facts, "a fresh index"
+    index.facts = LazyFacts()  # a new question reads less than half of the files' facts
     index.seeds = list(state.seeds)
     index.suppression_files = list(state.suppression_files)
     premarked = {w.encode("latin-1"): list(ps) for w, ps in state.premarked.items()}

@@ -154,7 +154,9 @@ class Index(PatchTable):
             for i in range(1, len(parts)):
                 self.packages.add(".".join(parts[:i]))
         self._file_set = set(self.files)
-        self.facts: LazyFacts = LazyFacts()
+        # A plain dict; an index restored from auditor.engine.prepared swaps in LazyFacts first
+        # (a dict subclass costs every lookup a Python call: only where it saves decoding).
+        self.facts: dict[str, ModuleFacts | None] = {}
         self.facts_keys: dict[str, str] = {}  # path -> its facts-cache key (auditor.engine.prepared records it)
         self.problems: dict[str, Problem] = {}
         for path, kind, msg in tree.problems():
@@ -287,9 +289,12 @@ class Index(PatchTable):
             raise IndexFrozen(f"{path} was asked for after the index was frozen")
         payload = self.cache.payload(key)
         if payload is not None:
-            self.facts.defer(path, lambda: self._decoded(path, key, payload))
+            if isinstance(self.facts, LazyFacts):
+                self.facts.defer(path, lambda: self._decoded(path, key, payload))
+            else:
+                self.facts[path] = self._decoded(path, key, payload)
             self.facts_keys[path] = key
-            return True
+            return isinstance(self.facts, LazyFacts) or self.facts.get(path) is not None
         data = self._read(path)
         if data is None or content_key(data, path) != key:
             return False
