@@ -136,6 +136,10 @@ class FixpointMemo(Generic[K, V]):
     def __contains__(self, key: K) -> bool:
         return key in self._done
 
+    def finished(self) -> dict[K, V]:
+        """The memoised answers (each depends on nothing unfinished), in the order they were found."""
+        return self._done
+
     def query(self, key: K, compute: Callable[[], V]) -> V:
         done = self._done.get(key, _MISSING)
         if done is not _MISSING:

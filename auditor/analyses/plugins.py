@@ -413,8 +413,11 @@ class PluginProvider(Provider):
     def settle_loaded(self) -> None:
         """Before the index freezes: resolve the pending candidates that name a class or
         function of a file already read, so that nothing depends on when it was asked."""
+        pending = self.index.pending_patch_names()
+        if not pending:
+            return  # nothing to settle (no plugin): the loaded files need not be read
         names: set[str] = set()
         for _path, facts in self.index.loaded():
             names.update(cls.rpartition(".")[2] for cls in facts.classes)
             names.update("fn:" + f for f in facts.functions)
-        self.index.settle_patches(sorted(names & self.index.pending_patch_names()))
+        self.index.settle_patches(sorted(names & pending))

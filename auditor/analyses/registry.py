@@ -26,6 +26,16 @@ class RegistryProvider(Provider):
         self._displaced_from: list[ClassKey] = []
         self._displaced: frozenset[FuncKey] | None = None
 
+    def registered(self) -> tuple[list[tuple[ClassKey, list[str]]] | None, list[ClassKey] | None]:
+        """:meth:`registry` and :meth:`model_classes` if asked already (they read the files
+        loaded then): the loading phase's answers, kept per tree by :mod:`auditor.engine.prepared`."""
+        return self._registry, self._model_classes
+
+    def restore(self, registry: list[tuple[ClassKey, list[str]]] | None, model_classes: list[ClassKey] | None) -> None:
+        """Take :meth:`registered` of a scan of the same files (no plugin: nothing displaced)."""
+        self._registry = [(c, list(archs)) for c, archs in registry] if registry is not None else None
+        self._model_classes = list(model_classes) if model_classes is not None else None
+
     def registry(self) -> list[tuple[ClassKey, list[str]]]:
         """Draft model classes from the registry tables, with their architecture names."""
         if self._registry is None:

@@ -46,6 +46,11 @@ class TypeProvider(Provider):
         self._held: dict[ClassKey, Types] = {}
         self._containers: dict[ClassKey, tuple[Container, ...]] = {}
 
+    def memos(self) -> tuple[dict[tuple[ClassKey, str], Types], dict[tuple[FuncKey, ClassKey | None], Types]]:
+        """The attribute-type and return-type answers found so far (mutable: a scan restored
+        from :mod:`auditor.engine.prepared` gives back the loading phase's)."""
+        return self._attrs.finished(), self._returns.finished()
+
     def defining_class(self, key: FuncKey) -> ClassKey | None:
         cls, _, _ = key[1].rpartition(".")
         if not cls:

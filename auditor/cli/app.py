@@ -233,6 +233,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     from ..common.streams import guard_stdout, stdout_error
 
     cli = typer.main.get_command(app)
+    if argv is None:
+        from ..common.gc_pause import process_ends_after_command
+
+        process_ends_after_command()
     guard_stdout()  # a closed stdout (`>&-`) is an error of its own when something is printed
     try:
         rc = cli.main(args=argv, prog_name="mtp-audit", standalone_mode=False)

@@ -71,6 +71,9 @@ def layers_command(
                                          if model is not None else ())],
                               [path, *(plugin or [])])
     progress = Progress(quiet)
+    from ..common.gc_pause import paused_until_exit
+
+    paused_until_exit()  # the scan's heap is garbage once the document is made, and the process ends
     if model is not None:
         from ..services.checkpoint import checkpoint_layers_document
 

@@ -27,6 +27,7 @@ from ..common.gc_pause import cyclic_gc_paused
 from ..index.index import Index, default_workers
 from ..model.findings import Finding, ScanResult, Severity
 from .result_cache import ResultCache, result_key
+from .prepared import PreparedCache, PreparedEntry, record_phase, restore_phase, usable
 from ..source.trees import SourceTree
 from ..facts.suppressions import SuppressionProblem, parse_suppressions
 from .suppress import apply_suppressions
@@ -59,8 +60,21 @@ class Scan:
     timing: dict[str, Any] = field(default_factory=dict)  # not part of the report: differs cold/warm
 
 
-def tree_digest(tree: SourceTree) -> str:
-    """Identity of a tree's Python content: every path with the hash of its bytes."""
+def tree_digest(tree: SourceTree, cache_root: Path | None = None) -> str:
+    """Identity of a tree's Python content: every path with the hash of its bytes. With
+    ``cache_root``, a directory tree's files whose identity on disk did not change since an
+    earlier command are not read again (:mod:`auditor.source.sha_memo`)."""
+    from ..source.trees import DirectoryTree
+
+    if cache_root is not None and isinstance(tree, DirectoryTree) and not tree.has_every_blob_sha():
+        from ..source.sha_memo import ShaMemo
+
+        memo = ShaMemo(cache_root, tree)
+        memo.fill()
+        digest = tree_digest(tree)
+        if memo.reused != len(tree.known_blob_shas()):
+            memo.save()
+        return digest
     h = hashlib.sha256()
     for path in tree.python_files():
         try:
@@ -96,6 +110,7 @@ def run_scan(
     progress: Progress | None = None,
     tree_id: str | None = None,
     queries: Sequence[Query] = (),
+    prepared: "PreparedCache | None" = None,
 ) -> Scan:
     """Scan ``tree`` with ``rules`` (those the configuration disables are skipped). With
     ``results``, an unchanged tree (same paths and bytes, same tool, rules and
@@ -103,19 +118,29 @@ def run_scan(
     names an immutable tree (a git tree id) so that its digest need not be computed.
     ``queries``: a command's own questions, asked in the loading phase (they may parse
     files; after the freeze a load raises). They disable the result cache: the caller wants
-    the analysis."""
+    the analysis. ``prepared``: the loading phase's results of an earlier scan of the same
+    tree (:mod:`auditor.engine.prepared`), used and written when ``queries`` are given."""
     started = time.perf_counter()
     enabled = [r for r in rules if config.rule_enabled(r.code)]
     say = progress or (lambda _msg: None)
     key = None
     if results is not None and results.root is not None and not queries:
-        ident = tree_id if tree_id is not None else "dir:" + tree_digest(tree)
+        ident = tree_id if tree_id is not None else "dir:" + tree_digest(tree, results.root.parent)
         key = result_key(ident, config, rule_files(rules), [r.code for r in enabled])
         cached = results.get(key)
         if cached is not None:
             cached.root = tree.label
             timing = {"seconds": time.perf_counter() - started, "files_parsed": 0, "cache_hits": 0, "result_cached": True}
             return Scan(cached, None, timing)
+    pkey = None
+    if prepared is not None and prepared.enabled and queries and usable(tree, cache):
+        pkey = prepared.key("dir:" + (tree_id or tree_digest(tree, cache.root.parent if cache and cache.root else None)), config, rule_files(rules), [r.code for r in enabled])
+        entry = prepared.get(pkey)
+        if entry is not None:
+            again = _scan_prepared(tree, config, cache, workers, queries, entry, started)
+            if again is not None:
+                return again
+            # a query needed files the entry does not hold: the ordinary path, from the start
     # Phase 1: index.
     index = Index(tree, config, cache, workers if workers is not None else default_workers())
     say(f"indexing {len(index.files)} files")
@@ -124,6 +149,7 @@ def run_scan(
     say(f"analysing ({len(index.seeds)} seed files)")
     analysis = Analysis(index, config)
     analysis.prepare()
+    phase = record_phase(analysis) if pkey is not None else None
     for query in queries:  # a command's own questions that may load files (issue 11: layers)
         query.ask(analysis)
     index.freeze()
@@ -148,6 +174,37 @@ def run_scan(
     timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits}
     if key is not None and results is not None:
         results.put(key, result)
+    if pkey is not None and prepared is not None and phase is not None:
+        prepared.put(pkey, phase, list(index.facts)[len(phase.index.files):], result.findings)
+    return Scan(result, analysis, timing)
+
+
+def _scan_prepared(tree: SourceTree, config: Config, cache: FactsCache | None, workers: int | None,
+                   queries: Sequence[Query], entry: "PreparedEntry", started: float) -> Scan | None:
+    """The scan from a :mod:`~auditor.engine.prepared` entry: the index restored, the queries
+    asked, the findings recorded for the files they loaded; None when none were recorded for
+    those (or the index cannot be restored). The result holds the findings and problems only
+    (the commands that pass an entry read nothing else)."""
+    index = Index(tree, config, cache, workers if workers is not None else default_workers())
+    analysis = Analysis(index, config)
+    if not restore_phase(analysis, entry.phase):
+        return None
+    from ..analyses import PluginProvider
+
+    plugins = analysis.get(PluginProvider)
+    plugins.install()  # as the loading phase does (no plugin here: see prepared.usable)
+    for query in queries:
+        query.ask(analysis)
+    plugins.settle_loaded()
+    findings = entry.findings_for(list(index.facts)[len(entry.phase.index.files):])
+    if findings is None:
+        return None
+    index.freeze()
+    result = ScanResult(root=tree.label, findings=findings)
+    result.problems = list(index.problems.values())
+    result.sort()
+    timing = {"seconds": time.perf_counter() - started, "files_parsed": index.parsed, "cache_hits": index.cache.hits,
+              "prepared": True}
     return Scan(result, analysis, timing)
 
 

@@ -82,6 +82,12 @@ class FactsCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str, path: str) -> ModuleFacts | None:
+        payload = self.payload(key)
+        return self.decode(key, path, payload) if payload is not None else None
+
+    def payload(self, key: str) -> bytes | None:
+        """The verified bytes of the entry for ``key`` (sealed, :mod:`auditor.common.cache_entry`:
+        an edited or truncated entry is a miss, and removed), not decoded yet."""
         p = self._path(key)
         if p is None:
             return None
@@ -91,17 +97,23 @@ class FactsCache:
         except OSError:
             self.misses += 1
             return None
-        # sealed (auditor.cache_entry): an edited or truncated entry is a miss, and removed
         payload = unseal(key, raw)
+        if payload is None:
+            self.misses += 1
+            self._discard(p)
+        return payload
+
+    def decode(self, key: str, path: str, payload: bytes) -> ModuleFacts | None:
+        """The facts of a verified entry (:meth:`payload`); None for an entry of another shape or build."""
         try:
-            if payload is None:
-                raise ValueError("entry does not verify")
             entry = _decoder.decode(payload)
             if entry.key != key or entry.tool != __version__ or entry.facts.version != FACTS_VERSION:
                 raise ValueError("foreign entry")
         except (ValueError, msgspec.DecodeError, RecursionError):
             self.misses += 1
-            self._discard(p)
+            p = self._path(key)
+            if p is not None:
+                self._discard(p)
             return None
         self.hits += 1
         if entry.facts.path != path:

@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..facts.cache import FactsCache, content_key
 from ..common.config import Config
@@ -88,6 +88,48 @@ def _extract_worker(args: tuple[str, bytes, str, bool]) -> tuple[str, ModuleFact
         return path, None, ("parse-error", str(exc))
 
 
+class LazyFacts(dict[str, "ModuleFacts | None"]):
+    """The index's facts by path, where some are decoded only when first read: an index
+    restored from :mod:`auditor.engine.prepared` holds every file the recorded one held, and a
+    new question reads less than half of them. ``path in facts`` and the order of the paths
+    are those of the loaded files whether decoded or not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[str, Callable[[], "ModuleFacts | None"]] = {}
+
+    def defer(self, path: str, decode: Callable[[], "ModuleFacts | None"]) -> None:
+        super().__setitem__(path, None)
+        self._pending[path] = decode
+
+    def _ready(self, path: str) -> None:
+        decode = self._pending.pop(path, None)
+        if decode is not None:
+            super().__setitem__(path, decode())
+
+    def __getitem__(self, path: str) -> "ModuleFacts | None":
+        self._ready(path)
+        return super().__getitem__(path)
+
+    def get(self, path: str, default: "ModuleFacts | None" = None) -> "ModuleFacts | None":  # type: ignore[override]
+        self._ready(path)
+        return super().get(path, default)
+
+    def __setitem__(self, path: str, facts: "ModuleFacts | None") -> None:
+        self._pending.pop(path, None)
+        super().__setitem__(path, facts)
+
+    def values(self) -> Any:
+        for path in list(self._pending):
+            self._ready(path)
+        return super().values()
+
+    def items(self) -> Any:
+        for path in list(self._pending):
+            self._ready(path)
+        return super().items()
+
+
 class Index(PatchTable):
     """The facts of one tree's modules, loaded on demand until :meth:`freeze`, and the
     lookups over them (imports, symbols, classes, methods, MRO); plugin patches are
@@ -112,7 +154,10 @@ class Index(PatchTable):
             for i in range(1, len(parts)):
                 self.packages.add(".".join(parts[:i]))
         self._file_set = set(self.files)
+        # A plain dict; an index restored from auditor.engine.prepared swaps in LazyFacts first
+        # (a dict subclass costs every lookup a Python call: only where it saves decoding).
         self.facts: dict[str, ModuleFacts | None] = {}
+        self.facts_keys: dict[str, str] = {}  # path -> its facts-cache key (auditor.engine.prepared records it)
         self.problems: dict[str, Problem] = {}
         for path, kind, msg in tree.problems():
             self.problems[path] = Problem(path, kind, msg)
@@ -130,8 +175,10 @@ class Index(PatchTable):
         # Issue 12: words whose files the capture analysis asks for, noted while the seeds
         # are read (one pass over the tree instead of two).
         self._premark = [w.encode() for w in config.graph_capture_apis]
-        self._premarked: dict[bytes, list[str]] = {w: [] for w in self._premark}
-        self._premark_done = False
+        # Public so that an index of the same tree content can be restored without the seeds' pass
+        # (auditor.engine.prepared).
+        self.premarked: dict[bytes, list[str]] = {w: [] for w in self._premark}
+        self.premark_done = False
         PatchTable.__init__(self)
 
     # -- loading -------------------------------------------------------
@@ -158,7 +205,7 @@ class Index(PatchTable):
             + rb")\b"
         )
         pending: list[tuple[str, bytes, str]] = []
-        self._premark_done = True
+        self.premark_done = True
         files = self.files
         narrow = getattr(self.tree, "files_containing", None)
         if narrow is not None:
@@ -174,7 +221,7 @@ class Index(PatchTable):
                 self.suppression_files.append(path)
             for word in self._premark:
                 if word in data:
-                    self._premarked[word].append(path)
+                    self.premarked[word].append(path)
             if any(n in data for n in always) or (any(c in data for c in counts) and loop.search(data)):
                 self.seeds.append(path)
                 pending.append((path, data, content_key(data, path)))
@@ -186,8 +233,8 @@ class Index(PatchTable):
         finds graph wrappers and the places that install them this way."""
         if not words:
             return []
-        if self._premark_done and all(w in self._premarked for w in words):
-            return sorted({p for w in words for p in self._premarked[w]})
+        if self.premark_done and all(w in self.premarked for w in words):
+            return sorted({p for w in words for p in self.premarked[w]})
         files = self.files
         narrow = getattr(self.tree, "files_containing", None)
         if narrow is not None:
@@ -207,6 +254,7 @@ class Index(PatchTable):
         todo: list[tuple[str, bytes, str, bool]] = []
         keys: dict[str, str] = {}
         for path, data, key in pending:
+            self.facts_keys[path] = key
             cached = self.cache.get(key, path)
             if cached is not None:
                 self.facts[path] = cached
@@ -231,6 +279,39 @@ class Index(PatchTable):
                 continue
             self.facts[path] = facts
             self.cache.put(keys[path], facts)
+
+    def load_keyed(self, path: str, key: str) -> bool:
+        """Load ``path`` whose bytes have facts-cache key ``key`` (recorded from an index of the
+        same tree content: :mod:`auditor.engine.prepared`), without reading it when the facts
+        cache holds it; its facts are decoded when first read. False when the file now has
+        other bytes or gives no facts."""
+        if self._frozen:
+            raise IndexFrozen(f"{path} was asked for after the index was frozen")
+        payload = self.cache.payload(key)
+        if payload is not None:
+            if isinstance(self.facts, LazyFacts):
+                self.facts.defer(path, lambda: self._decoded(path, key, payload))
+            else:
+                self.facts[path] = self._decoded(path, key, payload)
+            self.facts_keys[path] = key
+            return isinstance(self.facts, LazyFacts) or self.facts.get(path) is not None
+        data = self._read(path)
+        if data is None or content_key(data, path) != key:
+            return False
+        self._load_many([(path, data, key)])
+        return self.facts.get(path) is not None
+
+    def _decoded(self, path: str, key: str, payload: bytes) -> ModuleFacts | None:
+        """The facts of a verified cache entry; extracted from the file again should the entry
+        be of another build (its key names this build's extractor and schema: not expected)."""
+        facts = self.cache.decode(key, path, payload)
+        if facts is not None:
+            return facts
+        data = self._read(path)  # pragma: no cover - see above
+        if data is None or content_key(data, path) != key:  # pragma: no cover
+            return None
+        mod, is_pkg = module_name(path)  # pragma: no cover
+        return _extract_worker((path, data, mod, is_pkg))[1]  # pragma: no cover
 
     def freeze(self) -> None:
         """End of the loading phase (called by the engine, once, before the rules run)."""

@@ -27,6 +27,7 @@ from .forced_plan import ForcedPlan, forced_plan
 if TYPE_CHECKING:
     from ..common.progress import Progress
     from ..common.config import Config
+    from ..engine.prepared import PreparedCache
     from ..engine.scan import RuleClass
     from ..facts.cache import FactsCache
     from ..source.trees import SourceTree
@@ -93,7 +94,8 @@ class PlanQuery:
 
     def ask(self, analysis: Analysis) -> None:
         dispatch = analysis.get(DispatchProvider)
-        self.settings.extend(self.choose(dispatch))
+        # Replaced, not extended: a scan that starts over (auditor.engine.prepared) asks again.
+        self.settings[:] = self.choose(dispatch)
         for s in self.settings:
             dispatch.plan(s)
 
@@ -126,15 +128,18 @@ def plan_tree(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], f
 def plan_tree_forced(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], facts: "FactsCache",
                      choose: Callable[[DispatchProvider], list[Setting]], workers: int | None = None,
                      forced: bool = True, say: Optional[Callable[[str], None]] = None,
-                     problems: Optional[list[Any]] = None) -> tuple[list[Plan], list[ForcedPlan | None]]:
+                     problems: Optional[list[Any]] = None,
+                     prepared: "Optional[PreparedCache]" = None) -> tuple[list[Plan], list[ForcedPlan | None]]:
     """:func:`plan_tree`, and per plan its forced view (the layer selected when the loop hands
     the model step i; see :mod:`auditor.services.forced_plan`). Only the rules whose findings
     a plan can name run (:data:`~auditor.services.citations.CITED_MEANINGS`): the others'
-    findings would be discarded, and on a new question they were most of the time."""
+    findings would be discarded, and on a new question they were most of the time.
+    ``prepared``: the loading phase's results kept per tree (:mod:`auditor.engine.prepared`),
+    so that a new question on a tree analysed before runs only its own plans."""
     from ..engine.scan import run_scan
 
     query = PlanQuery(choose)
-    scan = run_scan(tree, cfg, cited_rules(rules), facts, workers, progress=say, queries=[query])
+    scan = run_scan(tree, cfg, cited_rules(rules), facts, workers, progress=say, queries=[query], prepared=prepared)
     assert scan.analysis is not None
     if problems is not None:  # what the plans could not see (the caller says so)
         problems.extend(scan.result.problems)
@@ -156,9 +161,9 @@ class RenderedCache:
         from ..engine.result_cache import KeyedFiles
 
         self.files = KeyedFiles(root, "layers", ".txt")
+        self.root = root
 
-    @staticmethod
-    def key(tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], question: str) -> str:
+    def key(self, tree: "SourceTree", cfg: "Config", rules: Sequence["RuleClass"], question: str) -> str:
         from ..engine.scan import rule_files, tree_digest
         from ..engine.result_cache import result_key
 
@@ -168,7 +173,7 @@ class RenderedCache:
         from ..output import layers as renderer
 
         renderers = sorted(Path(renderer.__file__).parent.glob("*.py"))
-        return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree)}:{question}", cfg,
+        return result_key(f"layers:{LAYERS_FORMAT_VERSION}:{tree_digest(tree, self.root)}:{question}", cfg,
                           [*rule_files(rules), Path(__file__), *renderers], [r.code for r in rules])
 
     def get(self, key: str) -> Optional[str]:
@@ -257,7 +262,10 @@ def layers_document(
     if text is None:
         progress.phase(f"planning {tree.label}")
         problems: list[Any] = []
-        plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose, say=progress.phase, problems=problems)
+        from ..engine.prepared import PreparedCache
+
+        plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose, say=progress.phase, problems=problems,
+                                         prepared=PreparedCache(root))
         text = (render_matrix(plans, fmt, tree.label, steps, layers, forced) if all_
                 else render(plans, fmt, tree.label, forced, engine_mode))
         unreadable = sorted({p.path for p in problems if p.kind not in ("symlink", "submodule")})

@@ -24,7 +24,7 @@ def open_target(path: Optional[Path], installed: bool, release: Optional[str], c
         from ..source.fetch import fetch_release
 
         root = fetch_release(release, cache_dir=cache_dir, progress=progress.interactive, log=progress.phase)
-        return DirectoryTree(root, label=root.name)
+        return DirectoryTree(root, label=root.name, immutable=True)  # unpacked into our cache, never changed
     if installed:
         return DirectoryTree(locate_installed())
     assert path is not None

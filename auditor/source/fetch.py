@@ -28,16 +28,14 @@ import json
 import os
 import re
 import shutil
-import ssl
 import sys
 import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
-import urllib.request
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from pathlib import Path, PurePosixPath
 
 
@@ -47,6 +45,10 @@ from .archive_limits import limited_members
 from ..common.errors import FetchError
 from ..common.paths import default_cache_dir
 from ..common.temp_owner import owner_is_gone, owner_tag
+
+if TYPE_CHECKING:
+    import ssl
+    import urllib.request
 
 PROJECT = "vllm"
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
@@ -181,6 +183,8 @@ def _timeout() -> float:
 
 
 def _ssl_context() -> ssl.SSLContext:
+    import ssl  # only to download (a cached release is found without it: start-up time)
+
     cert = _pip_setting("cert")
     if cert and Path(cert).exists():
         if Path(cert).is_dir():
@@ -190,6 +194,8 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 def _request(url: str, accept: str | None = None) -> urllib.request.Request:
+    import urllib.request  # only to download (it imports http.client and email)
+
     parts = urllib.parse.urlsplit(url)
     headers = {"User-Agent": "mtp-audit (urllib)"}
     if accept:
@@ -205,6 +211,8 @@ def _request(url: str, accept: str | None = None) -> urllib.request.Request:
 
 
 def _open(url: str, accept: str | None = None) -> Any:
+    import urllib.request
+
     req = _request(url, accept)
     ctx = _ssl_context() if url.startswith("https:") else None
     return urllib.request.urlopen(req, timeout=_timeout(), context=ctx)
@@ -347,6 +355,8 @@ def _parse_html_page(body: bytes, page_url: str, index: str, project: str = PROJ
 
 def _project_page_url(index: str, project: str = PROJECT) -> str:
     if index.startswith("file:"):
+        import urllib.request
+
         path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(index).path)) / project_key(project)
         if path.is_dir():
             path = path / "index.html"

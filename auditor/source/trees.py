@@ -47,9 +47,14 @@ class DirectoryTree:
     label: str = ""
     # Top-level packages listed under ``root`` (a platform plugin's root holds its own).
     packages: tuple[str, ...] = ("vllm",)
+    # A tree this tool unpacked into its own cache and never changes (a release): its listing
+    # and blob ids may be taken from an earlier command without looking at the disk (sha_memo).
+    immutable: bool = False
     _problems: list[tuple[str, str, str]] = field(default_factory=list)
     _files: list[str] | None = None
     _blob_shas: dict[str, str] = field(default_factory=dict, repr=False)
+    # path -> its identity on disk when its blob id was taken, if it had settled (see sha_memo)
+    _blob_idents: dict[str, tuple[int, int, int, int]] = field(default_factory=dict, repr=False, compare=False)
     _kept: dict[str, tuple[tuple[int, int, int, int], bytes]] = field(default_factory=dict, repr=False, compare=False)
     _kept_bytes: int = field(default=0, repr=False, compare=False)
 
@@ -123,6 +128,11 @@ class DirectoryTree:
         self._problems.append((_printable(path), kind, _printable(message)))
 
     def _rel(self, full: str) -> str:
+        # os.walk joins under the resolved root: a string prefix (pathlib per file costs a
+        # tenth of a second on vLLM's 3,000 files); anything else the long way.
+        prefix = os.path.join(str(self.root), "")
+        if full.startswith(prefix) and os.sep == "/":
+            return full[len(prefix):]
         return Path(full).relative_to(self.root).as_posix()
 
     def read(self, relpath: str) -> bytes:
@@ -148,6 +158,10 @@ class DirectoryTree:
             data = fh.read()
         self._blob_shas[relpath] = git_blob_sha(data)
         settled = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - SETTLED_NS
+        if settled and len(data) == st.st_size:
+            self._blob_idents[relpath] = ident
+        else:
+            self._blob_idents.pop(relpath, None)
         if settled and len(data) == st.st_size and self._kept_bytes + len(data) <= KEPT_BYTES:
             self._kept_bytes += len(data)
             self._kept[relpath] = (ident, data)
@@ -160,6 +174,29 @@ class DirectoryTree:
             self.read(relpath)
             sha = self._blob_shas[relpath]
         return sha
+
+    def know_blob_sha(self, relpath: str, sha: str, ident: tuple[int, int, int, int]) -> None:
+        """The blob id of a file whose identity on disk is ``ident`` (:mod:`.sha_memo` checked it)."""
+        self._blob_shas[relpath] = sha
+        self._blob_idents[relpath] = ident
+
+    def has_every_blob_sha(self) -> bool:
+        """Whether the tree is listed and every file's blob id is known (a digest reads nothing)."""
+        return self._files is not None and all(p in self._blob_shas for p in self._files)
+
+    def listed(self) -> tuple[list[str], list[tuple[str, str, str]]] | None:
+        """The listing and its problems, if the tree was listed."""
+        return (list(self._files), list(self._problems)) if self._files is not None else None
+
+    def adopt_listing(self, files: list[str], problems: list[tuple[str, str, str]]) -> None:
+        """The listing of an immutable tree, from an earlier command (:mod:`.sha_memo`)."""
+        assert self.immutable and self._files is None
+        self._files = sorted(files)
+        self._problems = list(problems)
+
+    def known_blob_shas(self) -> dict[str, tuple[tuple[int, int, int, int], str]]:
+        """Blob ids taken from settled files, with the identity on disk each had then."""
+        return {p: (ident, self._blob_shas[p]) for p, ident in self._blob_idents.items() if p in self._blob_shas}
 
     def problems(self) -> list[tuple[str, str, str]]:
         return list(self._problems)

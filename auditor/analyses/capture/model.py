@@ -120,6 +120,21 @@ class FrozenStep:
     outside: tuple[str, ...] = ()  # entry methods outside the region that still get the step
 
 
+@dataclass
+class CaptureAnswers:
+    """What the loading phase's capture analysis found (:meth:`.provider.CaptureProvider.answers`):
+    the answers that depend on which files were loaded when they were found. A scan restored
+    from :mod:`auditor.engine.prepared` is given them back instead of finding them again over
+    all the files at once (which could reach others). None: not asked yet."""
+
+    capture_files: list[str] | None
+    wrappers: list[tuple[ClassKey, GraphWrapper]] | None
+    installations: list[Installation] | None
+    loop_captures: list[LoopCapture] | None
+    compiled: list[tuple[ClassKey, CompiledClass | None]]
+    captures: list[tuple[FuncKey, ClassKey | None, Hop | None]]
+
+
 def negate(text: str) -> str:
     """``a == b`` -> ``a != b``; ``not x`` -> ``x``; else ``not (text)``."""
     if text.startswith("not ") and " and " not in text and " or " not in text:

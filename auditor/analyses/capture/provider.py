@@ -15,7 +15,7 @@ from .frozen import Freezing
 from .graphs import GraphFinder
 from .guards import GuardTexts
 from .installs import Installer
-from .model import CompiledClass, FrozenStep, GraphWrapper, Installation, LoopCapture
+from .model import CaptureAnswers, CompiledClass, FrozenStep, GraphWrapper, Installation, LoopCapture
 
 
 class CaptureProvider(Provider):
@@ -41,6 +41,26 @@ class CaptureProvider(Provider):
         # speculators whose draft loops matter are loaded already): no third pass.
         self.frozen_steps()
         self.loop_captures()
+
+    def answers(self) -> CaptureAnswers:
+        """The answers found so far that depend on the files loaded when they were found."""
+        g, c = self.graph_finder, self.compilation
+        return CaptureAnswers(
+            list(g._capture_files) if g._capture_files is not None else None,
+            list(g._wrappers.items()) if g._wrappers is not None else None,
+            list(self.installer._installations) if self.installer._installations is not None else None,
+            list(c._loop_captures) if c._loop_captures is not None else None,
+            list(c._compiled.items()), [(f, ctx, hop) for (f, ctx), hop in g._captures.items()])
+
+    def restore(self, answers: CaptureAnswers) -> None:
+        """Take :meth:`answers` of a scan of the same files (:mod:`auditor.engine.prepared`)."""
+        g, c = self.graph_finder, self.compilation
+        g._capture_files = list(answers.capture_files) if answers.capture_files is not None else None
+        g._wrappers = dict(answers.wrappers) if answers.wrappers is not None else None
+        self.installer._installations = list(answers.installations) if answers.installations is not None else None
+        c._loop_captures = list(answers.loop_captures) if answers.loop_captures is not None else None
+        c._compiled = dict(answers.compiled)
+        g._captures = {(f, ctx): hop for f, ctx, hop in answers.captures}
 
     # -- what rule MTP007, `layers` and the runtime plan ask --------------
     def captures(self, func: FuncKey, ctx: ClassKey | None) -> Hop | None:

@@ -21,6 +21,12 @@ class DrafterLoops(DispatchPart):
         self._loop_memo: dict[tuple[ClassKey, FuncKey, int], LoopResult] = {}
         self._per_step: dict[ClassKey, bool] = {}
 
+    def explored_loops(self) -> dict[tuple[ClassKey, FuncKey, int], LoopResult]:
+        """Every loop explored so far: (drafter, loop's function, loop id) -> its result. The
+        loading phase's are kept per tree (:mod:`auditor.engine.prepared`), which gives them
+        back to a new scan of the same files (they read no configuration)."""
+        return self._loop_memo
+
     def explored(self, cls: ClassKey) -> bool:
         """Whether a loop of drafter ``cls`` was explored (it may have parsed files)."""
         return any(k[0] == cls for k in self._loop_memo)

@@ -22,6 +22,14 @@ class FactoryLocation(DispatchPart):
         self._drafter: dict[ClassKey, bool] = {}
         self._built: dict[FuncKey, list[ClassKey]] = {}  # once the index is frozen (the rules ask often)
 
+    def located(self) -> dict[str, list[FuncKey]] | None:
+        """The functions under the configured factory and override names, if looked for
+        already (among the files loaded then): kept per tree by :mod:`auditor.engine.prepared`."""
+        return self._located
+
+    def restore_located(self, located: dict[str, list[FuncKey]]) -> None:
+        self._located = {n: list(v) for n, v in located.items()}
+
     def _locate_all(self) -> dict[str, list[FuncKey]]:
         if self._located is not None:
             return self._located
