@@ -110,6 +110,25 @@ def test_runtime_command_absent_package_is_tolerated():
     assert used.returncode == 2 and "no such command 'runtime'" in used.stderr, used.stderr
 
 
+@pytest.mark.parametrize("command", [["scan", "{tree}", "--format", "json", "--no-cache"],
+                                     ["layers", "{tree}", "--all", "--k", "2", "--format", "json", "--no-cache"]])
+def test_a_json_answer_imports_no_heavy_library(tree, command):
+    """Start-up cost is paid per command (tests and CI start ~150 of them): a JSON answer imports
+    neither pydantic (typer 0.29 builds a pydantic TypeAdapter for every option: ~0.25 s, hence
+    pyproject's typer<0.29) nor rich's console (the text renderers' library)."""
+    code = (
+        "import sys\n"
+        "from auditor.cli.app import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic' or m == 'rich.console')\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    args = [a.format(tree=tree) for a in command]
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert r.stdout.lstrip().startswith("{"), r.stderr
+    assert "HEAVY []" in r.stderr, r.stderr
+
+
 # --------------------------------------------------------------------------- files written
 
 

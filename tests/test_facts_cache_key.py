@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import msgspec
+
 from scan_helpers import write_tree
 
 import auditor.facts.cache as cache
@@ -72,3 +74,53 @@ def test_facts_written_by_another_extractor_are_not_served(tmp_path, monkeypatch
     finally:
         monkeypatch.undo()
         _clear()
+
+
+def _record_modules(t: object, seen: set[int] | None = None) -> set[str]:
+    """The modules defining every struct and enum type reachable from a msgspec type info."""
+    seen = set() if seen is None else seen
+    if id(t) in seen:
+        return set()
+    seen.add(id(t))
+    out: set[str] = set()
+    if isinstance(t, (msgspec.inspect.StructType, msgspec.inspect.EnumType)):
+        out.add(t.cls.__module__)
+    if isinstance(t, msgspec.inspect.StructType):
+        for f in t.fields:
+            out |= _record_modules(f.type, seen)
+    for attr in ("item_type", "key_type", "value_type"):
+        if hasattr(t, attr):
+            out |= _record_modules(getattr(t, attr), seen)
+    for attr in ("item_types", "types"):
+        for sub in getattr(t, attr, ()):
+            out |= _record_modules(sub, seen)
+    return out
+
+
+def test_the_extractor_digest_covers_the_shape_of_every_record():
+    """The key hashes the extractor's two modules instead of the records' JSON schema: sound
+    only while every record type the cache stores is defined in them."""
+    from auditor.facts.extract import ModuleFacts
+
+    modules = _record_modules(msgspec.inspect.type_info(ModuleFacts))
+    assert {facts_module.__name__, statements_module.__name__} <= modules
+    assert modules <= {facts_module.__name__, statements_module.__name__}, modules
+
+
+class _Foreign(msgspec.Struct):
+    x: int
+
+
+class _Holder(msgspec.Struct):
+    items: list[_Foreign]
+    by_name: dict[str, tuple[_Foreign | None, ...]]
+
+
+def test_a_record_defined_elsewhere_would_be_seen():
+    assert _record_modules(msgspec.inspect.type_info(_Holder)) == {__name__}
+
+
+def test_the_key_follows_the_msgspec_release(monkeypatch):
+    before = cache.content_key(b"x = 1\n", "vllm/a.py")
+    monkeypatch.setattr(msgspec, "__version__", "0.0.0-another")
+    assert cache.content_key(b"x = 1\n", "vllm/a.py") != before

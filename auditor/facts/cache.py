@@ -1,8 +1,8 @@
 """Content-addressed cache of per-file facts (JSON data only: never pickle).
 
 Entries live at ``<cache>/facts/<key[:2]>/<key>.json`` where ``key`` hashes the
-file's bytes, its path in the tree, the facts format version, the records' schema and
-the extractor's own code, so a file that
+file's bytes, its path in the tree, the facts format version, the extractor's own code
+(which defines the records' shape) and the msgspec release that encodes them, so a file that
 did not change between releases is analysed once. The path is part of the key
 because facts depend on it: relative imports are resolved against the file's
 module, so identical bytes at two paths (platform copies, a moved file) have
@@ -32,19 +32,16 @@ from .extract import FACTS_VERSION, ModuleFacts
 
 
 @lru_cache(maxsize=1)
-def schema_digest() -> str:
-    """A digest of the fact records' JSON schema: entries written by a build whose records
-    had another shape get another key (they would often still decode, with new fields
-    silently at their defaults)."""
-    schema = msgspec.json.encode(msgspec.json.schema(ModuleFacts))
-    return hashlib.sha256(schema).hexdigest()[:16]
-
-
-@lru_cache(maxsize=1)
 def extractor_digest() -> str:
     """A digest of the extractor's own code (:mod:`auditor.facts.extract`, which imports nothing
     else of ours): an extractor changed without a ``FACTS_VERSION`` bump writes under
-    other keys, so facts it would now extract differently are never served stale."""
+    other keys, so facts it would now extract differently are never served stale.
+
+    It is also the digest of the records' shape: every record type :class:`ModuleFacts` holds
+    is defined in these two modules (``tests/test_facts_cache_key.py`` walks the schema to
+    check it), so entries written by a build whose records had other fields (they would often
+    still decode, with new fields silently at their defaults) get other keys. Hashing the
+    source costs microseconds; generating the JSON schema cost ~75 ms of every command."""
     h = hashlib.sha256()
     for module in (facts_module, statements_module):  # every module of the extractor
         h.update(Path(str(module.__file__)).read_bytes())
@@ -53,7 +50,7 @@ def extractor_digest() -> str:
 
 def content_key(data: bytes, path: str) -> str:
     h = hashlib.sha256()
-    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{schema_digest()}:{extractor_digest()}:{__version__}\0".encode())
+    h.update(f"mtp-audit-facts:{FACTS_VERSION}:{extractor_digest()}:msgspec-{msgspec.__version__}:{__version__}\0".encode())
     h.update(path.encode("utf-8", "surrogateescape") + b"\0")
     h.update(data)
     return h.hexdigest()

@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING
 
 from auditor.model.findings import ScanResult
 
-from . import github, json_format, sarif, text
-
 if TYPE_CHECKING:
     from rules.base import Rule
 
@@ -65,11 +63,21 @@ def render(
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
+    # Each format's module is imported when it renders: the text report imports rich (~40 ms),
+    # which a JSON answer, or `layers` importing a sibling renderer, never needs.
     if fmt == "json":
+        from . import json_format
+
         return json_format.render(result)
     rule_list = _default_rules() if rules is None else list(rules)
     if fmt == "text":
+        from . import text
+
         return text.render(result, rule_list, width=console_width, color=color, reachability=reachability, verbose=verbose)
     if fmt == "sarif":
+        from . import sarif
+
         return sarif.render(result, rule_list)
+    from . import github
+
     return github.render(result, rule_list)
