@@ -68,7 +68,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _Source as _Source,
 )
 
-FACTS_VERSION = 16  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 17  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 
@@ -118,6 +118,12 @@ class CallFact(Struct, frozen=True):
     loops: tuple[int, ...] = ()  # ids of the enclosing for-loops, outermost first
     # -- issue 12 (capture/compile) --
     branches: tuple[int, ...] = ()  # ids of the enclosing if-branches (FunctionFact.branches), outermost first
+    # The call may not run though every enclosing if-arm is taken and every enclosing for-loop
+    # iterates: it is in a conditional expression's arm, a later operand of ``and``/``or``, a
+    # comprehension, a ``while`` loop, a ``try``'s handlers or ``else``, a ``match`` case, or it
+    # follows a statement that may return, raise, break or continue (other than ``if c: ...
+    # return``/``raise`` without ``else``, whose rest is the branch ``not c``).
+    skippable: bool = False
 
 
 class DictEntry(Struct, frozen=True):
@@ -187,6 +193,7 @@ class BranchFact(Struct, frozen=True):
     line: int
     tests: tuple[ExprFact, ...]
     negated: bool = False
+    guard: "PExpr | None" = None  # the whole test, for the partial evaluator (issue 18)
 
     @property
     def text(self) -> str:
@@ -304,6 +311,8 @@ class ClassFact(Struct, frozen=True):
     decorators: tuple[str, ...] = ()
     methods: dict[str, FunctionFact] = {}
     class_attrs: dict[str, ExprFact] = {}
+    # Annotated class-level assignments (``f: int = 1``: a dataclass field's default).
+    field_defaults: dict[str, ExprFact] = {}
     # -- issue 12 (capture/compile) --
     decorator_facts: tuple[DecoratorFact, ...] = ()
 
@@ -452,7 +461,57 @@ def _guard_tests(src: _Source, test: ast.expr) -> tuple[ExprFact, ...]:
                           called=chain_of(c.func) if isinstance(c, ast.Call) else None) for c in conjuncts)
 
 
-class _FunctionExtractor(ast.NodeVisitor):
+class _SkippableVisits(ast.NodeVisitor):
+    """Code that may not run though its if-arms are taken (``CallFact.skippable``): the
+    extractor counts how deep inside such code it is."""
+
+    _skippable = 0
+
+    def _skipping(self, nodes: list[ast.AST]) -> None:
+        self._skippable += 1
+        for n in nodes:
+            self.visit(n)
+        self._skippable -= 1
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self.visit(node.test)
+        self._skipping([node.body, node.orelse])
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        self.visit(node.values[0])
+        self._skipping(list(node.values[1:]))
+
+    def _comprehension(self, node: ast.AST) -> None:
+        self._skipping(list(ast.iter_child_nodes(node)))
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_While(self, node: ast.While) -> None:
+        self._skipping([node.test, *node.body, *node.orelse])
+
+    def visit_Try(self, node: ast.Try) -> None:
+        self._statements(node.body)
+        self._skipping([*node.handlers, *node.orelse])
+        self._statements(node.finalbody)
+
+    def _statements(self, stmts: list[ast.stmt]) -> None:
+        """Statements visited in order, those after one that may escape skippable."""
+        escaped = 0
+        for stmt in stmts:
+            self.visit(stmt)
+            if not escaped and _may_escape(stmt):
+                escaped = 1
+                self._skippable += 1
+        self._skippable -= escaped
+
+    visit_TryStar = visit_Try  # type: ignore[assignment]  # ast.TryStar has the same fields
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self.visit(node.subject)
+        self._skipping(list(node.cases))
+
+
+class _FunctionExtractor(_SkippableVisits):
     """Collects the body facts of one function, not descending into nested defs/classes."""
 
     def __init__(self, src: _Source) -> None:
@@ -484,6 +543,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.top_level: set[int] = set()  # ids of the function body's own statements
         self._at_top = False  # visiting an assignment that is one of them
         self._loop_stores: dict[int, list[Chain]] = {}
+        self._skippable = 0  # inside code that may not run though its if-arms are taken
 
     # -- helpers -------------------------------------------------------
     def _loop_write(self, name: str, carried: bool) -> None:
@@ -641,19 +701,24 @@ class _FunctionExtractor(ast.NodeVisitor):
     def visit_block(self, stmts: list[ast.stmt]) -> None:
         """A statement list; after ``if c: ... return`` (or ``raise``) without ``else``,
         the rest of the block runs only when ``not c``: a branch of its own."""
-        pushed = 0
+        pushed = escaped = 0
         for stmt in stmts:
             self.visit(stmt)
             if (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body
                     and isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
-                branch = BranchFact(len(self.branches), stmt.lineno, _guard_tests(self.src, stmt.test), True)
+                guard = pexpr(stmt.test, self.src)
+                branch = BranchFact(len(self.branches), stmt.lineno, _guard_tests(self.src, stmt.test), True, guard)
                 self.branches.append(branch)
                 self._branch_stack.append(branch.id)
-                self._guards.append((pexpr(stmt.test, self.src), True))
+                self._guards.append((guard, True))
                 pushed += 1
+            elif not escaped and _may_escape(stmt):
+                escaped = 1  # what follows may not run: skippable
+                self._skippable += 1
         for _ in range(pushed):
             self._branch_stack.pop()
             self._guards.pop()
+        self._skippable -= escaped
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
@@ -661,10 +726,11 @@ class _FunctionExtractor(ast.NodeVisitor):
         for negated, body in ((False, node.body), (True, node.orelse)):
             if not body:
                 continue
-            branch = BranchFact(len(self.branches), node.lineno, tests, negated)
+            guard = pexpr(node.test, self.src)
+            branch = BranchFact(len(self.branches), node.lineno, tests, negated, guard)
             self.branches.append(branch)
             self._branch_stack.append(branch.id)
-            self._guards.append((pexpr(node.test, self.src), negated))
+            self._guards.append((guard, negated))
             self.visit_block(body)
             self._branch_stack.pop()
             self._guards.pop()
@@ -746,7 +812,7 @@ class _FunctionExtractor(ast.NodeVisitor):
         self.calls.append(
             CallFact(
                 node.lineno, node.col_offset, func_chain, tuple(args), tuple(keywords), tuple(star), tuple(dstar),
-                tuple(self._loop_stack), tuple(self._branch_stack),
+                tuple(self._loop_stack), tuple(self._branch_stack), self._skippable > 0,
             )
         )
         if (func_chain and len(func_chain) == 2 and func_chain[1] == "append" and isinstance(node.func, ast.Attribute)
@@ -761,6 +827,22 @@ class _FunctionExtractor(ast.NodeVisitor):
                     DictEntry(kw.arg, _expr(kw.value, self.src)) for kw in node.keywords
                 )
         self.generic_visit(node)
+
+
+_OWN_SCOPE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _may_escape(stmt: ast.stmt) -> bool:
+    """``stmt`` may leave the block before the next statement (a return or raise anywhere in
+    it, a break or continue outside the loops it holds; nested functions and classes aside)."""
+    todo: list[tuple[ast.AST, bool]] = [(stmt, False)]
+    while todo:
+        n, in_loop = todo.pop()
+        if isinstance(n, (ast.Return, ast.Raise)) or (isinstance(n, (ast.Break, ast.Continue)) and not in_loop):
+            return True
+        inner = in_loop or isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+        todo.extend((c, inner) for c in ast.iter_child_nodes(n) if not isinstance(c, _OWN_SCOPE))
+    return False
 
 
 def _attr_def(ex: "_FunctionExtractor", target: ast.AST, value: ast.AST | None) -> None:
@@ -894,6 +976,7 @@ class _ModuleExtractor:
         qual = f"{prefix}{node.name}"
         methods: dict[str, FunctionFact] = {}
         class_attrs: dict[str, ExprFact] = {}
+        field_defaults: dict[str, ExprFact] = {}
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[stmt.name] = _function(stmt, f"{qual}.{stmt.name}", self.src)
@@ -903,6 +986,8 @@ class _ModuleExtractor:
                 for t in stmt.targets:
                     if isinstance(t, ast.Name):
                         class_attrs[t.id] = _expr(stmt.value, self.src)
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                field_defaults[stmt.target.id] = _expr(stmt.value, self.src)
         self.classes[qual] = ClassFact(
             name=node.name,
             qualname=qual,
@@ -912,6 +997,7 @@ class _ModuleExtractor:
             decorators=tuple(self.src.segment(d) for d in node.decorator_list),
             methods=methods,
             class_attrs=class_attrs,
+            field_defaults=field_defaults,
             decorator_facts=tuple(_decorator(d, self.src) for d in node.decorator_list),
         )
 

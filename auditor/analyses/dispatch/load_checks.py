@@ -43,7 +43,7 @@ class LoadChecks(DispatchPart):
         for key, fn in self._load_methods(drafter):
             for r in fn.raises:
                 attrs = list(dict.fromkeys(a for g in r.guards for a in self_reads(g)))
-                fields = {a: self._attr(ev, drafter, a, r.guards, model, root) for a in attrs}
+                fields = {a: self.attr_value(ev, drafter, a, r.guards, model, root) for a in attrs}
                 p = Path({"self": Obj("self", fields)})
                 if self._reached(ev, key, p, fn, r):
                     out.append(Rejection(key[0], r.line, key[1], r.exc, "load"))
@@ -80,11 +80,11 @@ class LoadChecks(DispatchPart):
                 return False
         return True
 
-    def _attr(self, ev: Evaluator, drafter: ClassKey, attr: str, guards: tuple[PExpr, ...], model: ClassKey | None,
+    def attr_value(self, ev: Evaluator, drafter: ClassKey, attr: str, guards: tuple[PExpr, ...], model: ClassKey | None,
               root: Obj) -> Value:
         if REGISTRY in self.types.attr_types(drafter, attr):
             return self._model(model, _asked(attr, guards)) if model is not None else Unknown(f"self.{attr}")
-        for key, fn in self._constructors(drafter):
+        for key, fn in self.constructors(drafter):
             v = fn.attr_defs.get(attr)
             if v is None:
                 continue
@@ -93,7 +93,7 @@ class LoadChecks(DispatchPart):
             return ev.eval(v, p, key)
         return Unknown(f"self.{attr}")
 
-    def _constructors(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
+    def constructors(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
         """The constructors that run, most derived first: each base's while the one before
         calls ``super().__init__``."""
         out: list[tuple[FuncKey, FunctionFact]] = []
@@ -117,7 +117,7 @@ class LoadChecks(DispatchPart):
             cf = self.index.class_fact(c)
             if cf is not None:
                 present.update(cf.class_attrs)
-        complete = all(self._bases_known(c) for c in mro)
+        complete = all(self.bases_known(c) for c in mro)
         fields: dict[str, Value] = {}
         for n in asked:
             if n in present:
@@ -126,7 +126,7 @@ class LoadChecks(DispatchPart):
                 fields[n] = Unknown(f"{model[1]}.{n}", maybe_absent=True)
         return Obj(model[1], fields, closed=True)
 
-    def _bases_known(self, cls: ClassKey) -> bool:
+    def bases_known(self, cls: ClassKey) -> bool:
         """Every base of ``cls`` is a class of the tree or a base without head methods."""
         cf = self.index.class_fact(cls)
         if cf is None:

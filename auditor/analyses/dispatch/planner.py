@@ -98,7 +98,7 @@ class Planner(DispatchPart):
             why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}"
             steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
             return replace(plan, steps=steps, outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
-        raise_at = self._step_raise(plan)
+        raise_at = self._step_raise(plan, build_root, notes)
         if raise_at is not None:
             why = f"raises at step {raise_at.step}: {raise_at.path}:{raise_at.line} {raise_at.function}: {raise_at.message}"
             steps = tuple(s if s.step < raise_at.step else StepPlan(s.step, None, None, f"raises at step {raise_at.step}", why)
@@ -106,7 +106,7 @@ class Planner(DispatchPart):
             return replace(plan, steps=steps, outcome="raises", step_raise=raise_at, notes=tuple(notes))
         return replace(plan, notes=tuple(notes))
 
-    def _step_raise(self, plan: Plan) -> StepRaise | None:
+    def _step_raise(self, plan: Plan, root: Obj, notes: list[str]) -> StepRaise | None:
         model, proposer = plan.model_class, plan.proposer
         if model is None or proposer is None or not plan.steps:
             return None
@@ -115,7 +115,12 @@ class Planner(DispatchPart):
             return None
         # The forward's and the heads' selections of the route's leg (the reachability rows ask
         # the same of every selection a loop reaches in the class).
-        return self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.k)
+        found = self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.k)
+        # A draft-time call of a method the draft model lacks (:mod:`.draft_calls`).
+        missing, more = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root)
+        notes += [n for n in more if n not in notes]
+        hits = [r for r in (found, missing) if r is not None]
+        return min(hits, key=lambda r: (r.step, r.path, r.line)) if hits else None
 
     def _layer_count(self, leg: RouteLeg, hf: Obj) -> tuple[int | None, str | None]:
         """The layer count this configuration gives the route's layer-count fields: on the

@@ -31,6 +31,7 @@ from .engine_modes import EngineModes
 from .stepless import StepFree
 from .count_holder import CountHolder
 from .load_checks import LoadChecks
+from .draft_calls import DraftCalls
 from .runner_checks import RunnerChecks
 from .route_values import DispatchRoute, RouteValues
 
@@ -62,6 +63,7 @@ class DispatchProvider(Provider):
         self.step_free = StepFree(self)
         self.count_holder = CountHolder(self)
         self.load_checks = LoadChecks(self)
+        self.draft_calls = DraftCalls(self)
         self.runner_checks = RunnerChecks(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()

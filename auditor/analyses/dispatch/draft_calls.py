@@ -1,0 +1,274 @@
+"""A draft-time call of a method the draft model lacks (issue 18): the drafter's per-step
+code calls ``self.<model>.<m>(...)`` on the model a registry loader built, the draft model
+class does not define ``m``, and torch's ``nn.Module.__getattr__`` raises ``AttributeError:
+'Cls' object has no attribute 'm'`` the first time that call runs.
+
+The per-step code is the function holding the route's draft loop and the drafter's methods
+it calls on ``self`` (resolved in the drafter, an override winning), up to 4 calls deep. A
+call is reached when every if-arm around it is taken, for each function on the way: the arms'
+tests are evaluated over the configuration by the partial evaluator (the drafter's attributes
+from the constructors that run, as :mod:`.load_checks` reads them; an attribute assigned
+outside those constructors, a parameter or a local is unknown); a call in several arms is
+reached when one of them is taken whatever the undecided tests are. A call in a loop other
+than the draft loop, or in code that may not run though its arms are taken
+(``CallFact.skippable``), is never reached for sure. Only calls that run before the draft
+loop are placed, at step 0 (the draft's first step, or before it); a call only in the loop
+or after it, or reached under tests the evaluator cannot decide, leaves the plan as it is,
+with a note saying so.
+
+The model lacks ``m`` only when no class of its hierarchy in the tree defines it (method,
+class attribute, ``__getattr__``/``__getattribute__``, ``self.m = ...`` anywhere, or
+``setattr`` on ``self``), the drafter never assigns ``self.<model>.m`` nor calls ``setattr``
+on it, and every base outside the tree is one of ``head-free-bases``, taken to define only
+:data:`BASE_ATTRIBUTES`. The attribute must hold only the registry-loaded model: every
+``self.<model> = ...`` in the drafter's classes is typed ``REGISTRY``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass
+
+import msgspec
+
+from ...facts.extract import CallFact, FunctionFact, PExpr
+from ...index.index import ClassKey, FuncKey
+from ...model.findings import StepRaise
+from ..loops import LoopResult
+from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, truth
+from ..types import REGISTRY
+from .part import DispatchPart
+from .syntax import self_reads
+
+#: The non-dunder attributes of the bases ``head-free-bases`` names (torch 2.13's
+#: ``nn.Module``: its class and what ``Module.__init__`` sets; ``object``, ``typing.Protocol``
+#: and ``typing.Generic``): a name among them, or any dunder, is never absent.
+BASE_ATTRIBUTES = frozenset("""
+T_destination _abc_impl _apply _backward_hooks _backward_pre_hooks _buffers _call_impl _compiled_call_impl
+_forward_hooks _forward_hooks_always_called _forward_hooks_with_kwargs _forward_pre_hooks
+_forward_pre_hooks_with_kwargs _get_backward_hooks _get_backward_pre_hooks _get_name _is_full_backward_hook
+_is_protocol _is_runtime_protocol _load_from_state_dict _load_state_dict_post_hooks _load_state_dict_pre_hooks
+_maybe_warn_non_full_backward_hook _modules _named_members _non_persistent_buffers_set _parameters
+_register_load_state_dict_pre_hook _register_state_dict_hook _replicate_for_data_parallel _save_to_state_dict
+_slow_forward _state_dict_hooks _state_dict_pre_hooks _version _wrapped_call_impl add_module apply bfloat16 buffers
+call_super_init children compile cpu cuda double dump_patches eval extra_repr float forward get_buffer
+get_extra_state get_parameter get_submodule half ipu load_state_dict modules mtia named_buffers named_children
+named_modules named_parameters parameters register_backward_hook register_buffer register_forward_hook
+register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
+register_load_state_dict_post_hook register_load_state_dict_pre_hook register_module register_parameter
+register_state_dict_post_hook register_state_dict_pre_hook requires_grad_ set_extra_state set_submodule
+share_memory state_dict to to_empty train training type xpu zero_grad
+""".split())
+
+_DEPTH = 4  # self-calls followed from the loop's function
+_MAX_UNDECIDED = 8  # undecided tests enumerated per function
+
+
+@dataclass(frozen=True)
+class MissingCall:
+    """A call of ``self.<attr>.<method>(...)`` at ``path:line`` in ``function``."""
+
+    path: str
+    line: int
+    function: str
+    attr: str
+    method: str
+
+
+class DraftCalls(DispatchPart):
+    def step_raise(self, drafter: ClassKey, model: ClassKey, loop: LoopResult, root: Obj) -> tuple[StepRaise | None, list[str]]:
+        """The step the first surely-reached call of a method ``model`` lacks raises at, and
+        notes for those reached only under tests the evaluator cannot decide."""
+        attrs = self._model_attrs(drafter)
+        fn = self.index.function(loop.func)
+        if not attrs or fn is None:
+            return None, []
+        lacks = {c.func[2] for c in self._per_step_calls(drafter, fn, 0, set()) if c.func and len(c.func) == 3
+                 and c.func[1] in attrs and not self._present(model, drafter, c.func[1], c.func[2])}
+        if not lacks:
+            return None, []
+        ev = self.evaluator()
+        root = self._with_defaults(root)
+        before = [c for c in fn.calls if loop.loop.id not in c.loops and c.line < loop.loop.line]
+        sure, maybe = self._reached(ev, drafter, model, loop.func, fn, before, attrs, lacks, root, 0, set())
+        notes = [f"a draft-time call {m.function}: self.{m.attr}.{m.method}(...) at {m.path}:{m.line}, which "
+                 f"{model[1]} lacks, runs under tests the analysis cannot decide" for m in maybe if m not in sure]
+        inside = [c for c in fn.calls if loop.loop.id in c.loops]
+        in_sure, in_maybe = self._reached(ev, drafter, model, loop.func, fn, inside, attrs, lacks, root, 0, set(),
+                                          loop.loop.id)
+        later = sorted({(m.attr, m.method) for m in in_sure + in_maybe})
+        if not sure and later:
+            notes.append(f"the draft loop may call {', '.join(f'self.{a}.{m}' for a, m in later)}, which "
+                         f"{model[1]} lacks: the step it first runs at is not placed")
+        if not sure:
+            return None, notes
+        first = sure[0]
+        return StepRaise(0, first.path, first.line, first.function,
+                         f"AttributeError(\"'{model[1]}' object has no attribute '{first.method}'\")"), notes
+
+    # -- the per-step code ------------------------------------------------------------
+    def _method(self, drafter: ClassKey, name: str) -> tuple[FuncKey, FunctionFact] | None:
+        found = self.index.method(drafter, name)
+        return ((found[0][0], f"{found[0][1]}.{name}"), found[1]) if found else None
+
+    def _per_step_calls(self, drafter: ClassKey, fn: FunctionFact, depth: int, seen: set[str]) -> list[CallFact]:
+        """Every call in ``fn`` and in the drafter's methods it calls on ``self``, transitively."""
+        out: list[CallFact] = []
+        for c in fn.calls:
+            out.append(c)
+            if c.func and len(c.func) == 2 and c.func[0] == "self" and depth < _DEPTH and c.func[1] not in seen:
+                seen.add(c.func[1])
+                found = self._method(drafter, c.func[1])
+                if found is not None:
+                    out += self._per_step_calls(drafter, found[1], depth + 1, seen)
+        return out
+
+    def _reached(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, key: FuncKey, fn: FunctionFact,
+                 calls: list[CallFact], attrs: set[str], lacks: set[str], root: Obj, depth: int,
+                 seen: set[str], loop_id: int | None = None) -> tuple[list[MissingCall], list[MissingCall]]:
+        """The calls of a lacking method among ``calls`` of ``fn`` (and in the methods they
+        call on ``self``) reached for sure, and those that may be reached, in call order
+        (``loop_id``: the draft loop of ``fn``, whose body counts as reached)."""
+        sure: list[MissingCall] = []
+        maybe: list[MissingCall] = []
+        targets: dict[tuple[str, ...], list[CallFact]] = {}
+        for c in calls:
+            if not c.func or c.func[0] != "self":
+                continue
+            if len(c.func) == 3 and c.func[1] in attrs and c.func[2] in lacks:
+                targets.setdefault(c.func, []).append(c)
+            elif len(c.func) == 2 and depth < _DEPTH and c.func[1] not in seen:
+                targets.setdefault(c.func, []).append(c)
+        p = self._path(ev, drafter, model, key, fn, root)
+        memo: dict[bytes, bool | None] = {}
+        def looped(c: CallFact) -> bool:
+            return any(lp != loop_id for lp in c.loops)
+
+        for target, sites in targets.items():
+            held = _any_arm(fn, [s for s in sites if not s.skippable and not looped(s)], ev, key, p, memo)
+            possible = held is not False or any(s.skippable or looped(s) for s in sites)
+            if len(target) == 3:
+                m = MissingCall(key[0], sites[0].line, key[1], target[1], target[2])
+                (sure if held else maybe if possible else []).append(m)
+                continue
+            found = self._method(drafter, target[1])
+            if found is None or not possible:
+                continue
+            s2, m2 = self._reached(ev, drafter, model, found[0], found[1], list(found[1].calls), attrs, lacks, root,
+                                   depth + 1, seen | {target[1]})
+            (sure if held else maybe).extend(s2)
+            maybe.extend(m2)
+        return sure, maybe
+
+    def _path(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, key: FuncKey, fn: FunctionFact, root: Obj) -> Path:
+        """``self`` with the attributes ``fn``'s tests read; parameters and locals unknown."""
+        guards = tuple(b.guard for b in fn.branches if b.guard is not None)
+        reads = dict.fromkeys(a for g in guards for a in self_reads(g))
+        assigned = self._assigned_outside_constructors(drafter)
+        load = self.provider.load_checks
+        fields: dict[str, Value] = {a: Unknown(f"self.{a}") if a in assigned
+                                    else load.attr_value(ev, drafter, a, guards, model, root) for a in reads}
+        env: dict[str, Value] = {n: Unknown(n) for n in [*fn.param_names, *fn.assigns]}
+        env["self"] = Obj("self", fields)
+        return Path(env)
+
+    def _assigned_outside_constructors(self, drafter: ClassKey) -> set[str]:
+        ctors = {k for k, _ in self.provider.load_checks.constructors(drafter)}
+        out: set[str] = set()
+        for c in self.index.mro(drafter):
+            for name, m in self.index.methods(c).items():
+                if (c[0], f"{c[1]}.{name}") not in ctors:
+                    out.update(s.target[1] for s in m.attr_assigns if len(s.target) == 2 and s.target[0] == "self")
+        return out
+
+    def _with_defaults(self, root: Obj) -> Obj:
+        """``root`` whose speculative config has, for each field the configuration leaves
+        unset, its class's literal default (``draft_sample_method: str = "greedy"``) when no
+        method of the class assigns the field (``__post_init__`` may derive it otherwise)."""
+        root = copy.deepcopy(root)
+        spec = root.roles.get(self.roles["speculative"])
+        if spec is None or spec.cls is None:
+            return root
+        mro = self.index.mro(spec.cls)
+        assigned = {s.target[1] for c in mro for m in self.index.methods(c).values() for s in m.attr_assigns
+                    if len(s.target) == 2 and s.target[0] == "self"}
+        for c in mro:
+            cf = self.index.class_fact(c)
+            for name, e in (cf.field_defaults.items() if cf is not None else ()):
+                if e.has_literal and name not in assigned and name not in spec.fields:
+                    spec.fields[name] = e.literal
+        return root
+
+    # -- the draft model ---------------------------------------------------------------
+    def _model_attrs(self, drafter: ClassKey) -> set[str]:
+        """The drafter's attributes that hold only the model a registry loader built."""
+        out: set[str] = set()
+        for a in self.types.self_attributes(drafter):
+            if REGISTRY not in self.types.attr_types(drafter, a):
+                continue
+            values = [(c, name, m, s) for c in self.index.mro(drafter) for name, m in self.index.methods(c).items()
+                      for s in m.attr_assigns if s.target == ("self", a)]
+            if values and all(self.types.value_types(drafter, (c[0], f"{c[1]}.{name}"), m, s.value, 0) == [REGISTRY]
+                              for c, name, m, s in values):
+                out.add(a)
+        return out
+
+    def _present(self, model: ClassKey, drafter: ClassKey, attr: str, name: str) -> bool:
+        """Whether ``model`` may have ``name`` (True unless it surely lacks it)."""
+        if name.startswith("__") or name in BASE_ATTRIBUTES:
+            return True
+        mro = self.index.mro(model)
+        if name in self.types.self_attributes(model):
+            return True
+        for c in mro:
+            methods = self.index.methods(c)
+            cf = self.index.class_fact(c)
+            if cf is None or name in methods or name in cf.class_attrs or name in cf.field_defaults \
+                    or "__getattr__" in methods or "__getattribute__" in methods \
+                    or _sets_attrs(list(methods.values()), ("self",)):
+                return True
+        if not all(self.provider.load_checks.bases_known(c) for c in mro):
+            return True
+        for c in self.index.mro(drafter):
+            mine = list(self.index.methods(c).values())
+            if any(s.target == ("self", attr, name) for m in mine for s in m.attr_assigns) \
+                    or _sets_attrs(mine, ("self", attr)):
+                return True
+        return False
+
+
+def _sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:
+    """A ``setattr(<chain>, ...)`` call in one of ``methods``."""
+    return any(c.func == ("setattr",) and c.args and c.args[0].chain == chain for m in methods for c in m.calls)
+
+
+def _any_arm(fn: FunctionFact, sites: list[CallFact], ev: Evaluator, key: FuncKey, p: Path,
+             memo: dict[bytes, bool | None]) -> bool | None:
+    """Whether one of ``sites`` runs whatever the tests the evaluator cannot decide are (True),
+    none can (False), or it depends (None). The tests are taken as independent."""
+    if not sites:
+        return False
+    arms: list[list[tuple[bytes, bool]]] = []
+    tests: dict[bytes, PExpr] = {}
+    for s in sites:
+        arm = []
+        for b in s.branches:
+            g = fn.branches[b].guard
+            if g is None:
+                return None
+            k = msgspec.json.encode(g)
+            tests[k] = g
+            arm.append((k, fn.branches[b].negated))
+        arms.append(arm)
+    for k, g in tests.items():
+        if k not in memo:
+            memo[k] = truth(ev.eval(g, Path(copy.deepcopy(p.env)), key))
+    open_tests = [k for k in tests if memo[k] is None]
+    if len(open_tests) > _MAX_UNDECIDED:
+        return None
+    outcomes = set()
+    for bits in itertools.product((False, True), repeat=len(open_tests)):
+        value = dict(zip(open_tests, bits))
+        outcomes.add(any(all((value[k] if memo[k] is None else memo[k]) != neg for k, neg in arm) for arm in arms))
+    return True if outcomes == {True} else False if outcomes == {False} else None
