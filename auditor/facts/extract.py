@@ -58,6 +58,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _BIN_OPS as _BIN_OPS,
     _MAX_PEXPR_DEPTH as _MAX_PEXPR_DEPTH,
     pexpr as pexpr,
+    parse_pexpr as parse_pexpr,
     _writes as _writes,
     stmt_tree as stmt_tree,
     _keeps_body as _keeps_body,
@@ -68,7 +69,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _Source as _Source,
 )
 
-FACTS_VERSION = 16  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 17  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the schema digest in the cache key (auditor.cache.content_key)
 
 
@@ -118,6 +119,8 @@ class CallFact(Struct, frozen=True):
     loops: tuple[int, ...] = ()  # ids of the enclosing for-loops, outermost first
     # -- issue 12 (capture/compile) --
     branches: tuple[int, ...] = ()  # ids of the enclosing if-branches (FunctionFact.branches), outermost first
+    # The called attribute when ``func`` is no chain (``self.graphs[k].replay()``: ``replay``).
+    attr: str | None = None
 
 
 class DictEntry(Struct, frozen=True):
@@ -747,6 +750,7 @@ class _FunctionExtractor(ast.NodeVisitor):
             CallFact(
                 node.lineno, node.col_offset, func_chain, tuple(args), tuple(keywords), tuple(star), tuple(dstar),
                 tuple(self._loop_stack), tuple(self._branch_stack),
+                node.func.attr if func_chain is None and isinstance(node.func, ast.Attribute) else None,
             )
         )
         if (func_chain and len(func_chain) == 2 and func_chain[1] == "append" and isinstance(node.func, ast.Attribute)
