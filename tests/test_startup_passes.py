@@ -7,10 +7,11 @@ in both; one behind a setting the configuration leaves unknown says so."""
 
 from __future__ import annotations
 
+import pytest
 from scan_helpers import write_tree
 from test_layers import planned_scan
 
-from auditor.analyses.dispatch import Setting
+from auditor.analyses.dispatch import DispatchProvider, Setting
 from auditor.analyses.dispatch.env_defaults import env_defaults
 from trees import _model, gate_tree
 
@@ -208,3 +209,34 @@ def test_a_call_made_on_both_sides_of_an_unknown_test_is_made(tmp_path):
     plan = _plans(tmp_path, gate="self.cache_config.kv_cache_memory_bytes is None", either_way=True)
     assert plan.outcome == "rejected" and plan.rejections[0].when == "startup"
     assert "CPUWorker.compile_or_warm_up_model" in plan.steps[0].why
+
+
+@pytest.mark.release
+def test_0_33_cpu_v2_mimo_is_rejected_at_start_up_compiled_and_raises_eager():
+    """vLLM 0.33.0 on CPU: the worker's warm-up (compiled) runs the profile run, whose dummy
+    run calls the multi-module speculator's propose, whose draft loop reaches MiMo's
+    ``assert spec_step_idx == 0`` at step 1 before serving."""
+    from release_cache import first_scan, release_cache_dir, release_root
+
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.facts.cache import FactsCache
+    from auditor.services.layers import PlanQuery
+    from auditor.source.trees import DirectoryTree
+    from rules import all_rules
+
+    settings = [Setting(r, 2, platform="cpu", architecture="MiMoMTPModel", fields=(("num_nextn_predict_layers", 2),))
+                for r in ("v1", "v2")]
+    with first_scan("0.33.0"):
+        scan = run_scan(DirectoryTree(release_root("0.33.0")), Config(), all_rules(), FactsCache(release_cache_dir()),
+                        2, queries=[PlanQuery(lambda _dispatch: settings)])
+    assert scan.analysis is not None
+    v1, v2 = (scan.analysis.get(DispatchProvider).plan(s) for s in settings)
+    assert v1.outcome == "plan" and (v1.compiled is None or v1.compiled.outcome is None)
+    assert v2.outcome == "raises" and v2.raises_at_step == 1
+    assert any(n.startswith("eager: a start-up pass may run the draft loop") and "_should_warm_up_model()" in n
+               for n in v2.notes)
+    assert v2.compiled is not None and v2.compiled.outcome == "rejected"
+    why = v2.compiled.steps[0].why
+    assert why.startswith("rejected at start-up: CPUWorker.determine_available_memory (vllm/v1/worker/cpu_worker.py:")
+    assert "MultiModuleMTPSpeculator._generate_drafts" in why and "mimo_mtp.py" in why
