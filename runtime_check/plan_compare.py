@@ -167,6 +167,9 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
     planned_drafter = (plan.get("proposer") or {}).get("class")
     planned_model = (plan.get("model_class") or {}).get("class")
     p_out, p_exc = planned_outcome(plan)
+    view_outcome = (plan.get("compiled") or {}).get("outcome") if run.get("engine_mode", "eager") == "compiled" else None
+    if view_outcome in OUTCOMES:  # the compiled engine's own outcome (rejected at start-up)
+        p_out, p_exc = view_outcome, None
     o_out = run.get("outcome", "ran")
     out_agree = (Agreement.AGREE if p_out == o_out and (p_exc is None or p_exc == run.get("exception"))
                  else Agreement.DISAGREE)

@@ -103,6 +103,26 @@ class Config:
                                  "xpu": "vllm/platforms/xpu.py", "cpu": "vllm/platforms/cpu.py"}
     )
     head_methods: list[str] = field(default_factory=lambda: ["compute_logits", "get_top_tokens"])
+    # Issue 18 (start-up passes, auditor/analyses/dispatch/startup.py): the fields of vLLM's
+    # parallel config a platform's module sets to its worker class (a dotted name), and the
+    # worker methods the engine calls at start-up, before it serves (profiling, warm-up).
+    worker_class_fields: list[str] = field(default_factory=lambda: ["worker_cls"])
+    startup_methods: list[str] = field(default_factory=lambda: ["determine_available_memory",
+                                                                "compile_or_warm_up_model"])
+    # Where the engine mode shows on a worker's and a runner's ``self`` (and ``vllm_config``):
+    # ``enforce_eager`` (eager: True, compiled: False) and the compilation mode (eager: 0,
+    # vLLM's ``CompilationMode.NONE``; compiled: any other, 1 or more).
+    engine_mode_fields: dict[str, str] = field(default_factory=lambda: {
+        "enforce_eager": "model_config.enforce_eager", "compilation_mode": "compilation_config.mode"})
+    # What the start-up judgement assumes of state the code reads at run time (JSON values):
+    # one pipeline stage (vLLM's default pipeline_parallel_size = 1). A judgement that used
+    # one says so.
+    startup_assumptions: dict[str, str] = field(default_factory=lambda: {
+        "is_first_pp_rank": "true", "is_last_pp_rank": "true"})
+    # Modules whose attributes are environment variables read from a table of lambdas (vLLM's
+    # ``envs``): planned with every variable unset, each is the default its lambda computes
+    # (read, never run).
+    env_modules: list[str] = field(default_factory=lambda: ["vllm.envs"])
     proposer_entries: list[str] = field(default_factory=lambda: ["propose"])
     # Speculative methods that load MTP draft models (a scan pairs draft loops with MTP
     # classes only through drafters the factories build for these methods).
@@ -138,8 +158,9 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "compile_condition_args",
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
               "validation_methods", "drafter_load_methods", "head_free_bases",
-              "plugin_register_calls", "pure_methods", "graph_capture_sizes"}
-_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules"}
+              "plugin_register_calls", "pure_methods", "graph_capture_sizes", "worker_class_fields",
+              "startup_methods", "env_modules"}
+_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions"}
 _LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}

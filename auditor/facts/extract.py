@@ -58,6 +58,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _BIN_OPS as _BIN_OPS,
     _MAX_PEXPR_DEPTH as _MAX_PEXPR_DEPTH,
     pexpr as pexpr,
+    parse_pexpr as parse_pexpr,
     _writes as _writes,
     stmt_tree as stmt_tree,
     _keeps_body as _keeps_body,
@@ -68,8 +69,8 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _Source as _Source,
 )
 
-FACTS_VERSION = 17  # bump on a change of what is extracted; a change of the records' shape
-# alone is caught by the schema digest in the cache key (auditor.cache.content_key)
+FACTS_VERSION = 18  # bump on a change of what is extracted; a change of the records' shape
+# alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
 
@@ -124,6 +125,8 @@ class CallFact(Struct, frozen=True):
     # follows a statement that may return, raise, break or continue (other than ``if c: ...
     # return``/``raise`` without ``else``, whose rest is the branch ``not c``).
     skippable: bool = False
+    # The called attribute when ``func`` is no chain (``self.graphs[k].replay()``: ``replay``).
+    attr: str | None = None
 
 
 class DictEntry(Struct, frozen=True):
@@ -813,6 +816,7 @@ class _FunctionExtractor(_SkippableVisits):
             CallFact(
                 node.lineno, node.col_offset, func_chain, tuple(args), tuple(keywords), tuple(star), tuple(dstar),
                 tuple(self._loop_stack), tuple(self._branch_stack), self._skippable > 0,
+                node.func.attr if func_chain is None and isinstance(node.func, ast.Attribute) else None,
             )
         )
         if (func_chain and len(func_chain) == 2 and func_chain[1] == "append" and isinstance(node.func, ast.Attribute)

@@ -377,3 +377,15 @@ class _Source:
             s = ast.unparse(node)
         s = " ".join(s.split())
         return s if len(s) <= _TEXT_LIMIT else s[: _TEXT_LIMIT - 1] + "…"
+
+
+def parse_pexpr(text: str) -> PExpr | None:
+    """The expression a fact's source text holds, as the evaluator's tree; None when the
+    text was shortened (``…``) or is no expression (a guard's text, kept as text)."""
+    if "\u2026" in text:
+        return None
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return pexpr(tree.body, _Source(text))

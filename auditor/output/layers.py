@@ -50,11 +50,16 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
     doc.update(plan.outcome_json())
     if engine_mode in ("compiled", "both"):
         c = plan.compiled
-        doc["compiled"] = None if c is None else {
+        view: dict[str, Any] | None = None if c is None else {
             "mode": c.mode, "frozen_steps": list(c.frozen_steps), "findings": list(c.findings), "why": c.why,
             "steps": [{"step": st.step, "forward_layer": st.forward_layer, "head_layer": st.head_layer, "verdict": st.verdict}
                       for st in c.steps],
         }
+        if c is not None and view is not None and c.outcome is not None:  # rejected at start-up under this mode
+            view["outcome"] = c.outcome
+            view["rejections"] = [{"path": x.path, "line": x.line, "function": x.function,
+                                  "message": x.message, "when": x.when} for x in c.rejections]
+        doc["compiled"] = view
     # The forced view (auditor/services/forced_plan.py): what runs when the loop hands the model step i.
     doc["forced"] = None if forced is None else {
         "why": forced.why,
@@ -109,7 +114,8 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
         view = plan.compiled
         if view is not None and engine_mode in ("compiled", "both"):
             frozen = ", ".join(str(i) for i in view.frozen_steps) or "none"
-            out.append(f"  compiled (torch.compile + CUDA graphs, vLLM's default): frozen steps: {frozen}")
+            out.append(f"  compiled (torch.compile + CUDA graphs, vLLM's default): "
+                       + (f"{view.outcome} at start-up" if view.outcome else f"frozen steps: {frozen}"))
             if engine_mode == "compiled" or view.frozen_steps:
                 out.append("  step  forward  head  verdict")
                 for st in view.steps:

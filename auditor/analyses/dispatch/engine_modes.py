@@ -9,15 +9,35 @@ that says so (MTP007)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..capture import FreezeKind, FrozenStep
 from ..loops import FORWARD_METHODS
 from .model import EngineView, Plan, StepPlan, Verdict
+from .outcomes import Rejection
 from .part import DispatchPart
 
 
 class EngineModes(DispatchPart):
     def compiled(self, plan: Plan) -> EngineView | None:
-        """None when the plan has no drafter, model class or loop (nothing to compile)."""
+        """None when the plan has no drafter, model class or loop (nothing to compile). A plan
+        that raises at a step a compiled engine's start-up pass runs first is rejected at
+        start-up (:mod:`.startup`); one whose start-up pass is undecided says so in ``why``."""
+        view = self._compiled(plan)
+        sr = plan.step_raise
+        if view is None or plan.outcome != "raises" or sr is None:
+            return view
+        start = self.provider.planner.startup_reach(plan, sr, "compiled")
+        if start is not None and start.reached:
+            why = start.rejected_why(sr)
+            steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
+            return EngineView("compiled", steps, (), (), why, (), "rejected",
+                              (Rejection(sr.path, sr.line, sr.function, sr.message, "startup"),))
+        if start is not None and start.reached is None:
+            return replace(view, why=f"{view.why}; {start.note(sr)}")
+        return view
+
+    def _compiled(self, plan: Plan) -> EngineView | None:
         model, proposer = plan.model_class, plan.proposer
         if model is None or proposer is None or not plan.steps or plan.outcome == "rejected":
             return None

@@ -115,6 +115,10 @@ class EngineView:
     findings: tuple[str, ...]  # fingerprints of the findings that explain it (named by the services layer)
     why: str
     frozen: tuple[FrozenStep, ...] = ()  # where the step stops mattering on this route
+    # Issue 18: "rejected" when a start-up pass of this mode runs a step whose assert fails
+    # (:mod:`.startup`); None: the plan's own outcome.
+    outcome: str | None = None
+    rejections: tuple[Rejection, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ class Rejection:
     line: int
     function: str
     message: str  # the raised exception (or the failing assert and its message), as written
-    when: str  # "validation" (config checks) or "build" (the draft model's constructor)
+    when: str  # "validation" (config checks), "build" (the draft model's constructor), "load" or "startup"
 
 
 class Outcomes(DispatchPart):

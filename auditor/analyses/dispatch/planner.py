@@ -12,7 +12,8 @@ from ..loops import LoopSelection, StepKind
 from ..partial_eval import Obj
 from ..reachability import inert_detail
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
-from .outcomes import StepRaise
+from .outcomes import Rejection, StepRaise
+from .startup import StartupReach
 from .constructors import fixed_layer_count
 from .model import CUT
 from .part import DispatchPart
@@ -100,11 +101,28 @@ class Planner(DispatchPart):
             return replace(plan, steps=steps, outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
         raise_at = self._step_raise(plan, build_root, notes)
         if raise_at is not None:
+            start = self.startup_reach(plan, raise_at, "eager")
+            if start is not None and start.reached:
+                # A start-up pass runs the failing step before serving (:mod:`.startup`).
+                why = start.rejected_why(raise_at)
+                steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
+                rej = Rejection(raise_at.path, raise_at.line, raise_at.function, raise_at.message, "startup")
+                return replace(plan, steps=steps, outcome="rejected", rejections=(rej,), step_raise=raise_at,
+                               notes=tuple(notes))
+            if start is not None and start.reached is None:
+                notes.append(start.note(raise_at))
             why = f"raises at step {raise_at.step}: {raise_at.path}:{raise_at.line} {raise_at.function}: {raise_at.message}"
             steps = tuple(s if s.step < raise_at.step else StepPlan(s.step, None, None, f"raises at step {raise_at.step}", why)
                           for s in plan.steps)
             return replace(plan, steps=steps, outcome="raises", step_raise=raise_at, notes=tuple(notes))
         return replace(plan, notes=tuple(notes))
+
+    def startup_reach(self, plan: Plan, raise_at: StepRaise, mode: str) -> StartupReach | None:
+        """Whether a start-up pass of ``mode`` runs the plan's draft loop up to the failing step."""
+        if plan.proposer is None or plan.loop is None or raise_at.step >= plan.setting.k:
+            return None
+        s = plan.setting
+        return self.provider.startup.reaches(s.platform, s.runner, plan.proposer, plan.loop, mode)
 
     def _step_raise(self, plan: Plan, root: Obj, notes: list[str]) -> StepRaise | None:
         model, proposer = plan.model_class, plan.proposer

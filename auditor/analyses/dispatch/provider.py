@@ -28,6 +28,7 @@ from .routes import RouteMap
 from .load_routes import LoadRoutes
 from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
+from .startup import StartupPasses
 from .stepless import StepFree
 from .count_holder import CountHolder
 from .load_checks import LoadChecks
@@ -60,6 +61,7 @@ class DispatchProvider(Provider):
         self.load_routes = LoadRoutes(self)
         self.outcomes = Outcomes(self)
         self.engine_modes = EngineModes(self)
+        self.startup = StartupPasses(self)
         self.step_free = StepFree(self)
         self.count_holder = CountHolder(self)
         self.load_checks = LoadChecks(self)
@@ -84,6 +86,7 @@ class DispatchProvider(Provider):
             self.drafter_loops(mr.drafter)
         self.load_routes.load_routes()  # MTP005: every class a route can load (may parse files)
         self.engine_modes.load_platforms()
+        self.startup.load()  # the platforms' workers and the runners they hold
 
     # -- what the rules, `layers` and the history views ask ----------------------------
     def factories(self) -> dict[str, list[FuncKey]]:

@@ -68,6 +68,11 @@ class World:
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         return None
 
+    def class_attr(self, cls: tuple[str, str], name: str) -> Value | None:
+        """The value of a class's attribute read through the class (``Mode.NONE``), when the
+        world knows it; None: unknown."""
+        return None
+
 class ExpressionEvaluator:
     """Evaluates expressions on one path; :class:`~.evaluator.Evaluator` adds statements."""
 
@@ -158,6 +163,10 @@ class ExpressionEvaluator:
             return v
         if isinstance(owner, Unknown):
             return Unknown(f"{owner.reason}.{attr}")
+        if isinstance(owner, ClassRef):
+            known = self.world.class_attr(owner.cls, attr)
+            if known is not None:
+                return known
         return Unknown(f"{describe(owner)}.{attr}")
 
     def _boolop(self, e: PBool, p: Path, key: tuple[str, str], depth: int) -> Value:

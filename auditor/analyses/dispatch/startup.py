@@ -1,0 +1,436 @@
+"""Start-up passes (issue 18): the engine's start-up (memory profiling, warm-up, capture) may
+run the draft loop over every step before it serves a request. An assert that fails at draft
+step *i* then fails there, and vLLM refuses to start: the configuration is ``rejected`` at
+start-up, not ``raises at step i`` while serving (vLLM 0.32.0 on CPU, V2 runner, compiled:
+the warm-up's profile run calls the multi-module speculator's ``propose``, whose draft loop
+runs MiMo's ``assert spec_step_idx == 0`` at step 1).
+
+The pass is read from the code, for the platform and the engine mode:
+
+* the platform's worker class: the dotted name its platform module sets a
+  ``worker-class-fields`` field to (``parallel_config.worker_cls = "...CPUWorker"``);
+* the calls from the worker's ``startup-methods`` (the engine calls them before serving)
+  through ``self.m()``, into the runner (an attribute of the worker holding a class whose MRO
+  holds the plan's runner's factory) and from the runner into the drafter (an attribute
+  whose types hold the plan's drafter), down to the plan's draft loop function;
+* every call on the way is reached only when the ``if`` arms around it hold (an ``if c:
+  ... return`` before it is an arm of its own, ``not c``), judged by the partial evaluator
+  with ``self`` holding the engine mode (``engine-mode-fields``: ``enforce_eager`` and the
+  compilation mode, 0 for eager and 1 or more compiled), the drafter attribute holding the
+  drafter, ``startup-assumptions`` (one pipeline stage), environment variables unset
+  (``env-modules``, :mod:`.env_defaults`), members of an ``IntEnum`` as their values, and
+  the literal arguments the calls pass; an arm whose other side replays a captured graph
+  (``graph-replay-apis``) is taken on a platform that captures none;
+* a call inside a loop, an arm the evaluator cannot decide, or a draft loop whose count
+  reads a parameter of its function leaves the answer unknown (said, never guessed).
+
+The draft loop then runs as while serving, steps 0..K-1: the first failing step is reached.
+Limits: the loop body's own branches are taken as while serving; an exit before the call
+other than ``if c: ... return``/``raise`` without ``else`` (a return in a nested arm, a loop
+or a ``try``) is not seen.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ...facts.extract import BranchFact, CallFact, FunctionFact, PConst, parse_pexpr
+from ...index.index import ClassKey, FuncKey, SymbolKind
+from ...model.findings import Hop, StepRaise
+from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
+from .env_defaults import env_defaults
+from .part import DispatchPart
+from .syntax import TreeWorld
+
+MAX_DEPTH = 10  # calls from a start-up method to the draft loop
+MAX_NODES = 400  # methods visited per search
+MAX_CHAINS = 16
+_INT_ENUMS = ("IntEnum", "IntFlag")
+
+
+@dataclass(frozen=True)
+class StartupReach:
+    """Whether a start-up pass runs the plan's draft loop (``reached``; None: unknown), by
+    which calls (``chain``: the call sites, start-up method first, then the loop), what an
+    unknown answer depends on, and the assumptions a judgement used."""
+
+    mode: str
+    reached: bool | None
+    chain: tuple[Hop, ...]
+    depends_on: str = ""
+    assumed: tuple[str, ...] = ()
+
+    def route(self) -> str:
+        return " -> ".join(f"{h.function} ({h.path}:{h.line})" for h in self.chain)
+
+    def rejected_why(self, sr: StepRaise) -> str:
+        assumed = f" (assuming {', '.join(self.assumed)})" if self.assumed else ""
+        return (f"rejected at start-up: {self.route()} runs the draft loop over every step before serving{assumed}; "
+                f"step {sr.step} fails at {sr.path}:{sr.line} {sr.function}: {sr.message}")
+
+    def note(self, sr: StepRaise) -> str:
+        where = f" ({self.route()})" if self.chain else ""
+        return (f"{self.mode}: a start-up pass may run the draft loop before serving{where}, and step {sr.step}'s "
+                f"assert would reject the configuration at start-up: depends on {self.depends_on}")
+
+
+@dataclass(frozen=True)
+class _Edge:
+    ctx: ClassKey  # the class whose ``self`` the caller runs with
+    role: str  # "worker", "runner" or "drafter"
+    key: FuncKey
+    fn: FunctionFact
+    call: CallFact
+
+
+class _StartupWorld(TreeWorld):
+    """The tree as the start-up judgement sees it: environment variables unset, members of
+    an ``IntEnum`` as their values."""
+
+    def __init__(self, part: "StartupPasses") -> None:
+        super().__init__(part.index, part.config.pure_methods, part.config.sub_config_getters)
+        self.part = part
+
+    def resolve_name(self, path: str, name: str) -> Value:
+        for sym in self.index.resolve(path, name):
+            if sym.kind is SymbolKind.MODULE and sym.name in self.part.config.env_modules and sym.path:
+                return Obj(sym.name, dict(self.part.env(sym.path)))  # every variable unset
+        return super().resolve_name(path, name)
+
+    def class_attr(self, cls: tuple[str, str], name: str) -> Value | None:
+        cf = self.index.class_fact(cls)
+        if cf is None or not any(b and b[-1] in _INT_ENUMS for b in cf.bases):
+            return None
+        e = cf.class_attrs.get(name)
+        if e is None or not e.has_literal or not isinstance(e.literal, int) or isinstance(e.literal, bool):
+            return None
+        return e.literal
+
+
+class StartupPasses(DispatchPart):
+    def __init__(self, provider: Any) -> None:
+        super().__init__(provider)
+        self._envs: dict[str, dict[str, Any]] = {}
+        self._is_runner: dict[tuple[ClassKey, str], bool] = {}
+        self._holds: dict[tuple[ClassKey, str, ClassKey], bool] = {}
+        self._memo: dict[tuple[Any, ...], tuple[int, StartupReach | None]] = {}
+        self._attrs: dict[tuple[ClassKey, str], tuple[int, dict[str, list[ClassKey]]]] = {}
+        self._chain_memo: dict[tuple[Any, ...], tuple[int, list[list[_Edge]]]] = {}
+
+    # -- loading (before the index is frozen) ---------------------------------------
+    def load(self) -> None:
+        """Parse the platforms' worker modules and what their runner attributes hold."""
+        for platform in sorted(self.config.platform_modules):
+            for worker in self.workers(platform):
+                for runner in self.config.runners():
+                    self._runner_attrs(worker, runner)
+
+    def env(self, path: str) -> dict[str, Any]:
+        if path not in self._envs:
+            try:  # the source, read (never run): the facts keep no lambda bodies
+                src = self.index.tree.read(path) if path in self.index.files else None
+            except OSError:  # unreadable or too large: every variable unknown
+                src = None
+            self._envs[path] = env_defaults(src) if src is not None else {}
+        return self._envs[path]
+
+    def workers(self, platform: str) -> list[ClassKey]:
+        """The worker classes the platform's module names in a ``worker-class-fields`` field."""
+        path = self.config.platform_modules.get(platform)
+        facts = self.index.lookup(path) if path is not None and path in self.index.files else None
+        if facts is None:
+            return []
+        fields = set(self.config.worker_class_fields)
+        functions = list(facts.functions.values()) + [m for c in facts.classes.values() for m in c.methods.values()]
+        out: list[ClassKey] = []
+        for fn in functions:
+            for a in fn.attr_assigns:
+                lit = a.value.literal if a.value.has_literal else None
+                if not (a.target and a.target[-1] in fields and isinstance(lit, str) and "." in lit):
+                    continue
+                module, _, name = lit.rpartition(".")
+                target = self.index.path_of_module.get(module)
+                if target is not None and self.index.lookup(target) is not None and self.index.class_fact((target, name)):
+                    out.append((target, name))
+        return sorted(dict.fromkeys(out))
+
+    # -- the question the planner and the compiled view ask ---------------------------
+    def reaches(self, platform: str, runner: str, proposer: ClassKey, loop: Hop, mode: str) -> StartupReach | None:
+        """Whether a start-up pass of ``mode`` runs ``loop`` (a method of ``proposer``'s) on
+        ``platform``'s worker; None when no worker or no call chain to the loop is in the tree."""
+        memo_key = (platform, runner, proposer, loop.path, loop.function, loop.line, mode)
+        held = len(self.index.facts)
+        hit = self._memo.get(memo_key)
+        if hit is not None and hit[0] == held:
+            return hit[1]
+        answer = self._reach(platform, runner, proposer, loop, mode)
+        self._memo[memo_key] = (held, answer)
+        return answer
+
+    def _reach(self, platform: str, runner: str, proposer: ClassKey, loop: Hop, mode: str) -> StartupReach | None:
+        chains = [c for w in self.workers(platform) for c in self._chains(w, runner, proposer, (loop.path, loop.function))]
+        if not chains:
+            return None
+        judged = [self._judge(c, mode, platform, proposer, loop) for c in chains]
+        for want in (True, None, False):
+            for chain, (reached, why, assumed) in zip(chains, judged):
+                if reached is want:
+                    hops = tuple(Hop(e.key[0], e.call.line, e.key[1], e.call.func[-1] if e.call.func else "") for e in chain)
+                    return StartupReach(mode, reached, hops + (loop,), why, assumed)
+        return None  # pragma: no cover (every chain is judged one of the three)
+
+    # -- the call chains ------------------------------------------------------------
+    def _chains(self, worker: ClassKey, runner: str, proposer: ClassKey, target: FuncKey) -> list[list[_Edge]]:
+        memo_key = (worker, runner, proposer, target)
+        held = len(self.index.facts)
+        hit = self._chain_memo.get(memo_key)
+        if hit is not None and hit[0] == held:
+            return hit[1]
+        out = self._search(worker, runner, proposer, target)
+        self._chain_memo[memo_key] = (held, out)
+        return out
+
+    def _search(self, worker: ClassKey, runner: str, proposer: ClassKey, target: FuncKey) -> list[list[_Edge]]:
+        out: list[list[_Edge]] = []
+        budget = [MAX_NODES]
+
+        def visit(ctx: ClassKey, role: str, name: str, edges: list[_Edge], seen: frozenset[tuple[ClassKey, str]]) -> None:
+            found = self.index.method(ctx, name)
+            if found is None:
+                return
+            owner, fn = found
+            key = self.index.method_key(owner, name)
+            if role == "drafter" and key == target:
+                out.append(edges)
+                return
+            if len(edges) >= MAX_DEPTH or (ctx, name) in seen or budget[0] <= 0 or len(out) >= MAX_CHAINS:
+                return
+            budget[0] -= 1
+            seen = seen | {(ctx, name)}
+            for c in fn.calls:
+                f = c.func
+                if not f or f[0] != "self" or len(f) not in (2, 3):
+                    continue
+                nexts: list[tuple[ClassKey, str, str]] = []
+                if len(f) == 2:
+                    nexts = [(ctx, role, f[1])]
+                elif role == "worker":
+                    nexts = [(r, "runner", f[2]) for r in self._runner_attrs(worker, runner).get(f[1], [])]
+                elif role == "runner" and self._holds_drafter(ctx, f[1], proposer):
+                    nexts = [(proposer, "drafter", f[2])]
+                for nctx, nrole, nname in nexts:
+                    visit(nctx, nrole, nname, edges + [_Edge(ctx, role, key, fn, c)], seen)
+
+        for name in self.config.startup_methods:
+            visit(worker, "worker", name, [], frozenset())
+        return out
+
+    def _runner_attrs(self, worker: ClassKey, runner: str) -> dict[str, list[ClassKey]]:
+        """The worker's attributes that hold a model runner of ``runner``, with its classes."""
+        held = len(self.index.facts)
+        hit = self._attrs.get((worker, runner))
+        if hit is not None and hit[0] == held:
+            return hit[1]
+        attrs = sorted({a.target[1] for c in self.index.mro(worker) for m in self.index.methods(c).values()
+                        for a in m.attr_assigns if len(a.target) == 2 and a.target[0] == "self"})
+        out: dict[str, list[ClassKey]] = {}
+        for attr in attrs:
+            classes = [t for t in self.types.attr_types(worker, attr) if self._runs_factory(t, runner)]
+            if classes:
+                out[attr] = sorted(classes)
+        self._attrs[(worker, runner)] = (held, out)
+        return out
+
+    def _runs_factory(self, cls: ClassKey, runner: str) -> bool:
+        """A class of ``runner``: its MRO holds the runner's factory method, or a method that
+        calls the runner's factory function."""
+        memo_key = (cls, runner)
+        if memo_key not in self._is_runner:
+            factories = self.provider.location.factories().get(runner, [])
+            mro = self.index.mro(cls)
+            found = False
+            for path, qual in factories:
+                owner, _, _ = qual.rpartition(".")
+                if owner and (path, owner) in mro:
+                    found = True
+                elif not owner:
+                    found = found or any(
+                        c.func and len(c.func) == 1 and c.func[0] == qual
+                        and any(s.kind is SymbolKind.FUNCTION and (s.path, s.name) == (path, qual)
+                                for s in self.index.resolve(k[0], qual))
+                        for k in mro for m in self.index.methods(k).values() for c in m.calls)
+            self._is_runner[memo_key] = found
+        return self._is_runner[memo_key]
+
+    def _holds_drafter(self, runner_cls: ClassKey, attr: str, proposer: ClassKey) -> bool:
+        memo_key = (runner_cls, attr, proposer)
+        if memo_key not in self._holds:
+            self._holds[memo_key] = proposer in self.types.attr_types(runner_cls, attr)
+        return self._holds[memo_key]
+
+    # -- judging one chain ----------------------------------------------------------
+    def _judge(self, chain: list[_Edge], mode: str, platform: str, proposer: ClassKey,
+               loop: Hop) -> tuple[bool | None, str, tuple[str, ...]]:
+        ev = Evaluator(_StartupWorld(self), lambda _name: None)
+        assumed: list[str] = []
+        unknown = ""
+        bound: dict[str, Value] = {}
+        fns = [e.fn for e in chain[1:]] + [self.index.function((loop.path, loop.function))]
+        for e, callee in zip(chain, fns):
+            env = self._params(e, bound)
+            env["self"] = self._self(e.ctx, e.role, mode, proposer)
+            where = f"{e.key[1]} ({e.key[0]}:{e.call.line})"
+            if e.call.loops and not unknown:
+                unknown = f"{where} is called inside a loop: how often it runs is not known"
+            for bid in e.call.branches:
+                b = e.fn.branches[bid] if bid < len(e.fn.branches) else None
+                held, reason = (None, "") if b is None else self._arm(ev, e, b, env, platform, assumed)
+                if held is None and b is not None and _made_either_way(e, b):
+                    held = True  # the same call on the other side of the test: made whatever it is
+                if held is False:
+                    return False, f"{where}: {b.text if b else '?'} is false", tuple(assumed)
+                if held is None and not unknown:
+                    unknown = (f"{b.text if b else 'a branch'} ({e.key[1]}, {e.key[0]}:{b.line if b else e.call.line})"
+                               + (f", which reads {reason}" if reason and b is not None and reason != b.text else ""))
+            bound = self._args(e, env, callee)
+        target = fns[-1]
+        count = next((lp for lp in target.loops if lp.line == loop.line), None) if target is not None else None
+        params = {p.name for p in target.params} - {"self"} if target is not None else set()
+        if count is None or any(n.split(".")[0] in params for n in count.iter.names):
+            unknown = unknown or f"the draft loop's count ({count.iter.text if count else '?'}) is what the call hands it"
+        return (None if unknown else True), unknown, tuple(dict.fromkeys(assumed))
+
+    def _arm(self, ev: Evaluator, e: _Edge, b: BranchFact, env: dict[str, Value], platform: str,
+             assumed: list[str]) -> tuple[bool | None, str]:
+        """Whether the arm holds, and what an unknown test depends on."""
+        truths: list[bool | None] = []
+        reason = ""
+        for t in b.tests:
+            pe = parse_pexpr(t.text)
+            if pe is None:
+                truths.append(None)
+                continue
+            p = Path(copy.deepcopy(env))
+            truths.append(truth(ev.eval(pe, p, e.key)))
+            if truths[-1] is None and not reason:
+                reason = ", ".join(dict.fromkeys(r for r in p.reads if r.split(".", 1)[-1]
+                                                 not in self.config.startup_assumptions))
+            assumed += [f"{r.split('.', 1)[1]}={self.config.startup_assumptions[r.split('.', 1)[1]]}"
+                        for r in p.reads if r.startswith("self.") and r.split(".", 1)[1] in self.config.startup_assumptions]
+        conj = False if False in truths else (True if all(x is True for x in truths) else None)
+        if conj is None and self.provider.engine_modes.captures_graphs(platform) is False:
+            # An arm that replays a captured graph is never taken where no graph is captured.
+            then = next((x for x in e.fn.branches if x.line == b.line and not x.negated and x.tests == b.tests), None)
+            if then is not None and self._replays(e, then.id):
+                conj = False
+        if conj is None:
+            return None, reason
+        return ((not conj) if b.negated else conj), ""
+
+    def _replays(self, e: _Edge, arm: int) -> bool:
+        """A call in the arm replays a captured graph (directly, or by a method of what a
+        ``self`` attribute holds, one call deeper)."""
+        apis = set(self.config.graph_replay_apis)
+        for c in e.fn.calls:
+            if arm not in c.branches:
+                continue
+            if (c.func and c.func[-1] in apis) or c.attr in apis:
+                return True
+            if c.func and len(c.func) == 3 and c.func[0] == "self":
+                for cls in self.types.attr_types(e.ctx, c.func[1]):
+                    found = self.index.method(cls, c.func[2])
+                    if found is not None and any((x.func and x.func[-1] in apis) or x.attr in apis
+                                                 for x in found[1].calls):
+                        return True
+        return False
+
+    def _self(self, ctx: ClassKey, role: str, mode: str, proposer: ClassKey) -> Obj:
+        """``self`` of a class on the chain: the engine mode's fields, the assumptions, and
+        (a runner) the attributes that hold the drafter."""
+        fields: dict[str, Value] = {}
+        for name, text in sorted(self.config.startup_assumptions.items()):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                continue
+            if value is None or isinstance(value, (bool, int, float, str)):
+                fields[name] = value
+        if role == "runner":
+            for (cls, attr, prop), holds in self._holds.items():
+                if holds and cls == ctx and prop == proposer:
+                    fields[attr] = Instance(proposer, 0)
+        vllm = Obj("vllm_config")
+        values: dict[str, Value] = {
+            "enforce_eager": mode == "eager",
+            "compilation_mode": 0 if mode == "eager" else Unknown("the compiled engine's compilation mode (not NONE)",
+                                                                  known_truth=True, lower=1),
+        }
+        for role_name, dotted in sorted(self.config.engine_mode_fields.items()):
+            if role_name not in values or not dotted:
+                continue
+            *holders, last = dotted.split(".")
+            holder = vllm
+            for part in holders:
+                sub = holder.roles.get(part)
+                if sub is None:
+                    sub = holder.roles[part] = Obj(part)
+                holder = sub
+            holder.fields[last] = values[role_name]
+        return Obj("self", fields, cls=ctx, roles={**vllm.roles, "vllm_config": vllm})
+
+    @staticmethod
+    def _params(e: _Edge, bound: dict[str, Value]) -> dict[str, Value]:
+        env: dict[str, Value] = {}
+        for p in e.fn.params:
+            if p.name == "self":
+                continue
+            env[p.name] = bound[p.name] if p.name in bound else Unknown(p.name)
+        return env
+
+    @staticmethod
+    def _args(e: _Edge, env: dict[str, Value], callee: FunctionFact | None) -> dict[str, Value]:
+        """The callee's parameters as the call binds them: a literal or a known value the
+        caller holds under that name; a parameter the call leaves out has its literal
+        default. Anything else is unknown."""
+        if callee is None:
+            return {}
+        c = e.call
+        params = [p for p in callee.params if p.name != "self"]
+        out: dict[str, Value] = {}
+
+        def value(x: Any) -> Value:
+            if x.has_literal:
+                return x.literal  # type: ignore[no-any-return]
+            if x.chain and len(x.chain) == 1 and x.chain[0] in env and not isinstance(env[x.chain[0]], (Unknown, Obj)):
+                return env[x.chain[0]]
+            return Unknown(x.text)
+
+        for p, a in zip(params, c.args):
+            out[p.name] = value(a)
+        for kw in c.keywords:
+            out[kw.name] = value(kw.value)
+        if c.star_args or c.star_kwargs:
+            return {k: v for k, v in out.items() if not isinstance(v, Unknown)} | {
+                p.name: Unknown(p.name) for p in params if p.name not in out}
+        for p in params:
+            if p.name not in out and p.default is not None:
+                pe = parse_pexpr(p.default)
+                out[p.name] = pe.value if isinstance(pe, PConst) else Unknown(p.name)
+        return out
+
+
+def _made_either_way(e: _Edge, b: BranchFact) -> bool:
+    """The function makes the same call (callee and arguments as written) in the arm on the
+    other side of ``b``'s test, under the same other arms."""
+    other = [x.id for x in e.fn.branches if x.line == b.line and x.tests == b.tests and x.negated != b.negated]
+    want = {tuple(other[0] if i == b.id else i for i in e.call.branches)} if other else set()
+
+    def same(c: CallFact) -> bool:
+        return (c.func == e.call.func and c.loops == e.call.loops and c.star_args == e.call.star_args
+                and c.star_kwargs == e.call.star_kwargs and [a.text for a in c.args] == [a.text for a in e.call.args]
+                and [(k.name, k.value.text) for k in c.keywords] == [(k.name, k.value.text) for k in e.call.keywords])
+
+    return any(c is not e.call and c.branches in want and same(c) for c in e.fn.calls)

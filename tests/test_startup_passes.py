@@ -1,0 +1,242 @@
+"""Start-up passes (issue 18, auditor/analyses/dispatch/startup.py), on small trees written
+here: a worker whose start-up warm-up (run only when the engine compiles) calls the runner's
+profile run, which runs the drafter's draft loop over every step, into a draft model that
+asserts step 0. Compiled, the failing step runs at start-up: ``rejected``; eager, the warm-up
+is skipped: ``raises at step 1``. A warm-up that runs step 0 only leaves ``raises at step 1``
+in both; one behind a setting the configuration leaves unknown says so."""
+
+from __future__ import annotations
+
+import pytest
+from scan_helpers import write_tree
+from test_layers import planned_scan
+
+from auditor.analyses.dispatch import DispatchProvider, Setting
+from auditor.analyses.dispatch.env_defaults import env_defaults
+from trees import _model, gate_tree
+
+_FORWARD = "    def forward(self, x, spec_step_idx: int = 0):\n"
+# gate_tree's DeepMTP, asserting a single step.
+_ONE_STEP_MODEL = _model("DeepMTP", "num_nextn_predict_layers").replace(
+    _FORWARD, _FORWARD + '        assert spec_step_idx == 0, "one step only"\n')
+
+_PLATFORM = '''
+class CpuPlatform:
+    @classmethod
+    def check_and_update_config(cls, vllm_config):
+        parallel_config = vllm_config.parallel_config
+        if parallel_config.worker_cls == "auto":
+            parallel_config.worker_cls = "vllm.worker.cpu_worker.CPUWorker"
+        vllm_config.compilation_config.cudagraph_capture_sizes = []
+'''
+
+_ENVS = '''
+import os
+
+environment_variables = {
+    "VLLM_SKIP_WARMUP": lambda: bool(int(os.getenv("VLLM_SKIP_WARMUP", "0"))),
+}
+'''
+
+_COMPILATION = '''
+import enum
+
+
+class CompilationMode(enum.IntEnum):
+    NONE = 0
+    VLLM_COMPILE = 3
+'''
+
+_WORKER = '''
+from vllm import envs
+from vllm.config.compilation import CompilationMode
+from vllm.worker.model_runner import ModelRunner
+
+
+class CPUWorker:
+    def __init__(self, vllm_config):
+        self.compilation_config = vllm_config.compilation_config
+        self.cache_config = vllm_config.cache_config
+        self.model_runner = ModelRunner(vllm_config)
+
+    def _should_warm_up_model(self):
+        if envs.VLLM_SKIP_WARMUP:
+            return False
+        return {gate}
+
+    def determine_available_memory(self):
+        if self._should_warm_up_model():
+            self.model_runner.warm_up()
+        return 0
+'''
+
+_RUNNER = '''
+from vllm.spec_decode import init_speculator
+
+
+class ModelRunner:
+    def __init__(self, vllm_config):
+        self.speculator = init_speculator(vllm_config)
+
+    def warm_up(self):
+        self.profile_run()
+
+    def profile_run(self):
+        self._dummy_run(8, is_profile=True)
+
+    def _dummy_run(self, num_tokens, is_profile=False):
+        if not is_profile:
+            return None
+        if self.speculator is not None:
+            {dispatch}
+        return None
+'''
+
+_DIRECT = "self.speculator.{call}(num_tokens)"
+# The drafter's loop runs unless a captured graph is replayed instead.
+_REPLAY_OR_LOOP = '''if self.batch_desc.cg_mode == CUDAGraphMode.FULL:
+                self.graphs[self.batch_desc].replay()
+            else:
+                self.speculator.{call}(num_tokens)'''
+
+# A drafter warm-up that runs the draft model once, at step 0 (V1's dummy_run hands no step).
+_STEP_ZERO = '''
+
+    def dummy_run(self, x):
+        return self.model(x)
+'''
+
+# A profile run on both sides of a test the configuration leaves unknown (vLLM's GPU worker).
+_EITHER_WAY = '''
+    def compile_or_warm_up_model(self):
+        if self.cache_config.kv_cache_memory_bytes:
+            self.model_runner.profile_run()
+            return 1
+        self.model_runner.profile_run()
+        return 0
+'''
+
+COMPILED_GATE = "self.compilation_config.mode != CompilationMode.NONE"
+
+
+def _plans(tmp_path, gate: str = COMPILED_GATE, call: str = "propose", replay: bool = False, graphs: bool = False,
+           either_way: bool = False):
+    files = gate_tree()
+    files["vllm/models/deep_mtp.py"] = _ONE_STEP_MODEL
+    if call == "dummy_run":  # a method of the multi-module speculator
+        head, sep, tail = files["vllm/spec_decode/speculators.py"].partition("\n\nclass EagleStyleSpeculator")
+        files["vllm/spec_decode/speculators.py"] = head + _STEP_ZERO + sep + tail
+    files["vllm/platforms/cpu.py"] = _PLATFORM if not graphs else _PLATFORM.replace(
+        "        vllm_config.compilation_config.cudagraph_capture_sizes = []\n", "")
+    files["vllm/envs.py"] = _ENVS
+    files["vllm/config/compilation.py"] = _COMPILATION
+    files["vllm/worker/cpu_worker.py"] = _WORKER.replace("{gate}", gate) + (_EITHER_WAY if either_way else "")
+    files["vllm/worker/model_runner.py"] = _RUNNER.replace("{dispatch}", _REPLAY_OR_LOOP if replay else _DIRECT).replace(
+        "{call}", call)
+    root = write_tree(tmp_path / "t", files)
+    setting = Setting("v2", 2, platform="cpu", architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),))
+    return planned_scan(root, [setting])[1][0]
+
+
+def test_a_compiled_warm_up_that_runs_the_draft_loop_rejects_at_start_up(tmp_path):
+    plan = _plans(tmp_path)
+    # Eager: the warm-up is skipped (compilation mode NONE), the assert fails while serving.
+    assert plan.outcome == "raises" and plan.raises_at_step == 1
+    assert [s.verdict for s in plan.steps] == ["threaded", "raises at step 1"]
+    assert not any("start-up" in n for n in plan.notes)
+    view = plan.compiled
+    assert view is not None and view.outcome == "rejected"
+    assert [s.verdict for s in view.steps] == ["rejected", "rejected"]
+    (r,) = view.rejections
+    assert (r.path, r.function, r.when) == ("vllm/models/deep_mtp.py", "DeepMTP.forward", "startup")
+    assert "one step only" in r.message
+    why = view.steps[0].why
+    assert why.startswith("rejected at start-up: CPUWorker.determine_available_memory (vllm/worker/cpu_worker.py:")
+    assert "ModelRunner._dummy_run" in why and "MultiModuleSpeculator.propose" in why and "step 1 fails" in why
+
+
+def test_a_warm_up_that_runs_step_zero_only_leaves_the_raise_in_both_modes(tmp_path):
+    plan = _plans(tmp_path, call="dummy_run")
+    assert plan.outcome == "raises" and plan.raises_at_step == 1
+    view = plan.compiled
+    assert view is not None and view.outcome is None
+    assert [s.verdict for s in view.steps] == ["threaded", "raises at step 1"]
+
+
+def test_a_warm_up_behind_an_unknown_setting_is_said_not_guessed(tmp_path):
+    plan = _plans(tmp_path, gate="self.cache_config.kv_cache_memory_bytes is None")
+    assert plan.outcome == "raises" and plan.raises_at_step == 1
+    view = plan.compiled
+    assert view is not None and view.outcome is None
+    assert "a start-up pass may run the draft loop" in view.why and "_should_warm_up_model()" in view.why
+    assert any(n.startswith("eager: a start-up pass may run the draft loop") for n in plan.notes)
+
+
+def test_a_warm_up_in_both_modes_rejects_the_eager_plan_too(tmp_path):
+    plan = _plans(tmp_path, gate="not envs.VLLM_SKIP_WARMUP")
+    assert plan.outcome == "rejected" and [s.verdict for s in plan.steps] == ["rejected", "rejected"]
+    assert plan.rejections[0].when == "startup" and plan.compiled is None
+
+
+def test_an_arm_that_replays_a_graph_is_not_taken_where_none_is_captured(tmp_path):
+    plan = _plans(tmp_path, replay=True)
+    assert plan.compiled is not None and plan.compiled.outcome == "rejected"
+
+
+def test_where_graphs_are_captured_the_replay_arm_leaves_it_unknown(tmp_path):
+    plan = _plans(tmp_path / "g", replay=True, graphs=True)
+    view = plan.compiled
+    assert view is not None and view.outcome is None
+    assert "batch_desc.cg_mode == CUDAGraphMode.FULL" in view.why
+
+
+def test_environment_defaults_are_read_with_every_variable_unset():
+    src = b'''
+import os
+environment_variables = {
+    "A": lambda: bool(int(os.getenv("A", "0"))),
+    "B": lambda: os.environ.get("B", "x").lower(),
+    "C": lambda: int(os.getenv("C", "0")) if "C" in os.environ else None,
+    "D": lambda: os.getenv("D", "1") in ("1", "true"),
+    "E": lambda: some_call(),
+    "F": lambda: int(os.getenv("F", "nope")),
+}
+'''
+    assert env_defaults(src) == {"A": False, "B": "x", "C": None, "D": True}
+
+
+def test_a_call_made_on_both_sides_of_an_unknown_test_is_made(tmp_path):
+    plan = _plans(tmp_path, gate="self.cache_config.kv_cache_memory_bytes is None", either_way=True)
+    assert plan.outcome == "rejected" and plan.rejections[0].when == "startup"
+    assert "CPUWorker.compile_or_warm_up_model" in plan.steps[0].why
+
+
+@pytest.mark.release
+def test_0_33_cpu_v2_mimo_is_rejected_at_start_up_compiled_and_raises_eager():
+    """vLLM 0.33.0 on CPU: the worker's warm-up (compiled) runs the profile run, whose dummy
+    run calls the multi-module speculator's propose, whose draft loop reaches MiMo's
+    ``assert spec_step_idx == 0`` at step 1 before serving."""
+    from release_cache import first_scan, release_cache_dir, release_root
+
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.facts.cache import FactsCache
+    from auditor.services.layers import PlanQuery
+    from auditor.source.trees import DirectoryTree
+    from rules import all_rules
+
+    settings = [Setting(r, 2, platform="cpu", architecture="MiMoMTPModel", fields=(("num_nextn_predict_layers", 2),))
+                for r in ("v1", "v2")]
+    with first_scan("0.33.0"):
+        scan = run_scan(DirectoryTree(release_root("0.33.0")), Config(), all_rules(), FactsCache(release_cache_dir()),
+                        2, queries=[PlanQuery(lambda _dispatch: settings)])
+    assert scan.analysis is not None
+    v1, v2 = (scan.analysis.get(DispatchProvider).plan(s) for s in settings)
+    assert v1.outcome == "plan" and (v1.compiled is None or v1.compiled.outcome is None)
+    assert v2.outcome == "raises" and v2.raises_at_step == 1
+    assert any(n.startswith("eager: a start-up pass may run the draft loop") and "_should_warm_up_model()" in n
+               for n in v2.notes)
+    assert v2.compiled is not None and v2.compiled.outcome == "rejected"
+    why = v2.compiled.steps[0].why
+    assert why.startswith("rejected at start-up: CPUWorker.determine_available_memory (vllm/v1/worker/cpu_worker.py:")
+    assert "MultiModuleMTPSpeculator._generate_drafts" in why and "mimo_mtp.py" in why
