@@ -407,20 +407,8 @@ class NodeVisitor(ast.NodeVisitor):
 
 
 def has_node(node: ast.AST, types: tuple[type[ast.AST], ...]) -> bool:
-    """Whether ``node`` or a node under it is of one of ``types`` (``any`` over ``ast.walk``,
-    stopping at the first)."""
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, types):
-            return True
-        for name in n._fields:
-            v = getattr(n, name, None)
-            if isinstance(v, ast.AST):
-                todo.append(v)
-            elif isinstance(v, list):
-                todo.extend([x for x in v if isinstance(x, ast.AST)])
-    return False
+    """Whether ``node`` or a node under it is of one of ``types`` (``any`` over ``ast.walk``)."""
+    return any(isinstance(n, types) for n in walk(node))
 
 
 class _Source:
