@@ -67,6 +67,10 @@ from .statements import (  # re-exported: the statement records are facts of thi
     _names as _names,
     _is_const as _is_const,
     _Source as _Source,
+    NodeVisitor,
+    walk,
+    walk_statements,
+    has_node,
 )
 
 FACTS_VERSION = 18  # bump on a change of what is extracted; a change of the records' shape
@@ -464,7 +468,7 @@ def _guard_tests(src: _Source, test: ast.expr) -> tuple[ExprFact, ...]:
                           called=chain_of(c.func) if isinstance(c, ast.Call) else None) for c in conjuncts)
 
 
-class _SkippableVisits(ast.NodeVisitor):
+class _SkippableVisits(NodeVisitor):
     """Code that may not run though its if-arms are taken (``CallFact.skippable``): the
     extractor counts how deep inside such code it is."""
 
@@ -754,7 +758,7 @@ class _FunctionExtractor(_SkippableVisits):
 
     def visit_Expr(self, node: ast.Expr) -> None:
         # A bare expression statement without calls (`spec_step_idx`, `x + 1`) is a dead use.
-        if not any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)) for n in ast.walk(node.value)):
+        if not has_node(node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
             self.dead.update(_names(node.value))
             return
         if isinstance(node.value, ast.Subscript):
@@ -903,7 +907,7 @@ def _arg_only(node: ast.FunctionDef | ast.AsyncFunctionDef, own: set[str]) -> tu
     loads: dict[str, int] = {}
     whole: dict[str, int] = {}
     for stmt in node.body:
-        for n in ast.walk(stmt):
+        for n in walk(stmt):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in own:
                 loads[n.id] = loads.get(n.id, 0) + 1
             elif isinstance(n, ast.Call):
@@ -962,7 +966,7 @@ class _ModuleExtractor:
     def imports_of(self, tree: ast.Module) -> None:
         # Imports anywhere in the module (if/else platform branches, try/except, and
         # lazy `__getattr__` bodies) are alternatives for the bound name.
-        for node in ast.walk(tree):
+        for node in walk_statements(tree):  # in ast.walk's order: the order of the alternatives
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     local = alias.asname or alias.name.split(".")[0]

@@ -295,7 +295,7 @@ def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     ):
         return True
     builds = 0
-    for sub in ast.walk(node):
+    for sub in walk_statements(node):
         if isinstance(sub, ast.If):
             for stmt in sub.body:
                 if _builds_object(stmt):
@@ -347,7 +347,7 @@ def _names(node: ast.AST | None) -> tuple[str, ...]:
     if node is None:
         return ()
     out: dict[str, None] = {}
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
             out.setdefault(sub.id)
         elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "self":
@@ -356,14 +356,77 @@ def _names(node: ast.AST | None) -> tuple[str, ...]:
 
 
 def _is_const(node: ast.AST) -> bool:
-    return not any(isinstance(sub, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Starred)) for sub in ast.walk(node))
+    return not has_node(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Starred))
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """The nodes ``ast.walk`` yields, in its order (breadth first), as a list: the same
+    answer without a generator per node (extraction walks every function several times)."""
+    out = [node]
+    for n in out:  # the list grows while it is read: every node added is visited
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if isinstance(v, ast.AST):
+                out.append(v)
+            elif isinstance(v, list):
+                out.extend([x for x in v if isinstance(x, ast.AST)])
+    return out
+
+
+_BLOCK_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def walk_statements(node: ast.AST) -> list[ast.AST]:
+    """``node`` and the statements under it (with the except handlers and match cases that
+    hold some), in :func:`walk` order: expressions are not entered (no statement is inside
+    one), so a search for statements (imports, ``if``s) reads a fraction of the nodes."""
+    out = [node]
+    for n in out:
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if isinstance(v, list):
+                out.extend([x for x in v if isinstance(x, _BLOCK_NODES)])
+    return out
+
+
+class NodeVisitor(ast.NodeVisitor):
+    """``ast.NodeVisitor``, visiting in its order, without its generators per node."""
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        return  # nothing under it (ast.NodeVisitor's looks for the deprecated visit_Num & co.)
+
+
+def has_node(node: ast.AST, types: tuple[type[ast.AST], ...]) -> bool:
+    """Whether ``node`` or a node under it is of one of ``types`` (``any`` over ``ast.walk``)."""
+    return any(isinstance(n, types) for n in walk(node))
 
 
 class _Source:
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
+        # id(node) -> (node, text): extraction asks for many a node's text more than once
+        # (an argument's, then its own); the node is held so that its id is not reused.
+        self._segments: dict[int, tuple[ast.AST, str]] = {}
 
     def segment(self, node: ast.AST) -> str:
+        known = self._segments.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        text = self._segment(node)
+        self._segments[id(node)] = (node, text)
+        return text
+
+    def _segment(self, node: ast.AST) -> str:
         try:
             start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
             if start == end:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ...facts.extract import PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
+from ...facts.extract import FunctionFact, PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
 from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
@@ -36,6 +36,9 @@ class FactoryRuns(DispatchPart):
         # the derivation made): settings that differ elsewhere (v1 and v2 of one
         # architecture) share one derivation, and each counts its cuts as its own run would.
         self._derived_memo: dict[tuple[object, ...], tuple[int, DraftConfig, Counter[str]]] = {}
+        # factory -> (files held, its dispatch lines, its pruned body): what a run evaluates does
+        # not depend on the configuration (the load routes run each factory per architecture)
+        self._pruned: dict[FuncKey, tuple[int, FunctionFact, set[int], FunctionFact]] = {}
 
     def draft_config(self, setting: Setting) -> DraftConfig:
         """The draft's hf config: given (``--arch``/``--set``) or the target's config run
@@ -234,10 +237,7 @@ class FactoryRuns(DispatchPart):
             elif p.name == self.roles["method"]:
                 # A factory handed the method itself (``get_x(method, vllm_config, ...)``).
                 args[p.name] = world["speculative"].fields.get(self.roles["method"], Unknown(p.name))
-        relevant = self._dispatch_ifs(fkey, fn.body)
-        # Only the dispatch chain and local names are run: the factory's other statements
-        # (a runner's __init__ builds much else) cannot change which drafter it builds.
-        pruned = msgspec.structs.replace(fn, body=self._prune(fkey, fn.body, relevant))
+        relevant, pruned = self._pruned_factory(fkey, fn)
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
         lost: list[str] = []  # cuts on paths that build no drafter the evaluator can tell
         for path in ev.run(fkey, pruned, args):
@@ -256,6 +256,18 @@ class FactoryRuns(DispatchPart):
                 chain += [_cut_decision(fkey, site.line, f"{c} (a path cut short may build another drafter)")
                           for c in lost if CUT + c not in own]
         return out, list(ev.notes)
+
+    def _pruned_factory(self, fkey: FuncKey, fn: FunctionFact) -> tuple[set[int], FunctionFact]:
+        held = len(self.index.facts)
+        memo = self._pruned.get(fkey)
+        if memo is not None and memo[0] == held and memo[1] is fn:
+            return memo[2], memo[3]
+        relevant = self._dispatch_ifs(fkey, fn.body)
+        # Only the dispatch chain and local names are run: the factory's other statements
+        # (a runner's __init__ builds much else) cannot change which drafter it builds.
+        pruned = msgspec.structs.replace(fn, body=self._prune(fkey, fn.body, relevant))
+        self._pruned[fkey] = (held, fn, relevant, pruned)
+        return relevant, pruned
 
     def _prune(self, fkey: FuncKey, body: tuple[Stmt, ...], relevant: set[int]) -> tuple[Stmt, ...]:
         out: list[Stmt] = []

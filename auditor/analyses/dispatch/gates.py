@@ -93,6 +93,7 @@ class OverrideFamilies(DispatchPart):
         self._families: list[Family] | None = None
         # per architecture: the override functions are located once, so this never changes
         self._arch_literals: dict[str, list[tuple[tuple[str, Any], ...]]] = {}
+        self._branch_memo: list[tuple[tuple[tuple[str, Any], ...], list[str]]] | None = None
 
     def families(self) -> list[Family]:
         if self._families is not None:
@@ -178,7 +179,17 @@ class OverrideFamilies(DispatchPart):
         memo = self._arch_literals.get(arch)
         if memo is not None:
             return memo
-        out: list[tuple[tuple[str, Any], ...]] = []
+        out = [fixed for fixed, archs in self._branches() if arch in archs]
+        self._arch_literals[arch] = list(dict.fromkeys(out))
+        return self._arch_literals[arch]
+
+    def _branches(self) -> list[tuple[tuple[tuple[str, Any], ...], list[str]]]:
+        """Every branch of the override functions, in order: the fields fixed as literals on
+        the way there (see :meth:`arch_literals`) and the architectures it picks. Walked
+        once, for every architecture (as the per-architecture answers, never changes)."""
+        if self._branch_memo is not None:
+            return self._branch_memo
+        out: list[tuple[tuple[tuple[str, Any], ...], list[str]]] = []
 
         def visit(stmts: tuple[Stmt, ...], inherited: dict[str, Any]) -> None:
             for s in stmts:
@@ -188,8 +199,7 @@ class OverrideFamilies(DispatchPart):
                 here.update(self._guard_literals(s.test))
                 here.update(self._literal_writes(s.body))
                 archs, _ = self._family_writes(s.body)
-                if arch in archs:
-                    out.append(tuple(sorted(here.items())))
+                out.append((tuple(sorted(here.items())), archs))
                 visit(s.body, here)
                 visit(s.orelse, inherited)
 
@@ -197,8 +207,8 @@ class OverrideFamilies(DispatchPart):
             fn = self.index.function(okey)
             if fn is not None:
                 visit(fn.body, {})
-        self._arch_literals[arch] = list(dict.fromkeys(out))
-        return self._arch_literals[arch]
+        self._branch_memo = out
+        return out
 
     def writes_override_field(self, body: tuple[Stmt, ...]) -> bool:
         fields = set(self.config.override_field)

@@ -36,6 +36,9 @@ class LoadRoutes(DispatchPart):
         self._methods: dict[ModelRoute, tuple[str, ...]] = {}
         self._running: dict[tuple[FuncKey, ClassKey | None, ClassKey | None], list[ModelRoute] | None] = {}
         self._running_any: dict[FuncKey, list[ModelRoute] | None] = {}  # per fkey, whatever model and drafter
+        self._drafters: list[ClassKey] | None = None  # the distinct drafters of the load routes
+        self._runs: dict[tuple[ClassKey, FuncKey], bool] = {}  # kept once the index is frozen
+        self._built: set[ClassKey] | None = None  # the classes the factories build (idem)
 
     def load_routes(self) -> list[ModelRoute]:
         if self._routes is not None:
@@ -75,14 +78,27 @@ class LoadRoutes(DispatchPart):
     def runs(self, drafter: ClassKey, fkey: FuncKey) -> bool:
         """An instance of ``drafter`` runs method ``fkey`` when it calls it on ``self``
         (the method resolves to ``fkey`` through its MRO)."""
+        found = self._runs.get((drafter, fkey))
+        if found is not None:
+            return found
         owner = self.types.defining_class(fkey)
+        if self.index.frozen:  # nothing loads now: the MRO's answer stands, and is kept
+            # the method found is one of the drafter's MRO: a class outside it is never that
+            found = owner is not None and owner in self.index.mro(drafter) and self._runs_now(drafter, fkey, owner)
+            self._runs[(drafter, fkey)] = found
+            return found
+        return self._runs_now(drafter, fkey, owner)
+
+    def _runs_now(self, drafter: ClassKey, fkey: FuncKey, owner: ClassKey | None) -> bool:
         hit = self.index.method(drafter, fkey[1].rpartition(".")[2])
         return owner is not None and hit is not None and hit[0] == owner
 
     def drafters_running(self, fkey: FuncKey) -> list[ClassKey]:
         """The drafters some load route builds that run method ``fkey`` (``self`` of a
         subclass: the overrides its ``self.m()`` calls reach are that subclass's)."""
-        return sorted({rt.drafter for rt in self.load_routes() if self.runs(rt.drafter, fkey)})
+        if self._drafters is None:  # many routes share a drafter: each is asked once
+            self._drafters = list(dict.fromkeys(rt.drafter for rt in self.load_routes()))
+        return sorted(d for d in self._drafters if self.runs(d, fkey))
 
     def routes_running(self, fkey: FuncKey, model: ClassKey | None = None,
                        drafter: ClassKey | None = None) -> list[ModelRoute] | None:
@@ -102,8 +118,12 @@ class LoadRoutes(DispatchPart):
     def _routes_running_any(self, fkey: FuncKey) -> list[ModelRoute] | None:
         """:meth:`routes_running` for any model and drafter (kept once the index is frozen:
         the rules ask it per call site and class)."""
-        location = self.provider.location
-        built = {c for keys in location.factories().values() for f in keys for c in location.built_classes(f)}
+        built = self._built
+        if built is None:
+            location = self.provider.location
+            built = {c for keys in location.factories().values() for f in keys for c in location.built_classes(f)}
+            if self.index.frozen:
+                self._built = built
         found: list[ModelRoute] | None = None
         if any(self.runs(b, fkey) for b in built):
             found = [rt for rt in self.load_routes() if self.runs(rt.drafter, fkey)]

@@ -21,6 +21,7 @@ class FactoryLocation(DispatchPart):
         self._factories: dict[str, list[FuncKey]] | None = None
         self._drafter: dict[ClassKey, bool] = {}
         self._built: dict[FuncKey, list[ClassKey]] = {}  # once the index is frozen (the rules ask often)
+        self._overrides: tuple[dict[str, list[FuncKey]], list[FuncKey]] | None = None  # per located functions
 
     def located(self) -> dict[str, list[FuncKey]] | None:
         """The functions under the configured factory and override names, if looked for
@@ -93,13 +94,19 @@ class FactoryLocation(DispatchPart):
 
     def overrides(self) -> list[FuncKey]:
         located = self._locate_all()
+        if self._overrides is not None and self._overrides[0] is located:
+            return list(self._overrides[1])
         out = []
+        found_all = True
         for n in self.config.config_overrides:
             for k in located.get(n, []):
                 fn = self.index.function(k)
+                found_all &= fn is not None
                 if fn is not None and self.provider.family_facts.writes_override_field(fn.body):
                     out.append(k)
-        return out
+        if found_all:  # the same located functions give the same answer (routes ask per architecture)
+            self._overrides = (located, out)
+        return list(out)
 
     def runner_validations(self, runner: str) -> list[FuncKey]:
         """The runner's own validation functions (``runner-validations``) in the tree."""
