@@ -57,8 +57,7 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
         }
         if c is not None and view is not None and c.outcome is not None:  # rejected at start-up under this mode
             view["outcome"] = c.outcome
-            view["rejections"] = [{"path": x.path, "line": x.line, "function": x.function,
-                                  "message": x.message, "when": x.when} for x in c.rejections]
+            view["rejections"] = [x.as_json() for x in c.rejections]
         doc["compiled"] = view
     # The forced view (auditor/services/forced_plan.py): what runs when the loop hands the model step i.
     doc["forced"] = None if forced is None else {
@@ -114,7 +113,7 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
         view = plan.compiled
         if view is not None and engine_mode in ("compiled", "both"):
             frozen = ", ".join(str(i) for i in view.frozen_steps) or "none"
-            out.append(f"  compiled (torch.compile + CUDA graphs, vLLM's default): "
+            out.append("  compiled (torch.compile + CUDA graphs, vLLM's default): "
                        + (f"{view.outcome} at start-up" if view.outcome else f"frozen steps: {frozen}"))
             if engine_mode == "compiled" or view.frozen_steps:
                 out.append("  step  forward  head  verdict")

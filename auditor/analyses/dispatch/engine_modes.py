@@ -14,7 +14,6 @@ from dataclasses import replace
 from ..capture import FreezeKind, FrozenStep
 from ..loops import FORWARD_METHODS
 from .model import EngineView, Plan, StepPlan, Verdict
-from .outcomes import Rejection
 from .part import DispatchPart
 
 
@@ -30,9 +29,7 @@ class EngineModes(DispatchPart):
         start = self.provider.planner.startup_reach(plan, sr, "compiled")
         if start is not None and start.reached:
             why = start.rejected_why(sr)
-            steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
-            return EngineView("compiled", steps, (), (), why, (), "rejected",
-                              (Rejection(sr.path, sr.line, sr.function, sr.message, "startup"),))
+            return EngineView("compiled", plan.rejected_steps(why), (), (), why, (), "rejected", (start.rejection(sr),))
         if start is not None and start.reached is None:
             return replace(view, why=f"{view.why}; {start.note(sr)}")
         return view

@@ -147,13 +147,16 @@ class Plan:
     def raises_at_step(self) -> int | None:
         return self.step_raise.step if self.step_raise is not None else None
 
+    def rejected_steps(self, why: str) -> tuple[StepPlan, ...]:
+        """The plan's steps, each ``rejected`` for ``why`` (vLLM never drafts them)."""
+        return tuple(StepPlan(s.step, None, None, "rejected", why) for s in self.steps)
+
     def outcome_json(self) -> dict[str, Any]:
         """The outcome keys of the layers JSON contract (docs/layers.md)."""
         r = self.step_raise
         return {
             "outcome": self.outcome,
-            "rejections": [{"path": x.path, "line": x.line, "function": x.function, "message": x.message, "when": x.when}
-                           for x in self.rejections],
+            "rejections": [x.as_json() for x in self.rejections],
             "raises_at_step": self.raises_at_step,
             "raise": None if r is None else {"step": r.step, "path": r.path, "line": r.line, "function": r.function,
                                              "message": r.message},

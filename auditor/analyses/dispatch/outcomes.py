@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from typing import TYPE_CHECKING, Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Hashable, Iterable
 
 from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
@@ -51,6 +51,11 @@ class Rejection:
     function: str
     message: str  # the raised exception (or the failing assert and its message), as written
     when: str  # "validation" (config checks), "build" (the draft model's constructor), "load" or "startup"
+
+    def as_json(self) -> dict[str, Any]:
+        """One entry of a layers JSON ``rejections`` list (docs/layers.md)."""
+        return {"path": self.path, "line": self.line, "function": self.function, "message": self.message,
+                "when": self.when}
 
 
 class Outcomes(DispatchPart):

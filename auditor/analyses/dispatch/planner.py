@@ -12,7 +12,7 @@ from ..loops import LoopSelection, StepKind
 from ..partial_eval import Obj
 from ..reachability import inert_detail
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
-from .outcomes import Rejection, StepRaise
+from .outcomes import StepRaise
 from .startup import StartupReach
 from .constructors import fixed_layer_count
 from .model import CUT
@@ -97,18 +97,14 @@ class Planner(DispatchPart):
         if rejections:
             r = rejections[0]
             why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}"
-            steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
-            return replace(plan, steps=steps, outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
+            return replace(plan, steps=plan.rejected_steps(why), outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
         raise_at = self._step_raise(plan, build_root, notes)
         if raise_at is not None:
             start = self.startup_reach(plan, raise_at, "eager")
             if start is not None and start.reached:
                 # A start-up pass runs the failing step before serving (:mod:`.startup`).
-                why = start.rejected_why(raise_at)
-                steps = tuple(StepPlan(s.step, None, None, "rejected", why) for s in plan.steps)
-                rej = Rejection(raise_at.path, raise_at.line, raise_at.function, raise_at.message, "startup")
-                return replace(plan, steps=steps, outcome="rejected", rejections=(rej,), step_raise=raise_at,
-                               notes=tuple(notes))
+                return replace(plan, steps=plan.rejected_steps(start.rejected_why(raise_at)), outcome="rejected",
+                               rejections=(start.rejection(raise_at),), step_raise=raise_at, notes=tuple(notes))
             if start is not None and start.reached is None:
                 notes.append(start.note(raise_at))
             why = f"raises at step {raise_at.step}: {raise_at.path}:{raise_at.line} {raise_at.function}: {raise_at.message}"

@@ -42,6 +42,7 @@ from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from .env_defaults import env_defaults
+from .outcomes import Rejection
 from .part import DispatchPart
 from .syntax import TreeWorld
 
@@ -70,6 +71,10 @@ class StartupReach:
         assumed = f" (assuming {', '.join(self.assumed)})" if self.assumed else ""
         return (f"rejected at start-up: {self.route()} runs the draft loop over every step before serving{assumed}; "
                 f"step {sr.step} fails at {sr.path}:{sr.line} {sr.function}: {sr.message}")
+
+    def rejection(self, sr: StepRaise) -> Rejection:
+        """The start-up rejection: the failing step's assert, run by this pass."""
+        return Rejection(sr.path, sr.line, sr.function, sr.message, "startup")
 
     def note(self, sr: StepRaise) -> str:
         where = f" ({self.route()})" if self.chain else ""
