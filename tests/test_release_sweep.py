@@ -7,10 +7,13 @@ cannot be reached, the list falls back to the releases already complete in the s
 test cache (so collection never blocks on the network for an unrelated test run).
 
 Each release is fetched once into the shared test cache (``release_cache``) and scanned
-with ``workers=2`` and the persistent facts cache under the same directory, so unchanged
-files are analysed once across releases and across test runs. A per-version table
-(files, findings by rule, problems, seconds) is written to
-``test-artifacts/release-sweep.{json,md}`` and printed at the end of the module (``-s``).
+once (``release_scan``, module-scoped per release) with ``workers=2`` and the persistent facts
+cache under the same directory, so unchanged files are analysed once across releases and
+across test runs. Two checks read that scan: the sweep's own (below) and every view against
+the routes (:mod:`route_views`, issue 18); the scan asks the view check's plans before the
+freeze, as ``layers --all`` does. A per-version table (files, findings by rule, problems,
+seconds of the scan with its plans) is written to ``test-artifacts/release-sweep.{json,md}``
+and printed at the end of the module (``-s``).
 """
 
 from __future__ import annotations
@@ -20,17 +23,20 @@ import json
 import re
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pytest
 from packaging.version import Version
 from release_cache import REPO_ROOT, first_scan, release_cache_dir, release_root
+from route_views import plan_query, view_problems
 
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
-from auditor.engine.scan import run_scan
+from auditor.engine.scan import Scan, run_scan
 from auditor.common.errors import FetchError
 from auditor.model.findings import ScanResult, Severity
+from auditor.services.layers import PlanQuery
 from auditor.source.trees import DirectoryTree
 from rules import all_rules
 
@@ -101,18 +107,46 @@ def sweep_versions(config) -> list[str]:
     return sorted(set(versions), key=Version)
 
 
-def parametrize_versions(metafunc, newest_first: bool = False) -> None:
+def parametrize_versions(metafunc) -> None:
+    """``version`` over the sweep's releases, oldest first, module-scoped: pytest runs every
+    test of one release before the next, so the release's scan (``release_scan``) is made once
+    and dropped before the next is made."""
     if "version" not in metafunc.fixturenames:
         return
     versions = sweep_versions(metafunc.config)
     if not versions:
-        metafunc.parametrize("version", [pytest.param("none", marks=pytest.mark.skip("no releases available"))])
+        metafunc.parametrize("version", [pytest.param("none", marks=pytest.mark.skip("no releases available"))],
+                             scope="module")
         return
-    metafunc.parametrize("version", versions[::-1] if newest_first else versions)
+    metafunc.parametrize("version", versions, scope="module")
 
 
 def pytest_generate_tests(metafunc):
     parametrize_versions(metafunc)
+
+
+@dataclass(frozen=True)
+class ReleaseScan:
+    root: Path
+    tree: DirectoryTree
+    scan: Scan
+    query: PlanQuery  # the route views' plans (its settings are read after the scan)
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def release_scan(version: str) -> ReleaseScan:
+    """The release's one scan, with the route views' plans asked before the freeze."""
+    try:
+        root = release_root(version)
+    except FetchError as exc:
+        pytest.skip(f"cannot fetch vllm {version}: {exc}")
+    tree = DirectoryTree(root)
+    query = plan_query()
+    started = time.perf_counter()
+    with first_scan(version):  # the shared facts cache (the history and layers tests' too)
+        scan = run_scan(tree, Config(), all_rules(), FactsCache(release_cache_dir()), workers=2, queries=[query])
+    return ReleaseScan(Path(root), tree, scan, query, time.perf_counter() - started)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -154,16 +188,8 @@ def _check_relpath(path: str, files: set[str], root: Path, what: str) -> None:
     assert (root / path).is_file(), f"{what}: {path!r} does not exist under {root}"
 
 
-def test_release_scans_without_crash(version):
-    try:
-        root = release_root(version)
-    except FetchError as exc:
-        pytest.skip(f"cannot fetch vllm {version}: {exc}")
-    tree = DirectoryTree(root)
-    started = time.perf_counter()
-    with first_scan(version):
-        scan = run_scan(tree, Config(), all_rules(), FactsCache(release_cache_dir()), workers=2)
-    seconds = time.perf_counter() - started
+def test_release_scans_without_crash(version, release_scan):
+    root, tree, scan, seconds = release_scan.root, release_scan.tree, release_scan.scan, release_scan.seconds
     result = scan.result
     assert isinstance(result, ScanResult)
 
@@ -253,3 +279,9 @@ def test_release_scans_without_crash(version):
         "files_parsed": scan.timing.get("files_parsed"),
         "cache_hits": scan.timing.get("cache_hits"),
     }
+
+
+def test_views_agree_with_the_routes(version: str, release_scan: ReleaseScan) -> None:
+    """Every view summarises the same routes (:mod:`route_views`)."""
+    problems = view_problems(version, release_scan.scan, release_scan.query)
+    assert not problems, "\n".join(problems)

@@ -21,38 +21,26 @@ checks:
    are one shared head) is a ✓ in the history matrix; a ✓ in the matrix is a threaded plan, or a route whose condition the table
    states ("reached only when ...": a guard no architecture's override fixes).
 
-Releases come from the sweep (``tests/test_release_sweep.py``): the package index, else the
-releases already in the shared cache.
+The check runs in ``tests/test_release_sweep.py`` (``test_views_agree_with_the_routes``), on
+the same scan of each release as the sweep's own check: one scan with the plans asked before
+the freeze serves both (two scans of each of the 36 releases cost one of them again).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from release_cache import first_scan, release_cache_dir, release_root
-from test_release_sweep import parametrize_versions
-
 from auditor.analyses.dispatch import DispatchProvider, Plan
-from auditor.services.citations import cite
-from auditor.facts.cache import FactsCache
-from auditor.common.config import Config
-from auditor.engine.scan import run_scan
-from auditor.services.history.layers import plan_cell
+from auditor.engine.scan import Scan
 from auditor.model.history import History, Release
 from auditor.output.history import matrix
+from auditor.services.citations import cite
+from auditor.services.history.layers import plan_cell
 from auditor.services.layers import PlanQuery, matrix_settings
-from auditor.source.trees import DirectoryTree
-from rules import all_rules
-
-pytestmark = pytest.mark.release
 
 
-def pytest_generate_tests(metafunc):
-    # The sweep's releases, newest first: the sweep (on another worker) starts from the oldest,
-    # so each release is fetched and first parsed by whichever of the two reaches it first
-    # (release_cache.first_scan) and neither waits for the other.
-    parametrize_versions(metafunc, newest_first=True)
+def plan_query() -> PlanQuery:
+    """The plans the check compares: every registered MTP architecture x runner, K=3, 3 layers
+    on each model's own layer-count field (as ``layers --all``), asked before the freeze."""
+    return PlanQuery(lambda dispatch: matrix_settings(dispatch, ["v1", "v2"], 3, 3))
 
 
 def _loop_label(plan: Plan) -> str | None:
@@ -95,12 +83,9 @@ def _reach_view(loop: dict, k: int) -> str:
     return "threaded" if loop["step_i_reaches_layer_i"] or raised is not None else "constant"
 
 
-def test_views_agree_with_the_routes(version: str) -> None:
-    root = Path(release_root(version))
-    query = PlanQuery(lambda dispatch: matrix_settings(dispatch, ["v1", "v2"], 3, 3))
-    with first_scan(version):  # the shared facts cache (the sweep's, the history tests')
-        scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(release_cache_dir()), 2,
-                        queries=[query])
+def view_problems(version: str, scan: Scan, query: PlanQuery) -> list[str]:
+    """Where the views of ``scan`` (of release ``version``, made with ``query``) disagree with
+    the routes or with each other (empty: they agree)."""
     assert scan.analysis is not None
     dispatch = scan.analysis.get(DispatchProvider)
     plans = [cite(dispatch.plan(s), scan.result.findings) for s in query.settings]
@@ -189,4 +174,4 @@ def test_views_agree_with_the_routes(version: str) -> None:
         if not all("reached only when" in lp.detail for lp in ticks):
             problems.append(f"history matrix: {name} ✓ with no threaded plan and an unconditional loop: "
                             f"{[lp.loop for lp in ticks if 'reached only when' not in lp.detail]}")
-    assert not problems, "\n".join(problems)
+    return problems
