@@ -70,6 +70,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     NodeVisitor,
     walk,
     walk_statements,
+    _BLOCK_NODES,
     has_node,
 )
 
@@ -842,14 +843,21 @@ _OWN_SCOPE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 def _may_escape(stmt: ast.stmt) -> bool:
     """``stmt`` may leave the block before the next statement (a return or raise anywhere in
-    it, a break or continue outside the loops it holds; nested functions and classes aside)."""
+    it, a break or continue outside the loops it holds; nested functions and classes aside).
+
+    Only statement lists are entered (a block's statements, except handlers and match cases:
+    :data:`_BLOCK_NODES`): the four statements it looks for are never inside an expression
+    (a lambda's body is one expression), so the expressions, most of a tree's nodes, are skipped."""
     todo: list[tuple[ast.AST, bool]] = [(stmt, False)]
     while todo:
         n, in_loop = todo.pop()
         if isinstance(n, (ast.Return, ast.Raise)) or (isinstance(n, (ast.Break, ast.Continue)) and not in_loop):
             return True
         inner = in_loop or isinstance(n, (ast.For, ast.AsyncFor, ast.While))
-        todo.extend((c, inner) for c in ast.iter_child_nodes(n) if not isinstance(c, _OWN_SCOPE))
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if isinstance(v, list):
+                todo.extend((c, inner) for c in v if isinstance(c, _BLOCK_NODES) and not isinstance(c, _OWN_SCOPE))
     return False
 
 
