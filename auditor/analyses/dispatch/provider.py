@@ -33,6 +33,7 @@ from .stepless import StepFree
 from .count_holder import CountHolder
 from .load_checks import LoadChecks
 from .draft_calls import DraftCalls
+from .forward_reads import ForwardReads
 from .runner_checks import RunnerChecks
 from .route_values import DispatchRoute, RouteValues
 
@@ -66,6 +67,7 @@ class DispatchProvider(Provider):
         self.count_holder = CountHolder(self)
         self.load_checks = LoadChecks(self)
         self.draft_calls = DraftCalls(self)
+        self.forward_reads = ForwardReads(self)
         self.runner_checks = RunnerChecks(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()
