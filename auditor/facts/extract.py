@@ -492,6 +492,7 @@ class _SkippableVisits(NodeVisitor):
     extractor counts how deep inside such code it is."""
 
     _skippable = 0
+    _guarded = 0  # inside a ``try`` body with handlers (and, for the function extractor, a ``with`` body)
 
     def _skipping(self, nodes: list[ast.AST]) -> None:
         self._skippable += 1
@@ -516,7 +517,9 @@ class _SkippableVisits(NodeVisitor):
         self._skipping([node.test, *node.body, *node.orelse])
 
     def visit_Try(self, node: ast.Try) -> None:
+        self._guarded += bool(node.handlers)
         self._statements(node.body)
+        self._guarded -= bool(node.handlers)
         self._skipping([*node.handlers, *node.orelse])
         self._statements(node.finalbody)
 
@@ -767,13 +770,6 @@ class _FunctionExtractor(_SkippableVisits):
             self._guards.pop()
 
     visit_AsyncWith = visit_With
-
-    def visit_Try(self, node: ast.Try) -> None:
-        self._guarded += bool(node.handlers)  # (its handlers are skippable anyway)
-        super().visit_Try(node)
-        self._guarded -= bool(node.handlers)
-
-    visit_TryStar = visit_Try  # ast.TryStar has the same fields
 
     def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
