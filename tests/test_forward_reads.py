@@ -126,3 +126,41 @@ def test_a_read_under_a_test_the_evaluator_cannot_decide_is_a_note(tmp_path):
         plan = _plan(tmp_path, label, read=wrapped)
         assert plan.outcome == "plan", (label, plan.steps)
         assert any("self.block.use_gather" in n for n in plan.notes), (label, plan.notes)
+
+
+def _rows(root) -> list[dict]:
+    """The reachability rows (``scan --format json``) of a plain scan of ``root`` (no plan
+    asked in its loading phase), DeepMTP's loops."""
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.facts.cache import FactsCache
+    from auditor.source.trees import DirectoryTree
+    from rules import all_rules
+
+    scan = run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 1)
+    return [lp for r in scan.result.to_json()["reachability"] if r["class"]["name"] == "DeepMTP" for lp in r["loops"]]
+
+
+def test_the_reachability_rows_say_the_plans_raise(tmp_path):
+    # The sub-module's class in a file of its own, which only the read's resolution loads:
+    # a plain scan's rows must say what the plan says (the loading phase parses it).
+    def split(files: dict[str, str]) -> dict[str, str]:
+        model = files["vllm/models/deep_mtp.py"]
+        start, end = model.index("class OtherBlock("), model.index("class BaseLayer(")
+        files["vllm/models/other_block.py"] = "import torch.nn as nn\n\n\n" + model[start:end]
+        files["vllm/models/deep_mtp.py"] = "from vllm.models.other_block import OtherBlock\n" + model[:start] + model[end:]
+        return files
+
+    root = write_tree(tmp_path / "rows", split(_files()))
+    setting = Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 3),))
+    plan = planned_scan(root, [setting])[1][0]
+    assert plan.outcome == "raises" and plan.step_raise is not None, plan.steps
+    rows = _rows(root)
+    assert rows and all(lp["verdict"] == "raises" for lp in rows), rows
+    want = {"step": 0, "path": plan.step_raise.path, "line": plan.step_raise.line,
+            "function": plan.step_raise.function, "message": plan.step_raise.message}
+    assert all(lp["raise"] == want for lp in rows), rows
+    # The base's block: no raise, in the plan or the rows.
+    ok = write_tree(tmp_path / "rows ok", split(_files(block="Block(config)")))
+    ok_rows = _rows(ok)
+    assert ok_rows and all(lp["raise"] is None and lp["verdict"] != "raises" for lp in ok_rows), ok_rows

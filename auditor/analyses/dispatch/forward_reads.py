@@ -36,17 +36,21 @@ around it is taken whatever the tests the evaluator cannot decide are (parameter
 ``self`` unknown). A lacking read reached for sure at every forward selection puts the
 plan's outcome at ``raises at step 0``; one reached only under undecided tests, or at some of
 the selections only, leaves the plan as it is, with a note. The calls and reads before it are
-taken to return (as everywhere in the plan).
+taken to return (as everywhere in the plan). The rule is one function of a loop's selections
+(:meth:`ForwardReads.selections_raise`, configuration-free): the planner asks it of its
+route's leg, the reachability table and lint of each loop they read
+(:meth:`.outcomes.Outcomes.result_step_raise`), so a row's ``raise`` is the plan's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from ...facts.extract import AttrAssignFact, AttrReadFact, CallFact, FunctionFact
 from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...model.findings import StepRaise
-from ..loops import LoopSelection
+from ..loops import FORWARD_METHODS, LoopSelection
 from ..partial_eval import Path, Unknown, Value
 from ..types import MODULE_CONTAINERS
 from .draft_calls import any_arm, sets_attrs
@@ -85,10 +89,27 @@ class ForwardReads(DispatchPart):
         if first.forward_layer is None or not (first.verdict in (Verdict.THREADED.value, Verdict.CONSTANT.value)
                                                or first.verdict.startswith(Verdict.LOST.value)):
             return None, []
-        sels = self.provider.route_values.leg(proposer, model).forward
+        return self.selections_raise(model, self.provider.route_values.leg(proposer, model).forward)
+
+    def load(self) -> None:
+        """The loading phase's share: ask :meth:`selections_raise` of every explored draft loop
+        and class it selects in (the reachability table's and lint's loops), so the classes its
+        reads resolve are parsed before the index is frozen (after, a lookup parses nothing and
+        a class it never loaded is unknown: no raise)."""
+        results = [*self.loops.loop_results(), *(res for _, res in self.provider.precision.dispatched_loops())]
+        for res in results:
+            for model in dict.fromkeys(s.model_class for s in res.selections):
+                self.selections_raise(model, res.selections)
+
+    def selections_raise(self, model: ClassKey, selections: Iterable[LoopSelection]) -> tuple[StepRaise | None, list[str]]:
+        """The raise at step 0 of a lacking read reached for sure at every forward selection
+        of ``model`` among one loop's ``selections`` (none: no raise), and notes for those
+        that may run. Configuration-free: the plan asks it of its route's leg once its step 0
+        runs a forward layer, the reachability table and lint of each loop they read
+        (:meth:`.outcomes.Outcomes.result_step_raise`)."""
         found: list[LackingRead | None] = []
         notes: list[str] = []
-        for sel in sels:
+        for sel in (s for s in selections if s.model_class == model and s.method in FORWARD_METHODS):
             sure, maybe = self._selection(sel, model)
             found.append(sure[0] if sure else None)
             notes += [_note(m, "runs under tests the analysis cannot decide") for m in maybe if m not in sure]

@@ -89,6 +89,7 @@ class DispatchProvider(Provider):
         self.load_routes.load_routes()  # MTP005: every class a route can load (may parse files)
         self.engine_modes.load_platforms()
         self.startup.load()  # the platforms' workers and the runners they hold
+        self.forward_reads.load()  # the sub-module classes a loop's per-step forward reads resolve
 
     # -- what the rules, `layers` and the history views ask ----------------------------
     def factories(self) -> dict[str, list[FuncKey]]:
