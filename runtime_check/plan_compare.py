@@ -90,6 +90,21 @@ def planned_raise_step(plan: dict[str, Any]) -> int | None:
     return step if isinstance(step, int) else None
 
 
+def expects_head(plan: dict[str, Any], view: list[dict[str, Any]], step: int, p_step: int | None) -> bool:
+    """Whether the plan says draft ``step`` ends in a per-layer head: its head layer in the
+    ``view`` compared, or, for a step at or after the plan's raise (``p_step``: the plan keeps
+    no layer there), in its ``forced`` view (the route's head reading with the step handed;
+    whether a head is selected at all does not depend on the value handed). Without either:
+    no (the raising step is then the number of steps with a forward)."""
+    planned = next((s for s in view if s.get("step") == step), None)
+    if planned is not None and planned.get("head_layer") is not None:
+        return True
+    if p_step is None or step < p_step:
+        return False
+    forced = next((s for s in (plan.get("forced") or {}).get("steps") or [] if s.get("step") == step), None)
+    return forced is not None and forced.get("head_layer") is not None
+
+
 def engine_view(plan: dict[str, Any], run: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, str]:
     """The plan's steps this run is compared with, or None and why the plan has no such view."""
     if run["mode"] != "shipped":
@@ -211,6 +226,10 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
         # Steps from the one that raised on never ran: compare those that did.
         ran = [s for s in steps if any(s.observed_forward)]
         raised_at = len(ran)
+        if ran and not any(ran[-1].observed_head) and expects_head(plan, view, ran[-1].step, p_step):
+            # The last step's forward was entered, its head never ran: that step did not
+            # complete, the raise came from inside it (e.g. a read in the layer's forward).
+            raised_at -= 1
         if p_step is not None:
             ran = [s for s in steps if s.step < p_step]
         steps = ran or ([] if p_step == 0 else steps)

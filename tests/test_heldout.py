@@ -45,6 +45,14 @@ _MISSING.update({
     "v027-v1-longcat-target-1layer-k3-paralleldrafting": ("a raise under an if in the drafter's __init__ (parallel drafting "
                                                           "without pard_token) is not read: its guards are not evaluable facts"),
 })
+# The reader's steps for a draft vLLM raises on at step 0 (dispatch/forward_reads.py).
+_PANGU_ATTR = ('disputed: OpenPanguMultiTokenPredictorLayer inherits DeepSeekMultiTokenPredictorLayer.forward, which'
+               ' reads self.mtp_block.use_sequence_parallel_moe (deepseek_mtp.py:130), but builds an '
+               "OpenPanguDecoderLayer that never sets it (its __init__ runs nn.Module.__init__, not the base's): "
+               'AttributeError at step 0; the engine raises it on 0.32.0 (bench/runtime/agreement-0.32.0.jsonl, '
+               'deepseek_mtp.py:137); the reader plans the steps')
+_MISSING.update({"v029-v2-openpangu-target-2layers-k2-multimodule": _PANGU_ATTR,
+                 "v029-v1-openpangu-target-2layers-k4": _PANGU_ATTR})
 
 CASES = load_cases() + load_cases(CASES_S5)
 

@@ -31,6 +31,13 @@ for _r in ("0.23.0", "0.25.1", "0.28.0"):
     _MISSING[f"{_r}-v2-Gemma4MTP-Gemma4Speculator-AutoRegressiveSpeculator._multi_step_decode"] = _STACK
 _MISSING["0.28.0-v2-KimiK3MTP-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode"] = _HF_TEXT_CONFIG
 _MISSING["0.28.0-v2-KimiK3MTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"] = _HF_TEXT_CONFIG
+_PANGU_ATTR = ('disputed: OpenPanguMultiTokenPredictorLayer inherits DeepSeekMultiTokenPredictorLayer.forward, which'
+               ' reads self.mtp_block.use_sequence_parallel_moe (deepseek_mtp.py:128), but builds an '
+               "OpenPanguDecoderLayer that never sets it (its __init__ runs nn.Module.__init__, not the base's): "
+               'AttributeError at step 0; the engine raises it on 0.32.0 (bench/runtime/agreement-0.32.0.jsonl, '
+               'deepseek_mtp.py:137); the reader plans the steps')
+_MISSING["0.28.0-v1-OpenPanguMTP-EagleProposer-SpecDecodeBaseProposer.propose"] = _PANGU_ATTR
+_MISSING["0.28.0-v2-OpenPanguMTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"] = _PANGU_ATTR
 for _id in ("0.25.1-v1-BailingMoeV25MTPModel-EagleProposer-SpecDecodeBaseProposer.propose",
             "0.25.1-v2-BailingMoeV25MTPModel-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode",
             "0.28.0-v1-BailingMoeV25MTPModel-EagleProposer-SpecDecodeBaseProposer.propose",

@@ -122,6 +122,48 @@ def test_a_planned_raise_at_step_is_compared_with_the_step_the_engine_raised_at(
     assert plan_compare.compare_run([p], ran).agreement is Agreement.DISAGREE
 
 
+def test_a_raise_inside_a_steps_forward_is_at_that_step():
+    # The plan raises at step 0 (a read in the layer's forward): it keeps no layer from step 0
+    # on; its forced view says the route's steps end in a per-layer head.
+    p = {**plan(fwd=[None] * 3, head=[None] * 3, forced=([0, 1, 2], [0, 1, 2])), "outcome": "raises",
+         "raises_at_step": 0}
+    exc = {"outcome": "raises", "exception": "AttributeError", "message": "no attribute 'x'"}
+    # The engine entered step 0's layer, its head never ran: step 0 raised.
+    r = {**run("shipped", [0], heads=[[]]), **exc}
+    c = plan_compare.compare_run([p], r)
+    assert c.agreement is Agreement.AGREE and c.outcome is Agreement.AGREE, c.why
+    # Step 0 ran its head: it completed, the raise came at step 1.
+    done = {**run("shipped", [0, 1], heads=[[0], []]), **exc}
+    done["steps"] = [x for x in done["steps"] if x["step"] == 0]
+    c = plan_compare.compare_run([p], done)
+    assert c.agreement is Agreement.DISAGREE and "raised at step 1" in c.why
+    # A plan without the forced view (an older `layers`) says nothing of a head: as before.
+    old = {**p}
+    del old["forced"]
+    c = plan_compare.compare_run([old], r)
+    assert c.agreement is Agreement.DISAGREE and "raised at step 1" in c.why
+    # A raise inside step 1's forward, the plan's head at step 0 kept: step 0 compared, raised at 1.
+    p1 = {**plan(fwd=[0, None, None], head=[0, None, None], forced=([0, 1, 2], [0, 1, 2])),
+          "outcome": "raises", "raises_at_step": 1}
+    r1 = {**run("shipped", [0, 1], heads=[[0], []]), **exc}
+    c = plan_compare.compare_run([p1], r1)
+    assert c.agreement is Agreement.AGREE and [s.step for s in c.steps] == [0], c.why
+
+
+def test_a_raise_between_steps_with_no_per_layer_head_keeps_the_count():
+    # One shared head (no per-layer head at any step, in any view): a step whose forward ran
+    # completed; an assert between steps raises at the next one (mimo, V2).
+    p = {**plan(fwd=[0, None, None], head=[None] * 3, forced=([0, 1, 2], [None] * 3)), "outcome": "raises",
+         "raises_at_step": 1}
+    r = {**run("shipped", [0], heads=[[]]), "outcome": "raises", "exception": "AssertionError", "message": "one token"}
+    c = plan_compare.compare_run([p], r)
+    assert c.agreement is Agreement.AGREE and [s.step for s in c.steps] == [0], c.why
+    # The same run against a plan that raises at step 0: the engine raised at step 1.
+    p0 = {**p, "steps": [{**st, "forward_layer": None} for st in p["steps"]], "raises_at_step": 0}
+    c = plan_compare.compare_run([p0], r)
+    assert c.agreement is Agreement.DISAGREE and "raised at step 1" in c.why
+
+
 def test_runs_are_matched_to_the_plan_of_their_runner():
     plans = [plan(runner="v1", fwd=[0, 0, 0], head=[0, 0, 0], proposer="EagleProposer"), plan()]
     cs = plan_compare.compare(plans, [run("shipped", [0, 0, 0], heads=[[0]] * 3, runner="v1", proposer="EagleProposer"),

@@ -63,6 +63,7 @@ class LoopSelection:
     hops: tuple[Hop, ...]
     container: str
     method: str  # the draft model entry method this selection was reached through
+    ctx: ClassKey | None = None  # the class of ``self`` in the selecting function (the object built)
 
 
 @dataclass
@@ -336,7 +337,8 @@ class LoopProvider(Provider):
                 continue
             label = ".".join(sub.container)
             hop = self.hop(frame.key, sub.line, f"selects {label}[{sub.index.text}]")
-            result.selections.append(LoopSelection(frame.model_class, kind, hops + (hop,), label, frame.entry_method))
+            result.selections.append(LoopSelection(frame.model_class, kind, hops + (hop,), label, frame.entry_method,
+                                                   frame.ctx))
 
     def entry_groups(self, result: LoopResult, param: str) -> list[EntryGroup]:
         """Entries of one loop grouped by the call site that enters the draft model.

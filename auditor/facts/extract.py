@@ -74,7 +74,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     has_node,
 )
 
-FACTS_VERSION = 18  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 19  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -160,6 +160,24 @@ class AttrAssignFact(Struct, frozen=True):
     line: int
     # Inside an ``if`` arm or a loop body of its function: it may not run.
     conditional: bool = False
+    # The value is a call with one collection argument whose every element is a call of a
+    # chain (``nn.ModuleList([X(...) for ...])``, ``nn.ModuleDict({k: X(...)})``): those
+    # chains (issue 18: the class of a container's elements). None: any other value.
+    items: tuple[Chain, ...] | None = None
+
+
+class AttrReadFact(Struct, frozen=True):
+    """A read of ``self.<a>.<b>`` (issue 18: an attribute the object ``self.<a>`` holds may
+    lack): the first one of each chain in the same place (enclosing loops and if-arms)."""
+
+    line: int
+    col: int
+    chain: Chain  # ("self", a, b)
+    loops: tuple[int, ...] = ()
+    branches: tuple[int, ...] = ()
+    # As ``CallFact.skippable``, and also inside a ``with`` body (its context manager may
+    # swallow the error) or a ``try`` body with handlers.
+    skippable: bool = False
 
 
 class LoopFact(Struct, frozen=True):
@@ -293,6 +311,7 @@ class FunctionFact(Struct, frozen=True):
     # a parameter never read is one too (issue 18: a model that only hands the step on).
     arg_only: tuple[str, ...] = ()
     appends: tuple[GuardedAppend, ...] = ()  # issue 18: appends to a local list, with their guards
+    attr_reads: tuple[AttrReadFact, ...] = ()  # issue 18: reads of ``self.<a>.<b>``
 
     @property
     def param_names(self) -> list[str]:
@@ -474,6 +493,7 @@ class _SkippableVisits(NodeVisitor):
     extractor counts how deep inside such code it is."""
 
     _skippable = 0
+    _guarded = 0  # inside a ``try`` body with handlers (and, for the function extractor, a ``with`` body)
 
     def _skipping(self, nodes: list[ast.AST]) -> None:
         self._skippable += 1
@@ -498,7 +518,9 @@ class _SkippableVisits(NodeVisitor):
         self._skipping([node.test, *node.body, *node.orelse])
 
     def visit_Try(self, node: ast.Try) -> None:
+        self._guarded += bool(node.handlers)
         self._statements(node.body)
+        self._guarded -= bool(node.handlers)
         self._skipping([*node.handlers, *node.orelse])
         self._statements(node.finalbody)
 
@@ -552,6 +574,8 @@ class _FunctionExtractor(_SkippableVisits):
         self._at_top = False  # visiting an assignment that is one of them
         self._loop_stores: dict[int, list[Chain]] = {}
         self._skippable = 0  # inside code that may not run though its if-arms are taken
+        self.attr_reads: dict[tuple[Chain, tuple[int, ...], tuple[int, ...], bool], AttrReadFact] = {}
+        self._guarded = 0  # inside a ``with`` body or a ``try`` body with handlers
 
     # -- helpers -------------------------------------------------------
     def _loop_write(self, name: str, carried: bool) -> None:
@@ -586,7 +610,8 @@ class _FunctionExtractor(_SkippableVisits):
             if ch and value is not None:
                 for alt in _alternatives(value):
                     self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
-                                                            bool(self._branch_stack or self._loop_stack)))
+                                                            bool(self._branch_stack or self._loop_stack),
+                                                            _element_calls(alt)))
         elif isinstance(target, ast.Subscript):
             # d["key"] = value  -> dict build
             if (
@@ -702,7 +727,9 @@ class _FunctionExtractor(_SkippableVisits):
             if item.optional_vars is not None:
                 self._bind(item.optional_vars, item.context_expr, node.lineno)
         first = len(self.calls)
+        self._guarded += 1
         self.visit_block(node.body)
+        self._guarded -= 1
         items = tuple(_expr(item.context_expr, self.src) for item in node.items)
         self.withs.append(WithFact(node.lineno, items, first, len(self.calls)))
 
@@ -791,6 +818,12 @@ class _FunctionExtractor(_SkippableVisits):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.value, ast.Name) and node.value.id == "self" and isinstance(node.ctx, ast.Load):
             self.live.add("self." + node.attr)
+        elif (isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Attribute)
+              and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"):
+            chain = ("self", node.value.attr, node.attr)
+            where = (chain, tuple(self._loop_stack), tuple(self._branch_stack), self._skippable > 0 or self._guarded > 0)
+            if where not in self.attr_reads:
+                self.attr_reads[where] = AttrReadFact(node.lineno, node.col_offset, *where)
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -907,7 +940,33 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         arg_only=_arg_only(node, own),
         appends=tuple(ex.appends),
+        attr_reads=tuple(ex.attr_reads.values()),
     )
+
+
+def _element_calls(value: ast.AST) -> tuple[Chain, ...] | None:
+    """The called chains of the elements of ``value``'s one collection argument (see
+    ``AttrAssignFact.items``)."""
+    if not isinstance(value, ast.Call) or len(value.args) != 1 or value.keywords:
+        return None
+    arg = value.args[0]
+    if isinstance(arg, (ast.List, ast.Tuple)):
+        elts: list[ast.expr] = list(arg.elts)
+    elif isinstance(arg, (ast.ListComp, ast.GeneratorExp)):
+        elts = [arg.elt]
+    elif isinstance(arg, ast.Dict) and all(k is not None for k in arg.keys):
+        elts = list(arg.values)
+    elif isinstance(arg, ast.DictComp):
+        elts = [arg.value]
+    else:
+        return None
+    out: list[Chain] = []
+    for e in elts:
+        ch = chain_of(e.func) if isinstance(e, ast.Call) else None
+        if ch is None:
+            return None
+        out.append(ch)
+    return tuple(dict.fromkeys(out))
 
 
 def _arg_only(node: ast.FunctionDef | ast.AsyncFunctionDef, own: set[str]) -> tuple[str, ...]:

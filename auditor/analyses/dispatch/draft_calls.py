@@ -29,10 +29,11 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass
+from typing import Sequence
 
 import msgspec
 
-from ...facts.extract import CallFact, FunctionFact, PExpr
+from ...facts.extract import AttrReadFact, CallFact, FunctionFact, PExpr
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult
@@ -146,7 +147,7 @@ class DraftCalls(DispatchPart):
             return any(lp != loop_id for lp in c.loops)
 
         for target, sites in targets.items():
-            held = _any_arm(fn, [s for s in sites if not s.skippable and not looped(s)], ev, key, p, memo)
+            held = any_arm(fn, [s for s in sites if not s.skippable and not looped(s)], ev, key, p, memo)
             possible = held is not False or any(s.skippable or looped(s) for s in sites)
             if len(target) == 3:
                 m = MissingCall(key[0], sites[0].line, key[1], target[1], target[2])
@@ -216,34 +217,39 @@ class DraftCalls(DispatchPart):
 
     def _present(self, model: ClassKey, drafter: ClassKey, attr: str, name: str) -> bool:
         """Whether ``model`` may have ``name`` (True unless it surely lacks it)."""
+        if self.class_may_have(model, name):
+            return True
+        for c in self.index.mro(drafter):
+            mine = list(self.index.methods(c).values())
+            if any(s.target == ("self", attr, name) for m in mine for s in m.attr_assigns) \
+                    or sets_attrs(mine, ("self", attr)):
+                return True
+        return False
+
+    def class_may_have(self, cls: ClassKey, name: str) -> bool:
+        """Whether an instance of ``cls`` may have ``name`` (True unless the class surely
+        lacks it: the rules of the module docstring, the class side)."""
         if name.startswith("__") or name in BASE_ATTRIBUTES:
             return True
-        mro = self.index.mro(model)
-        if name in self.types.self_attributes(model):
+        mro = self.index.mro(cls)
+        if name in self.types.self_attributes(cls):
             return True
         for c in mro:
             methods = self.index.methods(c)
             cf = self.index.class_fact(c)
             if cf is None or name in methods or name in cf.class_attrs or name in cf.field_defaults \
                     or "__getattr__" in methods or "__getattribute__" in methods \
-                    or _sets_attrs(list(methods.values()), ("self",)):
+                    or sets_attrs(list(methods.values()), ("self",)):
                 return True
-        if not all(self.provider.load_checks.bases_known(c) for c in mro):
-            return True
-        for c in self.index.mro(drafter):
-            mine = list(self.index.methods(c).values())
-            if any(s.target == ("self", attr, name) for m in mine for s in m.attr_assigns) \
-                    or _sets_attrs(mine, ("self", attr)):
-                return True
-        return False
+        return not all(self.provider.load_checks.bases_known(c) for c in mro)
 
 
-def _sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:
+def sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:
     """A ``setattr(<chain>, ...)`` call in one of ``methods``."""
     return any(c.func == ("setattr",) and c.args and c.args[0].chain == chain for m in methods for c in m.calls)
 
 
-def _any_arm(fn: FunctionFact, sites: list[CallFact], ev: Evaluator, key: FuncKey, p: Path,
+def any_arm(fn: FunctionFact, sites: Sequence[CallFact | AttrReadFact], ev: Evaluator, key: FuncKey, p: Path,
              memo: dict[bytes, bool | None]) -> bool | None:
     """Whether one of ``sites`` runs whatever the tests the evaluator cannot decide are (True),
     none can (False), or it depends (None). The tests are taken as independent."""

@@ -10,7 +10,9 @@ runs, and an assert on the route that fails at a draft step.
 * **Raises at step i.** An assert on the route's forward or head path (the model class's
   entry method and the functions the selection hops through) that reads the threaded
   parameter is evaluated with the value the loop hands at step i; the first step it fails
-  at is where the draft raises.
+  at is where the draft raises. A loop's rows and lint also take the raise at step 0 of a
+  per-step forward read of an attribute the per-layer module's sub-module lacks
+  (:mod:`.forward_reads`, the rule the planner applies to a plan).
 
 A test the evaluator cannot decide leaves the outcome a plan, with a note that says what the
 validation depends on (never defaulted to a rejection).
@@ -219,8 +221,15 @@ class Outcomes(DispatchPart):
 
     def result_step_raise(self, res: LoopResult, model: ClassKey, k: int) -> StepRaise | None:
         """:meth:`loop_step_raise` for one explored loop (the reachability table asks it of
-        each loop it lists, so a row says what ``layers`` says of the route)."""
-        return self.selections_raise(model, [sel for sel in res.selections if sel.model_class == model], k)
+        each loop it lists, so a row says what ``layers`` says of the route): an assert on the
+        step, or a per-step forward read of an attribute the per-layer module's sub-module
+        lacks (:meth:`.forward_reads.ForwardReads.selections_raise`, step 0)."""
+        sels = [sel for sel in res.selections if sel.model_class == model]
+        found = [self.selections_raise(model, sels, k)]
+        if k > 0:
+            found.append(self.provider.forward_reads.selections_raise(model, sels)[0])
+        hits = [r for r in found if r is not None]
+        return min(hits, key=lambda r: (r.step, r.path, r.line)) if hits else None
 
     def selections_raise(self, model: ClassKey, selections: Iterable[LoopSelection], k: int) -> StepRaise | None:
         """The first draft step below ``k`` at which an assert on the threaded parameter fails

@@ -133,7 +133,10 @@ class Planner(DispatchPart):
         # A draft-time call of a method the draft model lacks (:mod:`.draft_calls`).
         missing, more = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root)
         notes += [n for n in more if n not in notes]
-        hits = [r for r in (found, missing) if r is not None]
+        # A per-step read of an attribute the per-layer module's sub-module lacks (:mod:`.forward_reads`).
+        lacking, more = self.provider.forward_reads.step_raise(plan)
+        notes += [n for n in more if n not in notes]
+        hits = [r for r in (found, missing, lacking) if r is not None]
         return min(hits, key=lambda r: (r.step, r.path, r.line)) if hits else None
 
     def _layer_count(self, leg: RouteLeg, hf: Obj) -> tuple[int | None, str | None]:

@@ -33,6 +33,7 @@ from .stepless import StepFree
 from .count_holder import CountHolder
 from .load_checks import LoadChecks
 from .draft_calls import DraftCalls
+from .forward_reads import ForwardReads
 from .runner_checks import RunnerChecks
 from .route_values import DispatchRoute, RouteValues
 
@@ -66,6 +67,7 @@ class DispatchProvider(Provider):
         self.count_holder = CountHolder(self)
         self.load_checks = LoadChecks(self)
         self.draft_calls = DraftCalls(self)
+        self.forward_reads = ForwardReads(self)
         self.runner_checks = RunnerChecks(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()
@@ -87,6 +89,7 @@ class DispatchProvider(Provider):
         self.load_routes.load_routes()  # MTP005: every class a route can load (may parse files)
         self.engine_modes.load_platforms()
         self.startup.load()  # the platforms' workers and the runners they hold
+        self.forward_reads.load()  # the sub-module classes a loop's per-step forward reads resolve
 
     # -- what the rules, `layers` and the history views ask ----------------------------
     def factories(self) -> dict[str, list[FuncKey]]:
