@@ -63,6 +63,7 @@ share_memory state_dict to to_empty train training type xpu zero_grad
 """.split())
 
 _DEPTH = 4  # self-calls followed from the loop's function
+_GETATTR_HOOKS = frozenset({"__getattr__", "__getattribute__"})  # methods that answer any attribute
 _MAX_UNDECIDED = 8  # undecided tests enumerated per function
 
 
@@ -170,7 +171,7 @@ class DraftCalls(DispatchPart):
         load = self.provider.load_checks
         fields: dict[str, Value] = {a: Unknown(f"self.{a}") if a in assigned
                                     else load.attr_value(ev, drafter, a, guards, model, root) for a in reads}
-        env: dict[str, Value] = {n: Unknown(n) for n in [*fn.param_names, *fn.assigns]}
+        env = unknown_locals(fn)
         env["self"] = Obj("self", fields)
         return Path(env)
 
@@ -235,13 +236,23 @@ class DraftCalls(DispatchPart):
         if name in self.types.self_attributes(cls):
             return True
         for c in mro:
-            methods = self.index.methods(c)
-            cf = self.index.class_fact(c)
-            if cf is None or name in methods or name in cf.class_attrs or name in cf.field_defaults \
-                    or "__getattr__" in methods or "__getattribute__" in methods \
-                    or sets_attrs(list(methods.values()), ("self",)):
+            if self.may_define(c, name, _GETATTR_HOOKS):
                 return True
         return not all(self.provider.load_checks.bases_known(c) for c in mro)
+
+    def may_define(self, c: ClassKey, name: str, hooks: frozenset[str]) -> bool:
+        """Whether class ``c`` itself (one class of a hierarchy) may give its instances
+        ``name``: no facts for it, a method, class attribute or field of that name, one of
+        ``hooks`` among its methods, or a ``setattr(self, ...)`` in one of them."""
+        methods = self.index.methods(c)
+        cf = self.index.class_fact(c)
+        return cf is None or name in methods or name in cf.class_attrs or name in cf.field_defaults \
+            or bool(hooks & set(methods)) or sets_attrs(list(methods.values()), ("self",))
+
+
+def unknown_locals(fn: FunctionFact) -> dict[str, Value]:
+    """``fn``'s parameters and locals, each unknown."""
+    return {n: Unknown(n) for n in [*fn.param_names, *fn.assigns]}
 
 
 def sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:

@@ -45,19 +45,21 @@ route's leg, the reachability table and lint of each loop they read
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from ...facts.extract import AttrAssignFact, AttrReadFact, CallFact, FunctionFact
 from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...model.findings import StepRaise
 from ..loops import FORWARD_METHODS, LoopSelection
-from ..partial_eval import Path, Unknown, Value
+from ..partial_eval import Evaluator, Path, Unknown
 from ..types import MODULE_CONTAINERS
-from .draft_calls import any_arm, sets_attrs
+from .draft_calls import any_arm, sets_attrs, unknown_locals
 from .model import Plan, Verdict
 from .part import DispatchPart
 
 _DEPTH = 2  # self-calls followed from the per-layer module's forward
+# Methods that answer or intercept any attribute: a class with one may hold anything in ``self.<sub>``.
+_ATTR_HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__"})
 # Calls on a container that change what it holds.
 _MUTATORS = frozenset({"append", "extend", "insert", "update", "add_module", "register_module", "setdefault",
                        "__setitem__", "__delitem__", "pop", "popitem", "clear", "__init__"})
@@ -79,6 +81,11 @@ class LackingRead:
 
 
 class ForwardReads(DispatchPart):
+    def __init__(self, provider: Any) -> None:
+        super().__init__(provider)
+        # (selection, model) -> (files the index held, its sure and possible lacking reads)
+        self._memo: dict[tuple[LoopSelection, ClassKey], tuple[int, tuple[list[LackingRead], list[LackingRead]]]] = {}
+
     def step_raise(self, plan: Plan) -> tuple[StepRaise | None, list[str]]:
         """The raise at step 0 of a read the per-layer module's forward surely makes of an
         attribute its sub-module lacks, and notes for such reads that may run."""
@@ -122,7 +129,18 @@ class ForwardReads(DispatchPart):
     # -- the way in -------------------------------------------------------------------
     def _selection(self, sel: LoopSelection, model: ClassKey) -> tuple[list[LackingRead], list[LackingRead]]:
         """The lacking reads the forward of the module ``sel`` selects and calls makes for sure
-        (in order), and those it may make."""
+        (in order), and those it may make. Kept per selection while the index holds the same
+        files: the loading phase asks it of every loop (:meth:`load`), the reachability rows
+        and lint of the same loops again."""
+        held = len(self.index.facts)
+        hit = self._memo.get((sel, model))
+        if hit is not None and hit[0] == held:
+            return hit[1]
+        answer = self._reads_at(sel, model)
+        self._memo[(sel, model)] = (held, answer)
+        return answer
+
+    def _reads_at(self, sel: LoopSelection, model: ClassKey) -> tuple[list[LackingRead], list[LackingRead]]:
         hop, ctx = sel.hops[-1], sel.ctx
         key: FuncKey = (hop.path, hop.function)
         fn = self.index.function(key)
@@ -132,7 +150,7 @@ class ForwardReads(DispatchPart):
         sub = next((s for s in fn.subscripts if s.container == container and s.line == hop.line), None)
         call = next((c for c in fn.calls if sub is not None and c.func is None and c.attr is None
                      and (c.line, c.col) == (sub.line, sub.col)), None)
-        if call is None or call.skippable or call.loops or any_arm(fn, [call], self.evaluator(), key, _unknown(fn), {}) is not True:
+        if call is None or not _surely_runs(fn, call, self.evaluator(), key, _unknown(fn), {}):
             return [], []
         element = self._held_class(ctx, container[1], elements=True)
         if element is None:
@@ -164,16 +182,14 @@ class ForwardReads(DispatchPart):
                     continue
                 s2, m2 = self._reads(cls, self.index.method_key(found[0], chain[1]), found[1], depth + 1,
                                      seen | {chain[1]})
-                held = not site.skippable and not site.loops and any_arm(fn, [site], ev, key, p, memo) is True
-                (sure if held else maybe).extend(s2)
+                (sure if _surely_runs(fn, site, ev, key, p, memo) else maybe).extend(s2)
                 maybe.extend(m2)
                 continue
             lack = self._lacking(cls, chain[1], chain[2])
             if lack is None:
                 continue
             read = LackingRead(key[0], site.line, key[1], chain[1], chain[2], lack)
-            held = not site.skippable and not site.loops and any_arm(fn, [site], ev, key, p, memo) is True
-            (sure if held else maybe).append(read)
+            (sure if _surely_runs(fn, site, ev, key, p, memo) else maybe).append(read)
         return sure, maybe
 
     def _lacking(self, holder: ClassKey, sub: str, attr: str) -> ClassKey | None:
@@ -219,11 +235,9 @@ class ForwardReads(DispatchPart):
         runs, anyone = self._run_methods(holder, mro)
         out: list[tuple[FuncKey, AttrAssignFact]] = []
         for c in mro:
-            cf = self.index.class_fact(c)
             methods = self.index.methods(c)
-            if cf is None or not loaders.bases_known(c) or attr in methods or attr in cf.class_attrs \
-                    or attr in cf.field_defaults or {"__getattr__", "__getattribute__", "__setattr__"} & set(methods) \
-                    or sets_attrs(list(methods.values()), ("self",)) or sets_attrs(list(methods.values()), ("self", attr)):
+            if not loaders.bases_known(c) or self.provider.draft_calls.may_define(c, attr, _ATTR_HOOKS) \
+                    or sets_attrs(list(methods.values()), ("self", attr)):
                 return None
             for name, m in sorted(methods.items()):
                 if ("self", attr) in m.stores or any(k.func and len(k.func) == 3 and k.func[:2] == ("self", attr)
@@ -265,9 +279,16 @@ class ForwardReads(DispatchPart):
         return runs, anyone
 
 
+def _surely_runs(fn: FunctionFact, site: CallFact | AttrReadFact, ev: Evaluator, key: FuncKey, p: Path,
+                 memo: dict[bytes, bool | None]) -> bool:
+    """``site`` runs whenever ``fn`` does: in no loop, in no code that may not run though
+    its arms are taken, and in arms taken whatever the undecided tests are."""
+    return not site.skippable and not site.loops and any_arm(fn, [site], ev, key, p, memo) is True
+
+
 def _unknown(fn: FunctionFact) -> Path:
     """``fn``'s parameters, locals and ``self``, all unknown."""
-    env: dict[str, Value] = {n: Unknown(n) for n in [*fn.param_names, *fn.assigns]}
+    env = unknown_locals(fn)
     env["self"] = Unknown("self")
     return Path(env)
 
