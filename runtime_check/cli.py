@@ -301,6 +301,8 @@ SpecConfigOpt = typer.Option(None, "--speculative-config",
 BatchOpt = typer.Option(False, "--batch", help="Import vLLM once per runner and fork one engine per run "
                         "(runtime_check/batch.py; same results, each run still isolated); a --patch run "
                         "keeps its own process")
+ModeOpt = typer.Option(None, "--mode", help="shipped (the draft loop as vLLM ships it), forced (as "
+                       "--force-step-idx) or both as shipped,forced (one run each) [default: shipped]")
 KeepOpt = typer.Option(False, "--keep-run-dir",
                        help="Keep the temporary run directory (models, engine logs, results)")
 
@@ -316,6 +318,7 @@ def check(
     engine_mode: str = EngineModeOpt,
     force_step_idx: bool = typer.Option(False, "--force-step-idx",
                                         help="Make the draft loop pass spec_step_idx=j on draft step j"),
+    mode: Optional[str] = ModeOpt,
     findings: Optional[Path] = typer.Option(None, "--findings",
                                             help="A scan's JSON: give each finding a verdict "
                                                  "(runs both modes)"),
@@ -341,7 +344,7 @@ def check(
         plans = _read_plan(plan) if plan is not None else None
         spec = parse_speculative_config(speculative_config)
         with RunDir(keep_run_dir) as rundir:
-            doc = _check(arch, model, k, mtp_layers, force_step_idx, findings, patch, fmt, max_tokens,
+            doc = _check(arch, model, k, mtp_layers, _modes(mode, force_step_idx), findings, patch, fmt, max_tokens,
                          timeout, _runners(runner), vllm_version, rundir, plans, _engine_modes(engine_mode),
                          spec, batch)
     except RuntimeCheckError as e:
@@ -451,7 +454,19 @@ class Zygotes:
             z.close()
 
 
-def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, force: bool,
+def _modes(value: str | None, force_step_idx: bool) -> list[bool]:
+    """The loop modes of `check --mode` as force flags (False: shipped, True: forced)."""
+    if value is None:
+        return [force_step_idx]
+    if force_step_idx:
+        raise RuntimeCheckError("give --mode or --force-step-idx, not both")
+    parts = ["shipped", "forced"] if value.strip() == "both" else [p.strip() for p in value.split(",") if p.strip()]
+    if not parts or any(p not in MODES for p in parts):
+        raise RuntimeCheckError(f"--mode must be shipped, forced or both, not {value!r}")
+    return [p == "forced" for p in dict.fromkeys(parts)]
+
+
+def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, modes: list[bool],
            findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
            runners: list[str], vllm_version: str | None, rundir: RunDir,
            plans: list[dict[str, Any]] | None = None, engine_modes: list[str] | None = None,
@@ -497,7 +512,8 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
         model = rundir.new(f"model-{a.key}")
         _synth(a.key, n, model, timeout, rundir, py)
     assert model is not None
-    modes = [False, True] if findings_doc is not None else [force]
+    if findings_doc is not None:
+        modes = [False, True]  # a verdict compares the shipped loop with the forced one
     runs: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
     zygotes = Zygotes(py, rundir) if batch else None

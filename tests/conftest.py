@@ -52,3 +52,31 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         rank = min(by_file.get(path, (0, 3))[1], _rank(item))
         by_file[path] = (-_measured(item), rank)
     items.sort(key=lambda item: by_file[str(item.path)])
+
+
+# With MTP_AUDIT_TEST_CPU=FILE, each test's CPU seconds (this process's, plus the children it
+# waited for: engine runs, CLI subprocesses) are appended to FILE as JSON lines, so a CI run
+# says where the CPU goes, not only where the wall time goes (with more workers than cores the
+# wall time of one test includes the others'). Measurement only: nothing is changed or skipped.
+_CPU_LOG = __import__("os").environ.get("MTP_AUDIT_TEST_CPU")
+
+
+def _cpu_now() -> tuple[float, float]:
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+if _CPU_LOG:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+        import json
+        import time
+
+        (s0, c0), t0 = _cpu_now(), time.perf_counter()
+        yield
+        (s1, c1), t1 = _cpu_now(), time.perf_counter()
+        with open(_CPU_LOG, "a") as f:
+            f.write(json.dumps({"test": item.nodeid, "self_s": round(s1 - s0, 2), "children_s": round(c1 - c0, 2),
+                                "wall_s": round(t1 - t0, 2)}) + "\n")

@@ -19,6 +19,7 @@ and printed at the end of the module (``-s``).
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import re
 import time
@@ -188,6 +189,22 @@ def _check_relpath(path: str, files: set[str], root: Path, what: str) -> None:
     assert (root / path).is_file(), f"{what}: {path!r} does not exist under {root}"
 
 
+# Whether CPython parses a file, by its bytes: consecutive releases share most files, and the
+# same bytes always parse the same way, so each distinct file is parsed once per worker.
+_PARSES: dict[bytes, bool] = {}
+
+
+def _parses(source: bytes, path: str) -> bool:
+    key = hashlib.sha256(source).digest()
+    if key not in _PARSES:
+        try:
+            ast.parse(source, filename=path)
+            _PARSES[key] = True
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            _PARSES[key] = False
+    return _PARSES[key]
+
+
 def test_release_scans_without_crash(version, release_scan):
     root, tree, scan, seconds = release_scan.root, release_scan.tree, release_scan.scan, release_scan.seconds
     result = scan.result
@@ -237,14 +254,7 @@ def test_release_scans_without_crash(version, release_scan):
     for path, facts in index.facts.items():
         if path in problem_of and problem_of[path].kind in ("unreadable", "too-large", "symlink"):
             continue
-        source = (root / path).read_bytes()
-        try:
-            ast.parse(source, filename=path)
-            parses = True
-        except (SyntaxError, ValueError):
-            parses = False
-        except (RecursionError, MemoryError):
-            parses = False
+        parses = _parses((root / path).read_bytes(), path)
         if not parses:
             assert path in problem_of and problem_of[path].kind in ("parse-error", "decode-error"), (
                 f"{path} does not parse but is not a parse-error problem"

@@ -50,13 +50,27 @@ def cli(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess
 _RUNS: dict = {}
 
 
+def _one_run(doc: dict, forced: bool, runner: str) -> dict:
+    """The document of one (runner, mode) out of an architecture's four-run document."""
+    mode = "forced" if forced else "shipped"
+    runs = [r for r in doc["runs"] if r["runner"] == runner and r["mode"] == mode]
+    failed = [f for f in doc["failed_runs"] if f["runner"] == runner and f["mode"] == mode]
+    assert len(runs) == 1, f"no {runner} {mode} run: {failed or doc['failed_runs']}"
+    return {**doc, "runs": runs, "failed_runs": failed}
+
+
 @pytest.fixture(scope="session")
 def run_check(runtime_py, tmp_path_factory):
     """run_check(arch, forced, runner) -> the JSON document of
-    `check --arch ARCH --k 3 --runner RUNNER`, run once per test session: with pytest-xdist
-    the workers share one directory of finished documents, and a file lock per
-    configuration makes the second worker wait for the first worker's run instead of
-    starting the same engine again."""
+    `check --arch ARCH --k 3 --runner RUNNER [--force-step-idx]`, run once per test session.
+
+    An architecture's four runs (v1 and v2, shipped and forced) are one
+    `check --arch ARCH --k 3 --runner both --mode both --batch`: one synthetic checkpoint and
+    one import of vLLM per runner instead of four of each (the import is most of an eager
+    run); each run is still its own engine, forked from the untouched zygote. With
+    pytest-xdist the workers share one directory of finished documents, and a file lock per
+    architecture makes the second worker wait for the first worker's runs instead of starting
+    the same engines again."""
     from filelock import FileLock
 
     # The parent of a worker's base temp is the session's (shared by its workers).
@@ -67,19 +81,16 @@ def run_check(runtime_py, tmp_path_factory):
     shared.mkdir(exist_ok=True)
 
     def go(arch: str, forced: bool = False, runner: str = "v1") -> dict:
-        key = (arch, forced, runner)
-        if key not in _RUNS:
-            done = shared / f"{arch}-{'forced' if forced else 'shipped'}-{runner}.json"
+        if arch not in _RUNS:
+            done = shared / f"{arch}-k3.json"
             with FileLock(str(done) + ".lock"):
                 if not done.is_file():
-                    args = ["check", "--arch", arch, "--k", "3", "--runner", runner, "--format", "json"]
-                    if forced:
-                        args.append("--force-step-idx")
-                    r = cli(*args)
+                    r = cli("check", "--arch", arch, "--k", "3", "--runner", "both", "--mode", "both", "--batch",
+                            "--format", "json")
                     assert r.returncode == 0, r.stderr[-3000:]
-                    json.loads(r.stdout)  # a document, or the run is not recorded
+                    json.loads(r.stdout)  # a document, or the runs are not recorded
                     done.write_text(r.stdout)
-                _RUNS[key] = json.loads(done.read_text())
-        return _RUNS[key]
+                _RUNS[arch] = json.loads(done.read_text())
+        return _one_run(_RUNS[arch], forced, runner)
 
     return go

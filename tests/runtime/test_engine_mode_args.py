@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime_check.cli import RuntimeCheckError, _engine_modes
+from runtime_check.cli import RuntimeCheckError, _engine_modes, _modes
 
 from .conftest import cli
 
@@ -14,6 +14,23 @@ def test_engine_modes_parse():
     assert _engine_modes("eager,compiled,eager") == ["eager", "compiled"]
     with pytest.raises(RuntimeCheckError):
         _engine_modes("eager,jit")
+
+
+def test_loop_modes_parse():
+    # False: the loop as vLLM ships it; True: forced (spec_step_idx=j on draft step j)
+    assert _modes(None, False) == [False] and _modes(None, True) == [True]
+    assert _modes("both", False) == [False, True] and _modes("forced,shipped,forced", False) == [True, False]
+    for bad in ("", "forced,jit", "all"):
+        with pytest.raises(RuntimeCheckError, match="--mode must be shipped, forced or both"):
+            _modes(bad, False)
+    with pytest.raises(RuntimeCheckError, match="not both"):
+        _modes("forced", True)
+
+
+def test_bad_mode_is_a_one_line_error():
+    r = cli("check", "--arch", "glm4_moe", "--k", "3", "--mode", "bogus")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "mtp-audit: error: --mode must be shipped, forced or both, not 'bogus'"
 
 
 @pytest.mark.parametrize("cmd", [["check", "--arch", "glm4_moe", "--k", "3"], ["matrix"]])
