@@ -121,7 +121,9 @@ def test_run_directories_are_removed_unless_kept(tmp_path, runtime_py):
 
 def test_matrix_json_and_markdown(tmp_path, runtime_py):
     out = tmp_path / "m.json"
-    r = cli("matrix", "--arch", "glm4_moe", "--runner", "v2", "--k", "3", "--format", "json", "-o", str(out))
+    # --batch: the two runs share one import of vLLM (each still its own forked engine)
+    r = cli("matrix", "--arch", "glm4_moe", "--runner", "v2", "--k", "3", "--format", "json", "-o", str(out),
+            "--batch")
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert (doc["k"], doc["mtp_layers"], doc["device"]) == (3, 3, "cpu")
