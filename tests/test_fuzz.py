@@ -7,18 +7,19 @@ small vLLM-like scaffold (an MTP wrapper that drops the step and a draft loop th
 constant one), so every example runs the whole pipeline: facts, index, analysis, rules,
 reachability, json/sarif rendering.
 
-The trees live in memory (:class:`MemoryTree`, a :class:`~auditor.source.SourceTree`) so the
-2,000-module run measures the engine, not the file system; the ordering test uses real
-directories too.
+The 2,000 modules of the main property are hypothesmith's, drawn once and stored
+(``tests/data/fuzz/corpus.jsonl``, made by ``tests/data/fuzz/make_corpus.py``), plus a few
+hundred drawn fresh on every run. The trees live in memory (:class:`MemoryTree`, a
+:class:`~auditor.source.SourceTree`) so the 2,000-module run measures the engine, not the file
+system; the ordering test uses real directories too.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import hypothesmith
 import pytest
@@ -101,14 +102,46 @@ def _baseline():
     return BASELINE
 
 
-# The 2,000 modules are generated and scanned in parallel parts, one process each (generating
-# a module with hypothesmith costs more than scanning it); each part has its own seed.
-FUZZ_PROCESSES = 2
+# The 2,000 modules: hypothesmith's, drawn once with these settings (seeds 0 and 1, 1,000
+# each, as this test drew them live before) and stored in tests/data/fuzz/corpus.jsonl by
+# tests/data/fuzz/make_corpus.py -- drawing a module costs about 100 times what scanning it
+# costs -- plus LIVE_EXAMPLES drawn fresh on every run from another seed, so the scan also
+# meets modules the corpus does not hold.
+FUZZ_PROCESSES = 2  # the corpus's parts (one seed each)
+CORPUS = Path(__file__).resolve().parent / "data" / "fuzz" / "corpus.jsonl"
+LIVE_EXAMPLES = 200
+LIVE_SEED = FUZZ_PROCESSES  # the corpus used seeds 0 .. FUZZ_PROCESSES - 1
+
+
+def _corpus() -> list[str]:
+    header, *modules = CORPUS.read_text(encoding="utf-8").splitlines()
+    assert json.loads(header)["seeds"] == list(range(FUZZ_PROCESSES))
+    return [json.loads(m) for m in modules]
+
+
+def _check_module(baseline: list[tuple], source: str, listed: list[str]) -> None:
+    """One generated module scanned beside the scaffold: the scan completes, the scaffold's
+    findings are unchanged, the module is parsed or listed as a parse error, reports render."""
+    files = dict(SCAFFOLD_BYTES)
+    files[FUZZ_PATH] = _fuzzed(source)
+    scan = run_scan(MemoryTree(files), Config(), all_rules(), FactsCache(None), 1)
+    result = scan.result
+    assert set(baseline) <= set(_key(result))
+    problems = [p for p in result.problems if p.path == FUZZ_PATH]
+    if problems:
+        # hypothesmith's grammar admits a few things CPython's parser refuses
+        # (nesting limits); those must be listed as parse errors, nothing else.
+        assert [p.kind for p in problems] == ["parse-error"], problems
+        listed.append(problems[0].message)
+    else:
+        assert scan.analysis.index.facts.get(FUZZ_PATH) is not None
+    json.loads(render(result, "json"))
+    json.loads(render(result, "sarif"))
 
 
 def _fuzz_part(part: int, examples: int) -> tuple[int, list[str]]:
-    """``examples`` generated modules, each scanned beside the scaffold (seeded by ``part``):
-    how many were scanned, and the parse errors listed for them."""
+    """``examples`` modules drawn now (seeded by ``part``), each checked as the corpus's are:
+    how many were drawn, and the parse errors listed for them."""
     baseline = _baseline()
     seen: list[int] = [0]
     listed: list[str] = []
@@ -118,40 +151,28 @@ def _fuzz_part(part: int, examples: int) -> tuple[int, list[str]]:
     @given(PYTHON)
     def check(source: str) -> None:
         seen[0] += 1
-        files = dict(SCAFFOLD_BYTES)
-        files[FUZZ_PATH] = _fuzzed(source)
-        scan = run_scan(MemoryTree(files), Config(), all_rules(), FactsCache(None), 1)
-        result = scan.result
-        assert set(baseline) <= set(_key(result))
-        problems = [p for p in result.problems if p.path == FUZZ_PATH]
-        if problems:
-            # hypothesmith's grammar admits a few things CPython's parser refuses
-            # (nesting limits); those must be listed as parse errors, nothing else.
-            assert [p.kind for p in problems] == ["parse-error"], problems
-            listed.append(problems[0].message)
-        else:
-            assert scan.analysis.index.facts.get(FUZZ_PATH) is not None
-        json.loads(render(result, "json"))
-        json.loads(render(result, "sarif"))
+        _check_module(baseline, source, listed)
 
     check()
     return seen[0], listed
 
 
 def test_fuzz_2000_generated_modules_never_crash():
-    """One property over >= 2,000 generated modules: the scan completes, the scaffold's
-    findings are unchanged (the rest of the tree is analysed), the generated module is
-    parsed (a valid module is never listed as a problem) and every report renders."""
+    """One property over >= 2,000 generated modules (the stored corpus) and LIVE_EXAMPLES
+    drawn now: the scan completes, the scaffold's findings are unchanged (the rest of the tree
+    is analysed), the generated module is parsed (a valid module is never listed as a
+    problem) and every report renders."""
     started = time.perf_counter()
-    per_part = -(-FUZZ_EXAMPLES // FUZZ_PROCESSES)
-    with ProcessPoolExecutor(FUZZ_PROCESSES, mp_context=multiprocessing.get_context("fork")) as pool:
-        parts = list(pool.map(_fuzz_part, range(FUZZ_PROCESSES), [per_part] * FUZZ_PROCESSES))
-    seen = sum(n for n, _ in parts)
-    listed = [m for _, ms in parts for m in ms]
-    elapsed = time.perf_counter() - started
-    print(f"\nfuzz: {seen} generated modules scanned in {elapsed:.1f}s by {FUZZ_PROCESSES} processes; "
-          f"{len(listed)} listed as parse errors")
-    assert seen >= FUZZ_EXAMPLES
+    corpus = _corpus()
+    assert len(corpus) >= FUZZ_EXAMPLES
+    baseline, listed = _baseline(), []
+    for source in corpus:
+        _check_module(baseline, source, listed)
+    live, live_listed = _fuzz_part(LIVE_SEED, LIVE_EXAMPLES)
+    seen, listed = len(corpus) + live, listed + live_listed
+    print(f"\nfuzz: {len(corpus)} stored and {live} new generated modules scanned in "
+          f"{time.perf_counter() - started:.1f}s; {len(listed)} listed as parse errors")
+    assert live == LIVE_EXAMPLES
     assert len(listed) <= seen // 20, listed[:5]
 
 

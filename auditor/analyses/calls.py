@@ -86,6 +86,9 @@ class CallProvider(Provider):
         self._chains: dict[tuple[ClassKey | None, Chain, ClassKey | None], list[Obj]] = {}
         self._targets: dict[tuple[FuncKey, ClassKey | None, int], list[Target]] = {}
         self._registry_pairs: list[Obj] | None = None
+        # resolve_site / bind_site: (files the index held, the answer[, what it was for])
+        self._sites: dict[tuple[object, ...], tuple[int, list[Target]]] = {}
+        self._bindings: dict[tuple[int, int, Target], tuple[int, Binding, CallFact, FunctionFact]] = {}
 
     # -- objects ---------------------------------------------------------
     def expand(self, objs: Iterable[ClassKey], model_class: ClassKey | None) -> list[Obj]:
@@ -200,6 +203,36 @@ class CallProvider(Provider):
             found = self.resolve_call(fkey, fn, ctx, fn.calls[ci].func)
             self._targets[key] = found
         return found
+
+    def resolve_site(self, fkey: FuncKey, fn: FunctionFact, ctx: ClassKey | None, ci: int,
+                     callables: Callables, model_class: ClassKey | None) -> list[Target]:
+        """:meth:`resolve_call` of call number ``ci`` of ``fkey`` in one context, memoised while
+        the index holds the same files (a draft loop's walk asks the same site in the same
+        context many times). A resolution that cut a search short is never kept, so every ask
+        counts its limits as it did before. The list is shared: callers must not change it."""
+        ck = tuple(sorted((k, tuple(v)) for k, v in callables.items())) if callables else ()
+        key = (fkey, ctx, ci, ck, model_class)
+        held = len(self.index.facts)
+        hit = self._sites.get(key)
+        if hit is not None and hit[0] == held:
+            return hit[1]
+        before = sum(self.limits.hits.values())
+        found = self.resolve_call(fkey, fn, ctx, fn.calls[ci].func, callables, model_class)
+        if sum(self.limits.hits.values()) == before:
+            self._sites[key] = (held, found)
+        return found
+
+    def bind_site(self, call: CallFact, caller: FunctionFact, target: Target) -> Binding:
+        """:meth:`bind`, memoised while the index holds the same files. The binding is shared:
+        callers must not change it (copy ``params`` first)."""
+        key = (id(call), id(caller), target)
+        held = len(self.index.facts)
+        hit = self._bindings.get(key)
+        if hit is not None and hit[0] == held:
+            return hit[1]
+        b = self.bind(call, caller, target)
+        self._bindings[key] = (held, b, call, caller)  # call and caller kept: their ids stay theirs
+        return b
 
     # -- binding -----------------------------------------------------------
     def bind(self, call: CallFact, caller: FunctionFact, target: Target) -> Binding:

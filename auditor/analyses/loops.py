@@ -211,20 +211,23 @@ class LoopProvider(Provider):
         call = frame.fn.calls[ci]
         if frame.model_class is None and not self._worth_following(frame, call):
             return
-        targets = self.calls.resolve_call(frame.key, frame.fn, frame.ctx, call.func, frame.callables, frame.model_class)
+        targets = self.calls.resolve_site(frame.key, frame.fn, frame.ctx, ci, frame.callables, frame.model_class)
         for tgt in targets:
             callee = self.index.function(tgt.func)
             if callee is None:
                 continue
-            b = self.calls.bind(call, frame.fn, tgt)
+            b = self.calls.bind_site(call, frame.fn, tgt)
+            params = b.params
             # Dicts that arrived as parameters (run_pw_graph(model, inputs) -> model(**inputs)).
             for d in call.star_kwargs:
                 ch = d.chain
                 if ch and len(ch) == 1 and ch[0] in frame.dict_kinds:
+                    if params is b.params:
+                        params = dict(b.params)  # the binding is shared (bind_site)
                     for k in frame.dict_kinds[ch[0]]:
-                        b.params.setdefault(k, ArgSource(ExprFact(text=f"{ch[0]}[{k!r}]"), PassKind.PARAM_DICT, ch[0], k))
+                        params.setdefault(k, ArgSource(ExprFact(text=f"{ch[0]}[{k!r}]"), PassKind.PARAM_DICT, ch[0], k))
             kinds: dict[str, StepKind] = {}
-            for cparam, src in b.params.items():
+            for cparam, src in params.items():
                 if src.how is PassKind.PARAM_DICT and src.dict_name is not None and src.dict_key is not None:
                     kinds[cparam] = frame.dict_kinds[src.dict_name][src.dict_key]
                 else:
@@ -250,7 +253,7 @@ class LoopProvider(Provider):
                         LoopEntry(result.hop, call_hop, tgt.model_class, entry_method, kinds.get(p, StepKind.ABSENT), p,
                                   self.calls.accepts(tgt.func, p), new_hops, tgt.func)
                     )
-            callables, dict_kinds = self._handed_over(frame, b.params)
+            callables, dict_kinds = self._handed_over(frame, params)
             # Side channel into the callee's object.
             attr_kinds = dict(frame.attr_kinds) if tgt.ctx == frame.ctx else {}
             for s in frame.fn.attr_assigns:
