@@ -309,7 +309,9 @@ KeepOpt = typer.Option(False, "--keep-run-dir",
 
 @app.command()
 def check(
-    arch: Optional[str] = typer.Option(None, "--arch", help=f"Synthesize and run: {', '.join(archs.ARCHS)}"),
+    arch: Optional[list[str]] = typer.Option(None, "--arch", help="Synthesize and run (repeatable: with --batch "
+                                             f"every architecture's runs share one import per runner): "
+                                             f"{', '.join(archs.ARCHS)}"),
     model: Optional[Path] = typer.Option(None, "--model", help="Run an existing model directory"),
     k: int = typer.Option(..., "--k", help="num_speculative_tokens"),
     mtp_layers: Optional[int] = typer.Option(None, "--mtp-layers",
@@ -466,15 +468,18 @@ def _modes(value: str | None, force_step_idx: bool) -> list[bool]:
     return [p == "forced" for p in dict.fromkeys(parts)]
 
 
-def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None, modes: list[bool],
+def _check(arch: list[str] | str | None, model: Path | None, k: int, mtp_layers: int | None, modes: list[bool],
            findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
            runners: list[str], vllm_version: str | None, rundir: RunDir,
            plans: list[dict[str, Any]] | None = None, engine_modes: list[str] | None = None,
            speculative_config: dict[str, Any] | None = None, batch: bool = False) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
-    if (arch is None) == (model is None):
-        raise RuntimeCheckError("give exactly one of --arch or --model")
+    arches = [arch] if isinstance(arch, str) else list(dict.fromkeys(arch or []))
+    if arches and model is not None:
+        raise RuntimeCheckError("give --arch or --model, not both")
+    if not arches and model is None:
+        raise RuntimeCheckError("give --arch (one or more) or --model")
     if k < 1:
         raise RuntimeCheckError("--k must be at least 1")
     if vllm_version is not None:
@@ -485,11 +490,13 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     findings_doc = _read_findings(findings) if findings is not None else None
     if patch is not None and not patch.is_file():
         raise RuntimeCheckError(f"{patch}: no such patch file")
-    a = None
-    if arch is not None:
-        a = archs.resolve(arch)
+    keys: list[str] = []
+    for name in arches:
+        a = archs.resolve(name)
         if a is None:
-            raise RuntimeCheckError(f"unknown architecture {arch!r} (known: {', '.join(archs.ARCHS)})")
+            raise RuntimeCheckError(f"unknown architecture {name!r} (known: {', '.join(archs.ARCHS)})")
+        keys.append(a.key)
+    if keys:
         n = mtp_layers or k
         if n < 1:
             raise RuntimeCheckError("--mtp-layers must be at least 1")
@@ -508,18 +515,19 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
     notes = version_note_mod.notes(findings_doc, plans, [envs.python_vllm_version(py)])
     for line in notes:
         typer.echo(f"mtp-audit: note: {line}", err=True)
-    if a is not None:
-        model = rundir.new(f"model-{a.key}")
-        _synth(a.key, n, model, timeout, rundir, py)
-    assert model is not None
     if findings_doc is not None:
         modes = [False, True]  # a verdict compares the shipped loop with the forced one
     runs: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
     zygotes = Zygotes(py, rundir) if batch else None
     try:
-        _runs(model, k, patch, max_tokens, timeout, runners, rundir, py, engine_modes, speculative_config,
-              modes, zygotes, runs, failed)
+        for key in keys or [None]:
+            if key is not None:
+                model = rundir.new(f"model-{key}")
+                _synth(key, n, model, timeout, rundir, py)
+            assert model is not None
+            _runs(model, k, patch, max_tokens, timeout, runners, rundir, py, engine_modes, speculative_config,
+                  modes, zygotes, runs, failed, arch=key)
     finally:
         if zygotes is not None:
             zygotes.close()
@@ -544,7 +552,7 @@ def _check(arch: str | None, model: Path | None, k: int, mtp_layers: int | None,
 def _runs(model: Path, k: int, patch: Path | None, max_tokens: int, timeout: float, runners: list[str],
           rundir: RunDir, py: str, engine_modes: list[str] | None, speculative_config: dict[str, Any] | None,
           modes: list[bool], zygotes: Zygotes | None, runs: list[dict[str, Any]],
-          failed: list[dict[str, str]]) -> None:
+          failed: list[dict[str, str]], arch: str | None = None) -> None:
     for r, m, em in [(r, m, em) for em in engine_modes or ["eager"] for r in runners for m in modes]:
         try:
             runs.append(_engine_run(model, k, r, m, patch, max_tokens, timeout, rundir, py, em,
@@ -556,7 +564,7 @@ def _runs(model: Path, k: int, patch: Path | None, max_tokens: int, timeout: flo
                 raise
             typer.echo(f"mtp-audit: warning: {r} runner: {e}", err=True)
             failed.append({"runner": r, "mode": "forced" if m else "shipped", "engine_mode": em,
-                           "error": str(e)})
+                           **({"arch": arch} if arch is not None else {}), "error": str(e)})
 
 
 # --------------------------------------------------------------------------- matrix

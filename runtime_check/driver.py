@@ -745,6 +745,29 @@ def set_engine_env() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def inspect_models_in_process(device: str) -> bool:
+    """On a CPU, vLLM's model registry inspects a model class it has no cached answer for
+    (``~/.cache/vllm/modelinfos``) in the same process instead of a new Python.
+
+    The registry runs ``_ModelInfo.from_model_cls(load_model_cls())`` in a subprocess only so
+    that the parent never initializes CUDA (vLLM's comment says so); that subprocess imports
+    vLLM again, about 16 CPU s for each class, twice for every architecture (target and
+    draft) on a machine that has not run it before. On a CPU there is no CUDA to keep out,
+    and the function is the same one, so its answer is the same; vLLM still caches it as it
+    does. On a GPU, or where a vLLM release has no such function, nothing changes. Returns
+    whether the inspection runs in-process."""
+    if device != "cpu":
+        return False
+    try:
+        from vllm.model_executor.models import registry
+    except ImportError:
+        return False
+    if not callable(getattr(registry, "_run_in_subprocess", None)):
+        return False
+    registry._run_in_subprocess = lambda fn: fn()
+    return True
+
+
 def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: int,
           runner: str = "v1", work_dir: Path | None = None, engine_mode: str = "eager",
           speculative_config: dict | None = None) -> dict:
@@ -773,6 +796,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
     except ImportError as e:
         raise DriverError(f"vLLM is not importable in the runtime environment: {e}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    in_process = inspect_models_in_process(device)
     # Before the engine loads: the in-graph counters must be on the draft model when vLLM
     # first runs (and traces, compiles or captures) it.
     ingraph = InGraphObserver()
@@ -782,7 +806,8 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         "arch": (archs.arch_for_config(cfg).key if archs.arch_for_config(cfg) else None),
         "k": k, "num_mtp_layers": n, "mode": "forced" if force else "shipped", "patch": patch_info,
         "vllm_version": getattr(vllm, "__version__", "?"), "torch_version": torch.__version__,
-        "device": device, "runner": runner, "runner_env": runner_env,
+        "device": device, "model_inspection": "in-process" if in_process else "subprocess",
+        "runner": runner, "runner_env": runner_env,
         "enforce_eager": engine_mode == "eager", "engine_mode": engine_mode,
         "speculative_config": spec,
     }

@@ -48,14 +48,17 @@ def cli(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess
 
 
 _RUNS: dict = {}
+# The architectures whose K=3 / 3-layer runs the runtime tests share (test_plan_agreement.py,
+# test_runtime_layers.py, test_runtime_v2.py, test_runtime_verdicts_patch.py).
+SHARED_ARCHS = ("qwen3_5", "qwen3_5_moe", "qwen3_next", "glm4_moe", "deepseek_v3")
 
 
-def _one_run(doc: dict, forced: bool, runner: str) -> dict:
-    """The document of one (runner, mode) out of an architecture's four-run document."""
+def _one_run(doc: dict, arch: str, forced: bool, runner: str) -> dict:
+    """The document of one (arch, runner, mode) out of the shared runs' document."""
     mode = "forced" if forced else "shipped"
-    runs = [r for r in doc["runs"] if r["runner"] == runner and r["mode"] == mode]
-    failed = [f for f in doc["failed_runs"] if f["runner"] == runner and f["mode"] == mode]
-    assert len(runs) == 1, f"no {runner} {mode} run: {failed or doc['failed_runs']}"
+    runs = [r for r in doc["runs"] if r["arch"] == arch and r["runner"] == runner and r["mode"] == mode]
+    failed = [f for f in doc["failed_runs"] if f.get("arch") == arch and f["runner"] == runner and f["mode"] == mode]
+    assert len(runs) == 1, f"no {arch} {runner} {mode} run: {failed or doc['failed_runs']}"
     return {**doc, "runs": runs, "failed_runs": failed}
 
 
@@ -64,13 +67,13 @@ def run_check(runtime_py, tmp_path_factory):
     """run_check(arch, forced, runner) -> the JSON document of
     `check --arch ARCH --k 3 --runner RUNNER [--force-step-idx]`, run once per test session.
 
-    An architecture's four runs (v1 and v2, shipped and forced) are one
-    `check --arch ARCH --k 3 --runner both --mode both --batch`: one synthetic checkpoint and
-    one import of vLLM per runner instead of four of each (the import is most of an eager
-    run); each run is still its own engine, forked from the untouched zygote. With
-    pytest-xdist the workers share one directory of finished documents, and a file lock per
-    architecture makes the second worker wait for the first worker's runs instead of starting
-    the same engines again."""
+    The shared architectures' twenty runs (each of SHARED_ARCHS on v1 and v2, shipped and
+    forced) are one `check --arch A --arch B ... --k 3 --runner both --mode both --batch`: one
+    import of vLLM per runner for all of them instead of two per architecture (the import is
+    most of an eager run); each run is still its own engine, forked from the untouched
+    zygote, on its architecture's own synthetic checkpoint. With pytest-xdist the workers
+    share one directory of finished documents, and a file lock makes a second worker wait
+    for the first worker's runs instead of starting the same engines again."""
     from filelock import FileLock
 
     # The parent of a worker's base temp is the session's (shared by its workers).
@@ -81,16 +84,18 @@ def run_check(runtime_py, tmp_path_factory):
     shared.mkdir(exist_ok=True)
 
     def go(arch: str, forced: bool = False, runner: str = "v1") -> dict:
-        if arch not in _RUNS:
-            done = shared / f"{arch}-k3.json"
+        assert arch in SHARED_ARCHS, f"{arch} is not one of the shared architectures {SHARED_ARCHS}"
+        if not _RUNS:
+            done = shared / "shared-k3.json"
             with FileLock(str(done) + ".lock"):
                 if not done.is_file():
-                    r = cli("check", "--arch", arch, "--k", "3", "--runner", "both", "--mode", "both", "--batch",
-                            "--format", "json")
+                    archs = [a for name in SHARED_ARCHS for a in ("--arch", name)]
+                    r = cli("check", *archs, "--k", "3", "--runner", "both", "--mode", "both", "--batch",
+                            "--format", "json", timeout=2400)
                     assert r.returncode == 0, r.stderr[-3000:]
                     json.loads(r.stdout)  # a document, or the runs are not recorded
                     done.write_text(r.stdout)
-                _RUNS[arch] = json.loads(done.read_text())
-        return _one_run(_RUNS[arch], forced, runner)
+                _RUNS["doc"] = json.loads(done.read_text())
+        return _one_run(_RUNS["doc"], arch, forced, runner)
 
     return go

@@ -53,3 +53,15 @@ def test_every_runtime_command_takes_q(tmp_path):
         assert r.returncode == 2 and r.stderr.strip().endswith("not 'bogus'"), r.stderr
     r = cli("synth", "--help")
     assert r.returncode == 0 and "--quiet" in r.stdout
+
+
+@pytest.mark.parametrize("args,error", [
+    (["--arch", "glm4_moe", "--model", "/nonexistent", "--k", "3"], "give --arch or --model, not both"),
+    (["--k", "3"], "give --arch (one or more) or --model"),
+    # every --arch is checked before any engine starts
+    (["--arch", "glm4_moe", "--arch", "llama9", "--k", "3"], "unknown architecture 'llama9'"),
+])
+def test_check_target_errors_are_one_line(args, error):
+    r = cli("check", *args)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"mtp-audit: error: {error}"), r.stderr

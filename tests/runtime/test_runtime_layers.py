@@ -22,6 +22,8 @@ def test_as_shipped_runs_layer0_only(run_check, arch):
     assert run["layer_calls"]["0"] == len(steps) and run["layer_calls"]["1"] == run["layer_calls"]["2"] == 0
     assert run["layer0_only"] and not run["step_i_runs_layer_i"]
     assert all(len(t) == 6 for t in run["generated_token_ids"])
+    # On a CPU the registry's model inspection ran in the engine's process (driver.inspect_models_in_process)
+    assert run["model_inspection"] == ("in-process" if run["device"] == "cpu" else "subprocess")
 
 
 @pytest.mark.parametrize("arch", ["deepseek_v3", "glm4_moe"])

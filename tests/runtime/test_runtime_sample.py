@@ -43,13 +43,23 @@ def vllm_package(runtime_py: str) -> str:
     return r.stdout.strip()
 
 
+_ALL_PLANS: dict[tuple[int, int], list[dict[str, Any]]] = {}
+
+
+def _all_plans(vllm_package: str, k: int, n: int) -> list[dict[str, Any]]:
+    """`layers --all` for (K, layers), asked once per module (the sample's cases share one)."""
+    if (k, n) not in _ALL_PLANS:
+        r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", vllm_package, "--all", "--layers", str(n),
+                            "--k", str(k), "--platform", "cpu", "--format", "json"], cwd=REPO,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        _ALL_PLANS[(k, n)] = json.loads(r.stdout)["plans"]
+    return _ALL_PLANS[(k, n)]
+
+
 def _plan_file(vllm_package: str, key: str, k: int, n: int, tmp_path) -> str:
-    r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", vllm_package, "--all", "--layers", str(n),
-                        "--k", str(k), "--platform", "cpu", "--format", "json"], cwd=REPO,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
     want = archs.ARCHS[key].draft_architecture
-    plans = [p for p in json.loads(r.stdout)["plans"] if p["architecture"] == want]
+    plans = [p for p in _all_plans(vllm_package, k, n) if p["architecture"] == want]
     assert plans, f"`layers --all` has no plan for {want}"
     path = tmp_path / f"plan-{key}.json"
     path.write_text(json.dumps({"plans": plans}))
