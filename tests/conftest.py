@@ -23,18 +23,17 @@ def _rank(item: pytest.Item) -> int:
 
 
 # The files that took longest in a clean-clone CI run (seconds of test time, summed over the
-# file, from the run's JUnit report, 2026-12-02 07:43; the fuzz file as measured after it
-# moved to its stored corpus), heaviest first: handed out first, they run while the short
-# files fill the other workers, instead of starting last and running alone.
+# file, from the run's JUnit report, 2026-12-02 16:43), heaviest first: handed out first, they
+# run while the short files fill the other workers, instead of starting last and running alone.
+# (The runtime tests' shared engine runs are counted in the file that asked for them first.)
 # A scheduling hint only; a file not listed is placed by its marks.
 MEASURED_S = {
-    "test_release_sweep.py": 790, "runtime/test_plan_agreement.py": 464,
-    "runtime/test_runtime_verdicts_patch.py": 274, "runtime/test_observer_serve.py": 257,
-    "runtime/test_runtime_sample.py": 246, "runtime/test_runtime_v2.py": 194, "runtime/test_runtime_compiled.py": 171,
-    "test_stable_ids_releases.py": 115, "test_lint.py": 100, "test_engine_versions_agree.py": 100, "test_fuzz.py": 100,
-    "test_layers_releases.py": 91, "test_history.py": 76, "test_history_layers.py": 72, "test_reports.py": 69,
-    "test_plugin_release.py": 56, "test_heldout_reachability.py": 51, "test_layers_stepless_releases.py": 43,
-    "test_heldout.py": 41,
+    "runtime/test_runtime_verdicts_patch.py": 627, "test_release_sweep.py": 575, "runtime/test_plan_agreement.py": 411,
+    "runtime/test_runtime_sample.py": 293, "runtime/test_observer_serve.py": 283, "runtime/test_runtime_v2.py": 207,
+    "runtime/test_runtime_compiled.py": 178, "test_fuzz.py": 114, "test_stable_ids_releases.py": 113,
+    "test_engine_versions_agree.py": 110, "test_lint.py": 92, "test_layers_releases.py": 90, "test_history.py": 75,
+    "test_history_layers.py": 65, "test_reports.py": 58, "test_plugin_release.py": 48,
+    "test_heldout_reachability.py": 45, "test_layers_stepless_releases.py": 39, "test_heldout.py": 39,
 }
 TESTS = Path(__file__).resolve().parent
 
