@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..common.atomic import emit
+from ..common.gc_pause import paused_until_exit
 from ..common.errors import UsageError
 from ..common.progress import Progress
 from .app import EXIT_CLEAN, EXIT_FINDINGS
@@ -74,6 +75,7 @@ def lint(
     config_root = path.resolve() if (path / "vllm").is_dir() else (in_plugin.config_root if in_plugin else None)
     cfg = load_settings(config_root, config, select, ignore)
     root = cache_root(no_cache, cache_dir)
+    paused_until_exit()  # each side's scan heap is garbage once the report is made, and the process ends
     outcome = run_lint(path.resolve(), base, head, cfg, FactsCache(root), root, workers, progress, rules=registered_rules(),
                        packages=in_plugin.packages if in_plugin else ("vllm",), host=in_plugin.host if in_plugin else None)
     report_gone_baseline(apply_baseline(outcome.result, baseline, outcome.head_findings, cfg), baseline)

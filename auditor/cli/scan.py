@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from ..common.atomic import emit
+from ..common.gc_pause import paused_until_exit
 from ..common.progress import Progress
 from .app import EXIT_CLEAN, EXIT_FINDINGS
 from .options import (
@@ -108,6 +109,7 @@ def scan(
 
     refuse_output_over_inputs(output, [("--config", config), ("--baseline", baseline), ("pyproject.toml", default_config(path))],
                               [path, *(plugin or [])])
+    paused_until_exit()  # the scan's heap is garbage once the report is made, and the process ends
     scan_, cfg = scan_target(path, installed, release, cache_dir, no_cache, config, select, ignore, workers, Progress(quiet),
                              reuse_result=True, plugins=plugin, plugin_releases=plugin_release)
     result = scan_.result
@@ -147,6 +149,7 @@ def graph(
     from ..services.scan import scan_target
 
     refuse_output_over_inputs(output, [("--config", config), ("pyproject.toml", default_config(path))], [path, *(plugin or [])])
+    paused_until_exit()
     scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, Progress(quiet),
                            plugins=plugin, plugin_releases=plugin_release)
     assert scan_.analysis is not None
@@ -171,6 +174,7 @@ def explain(
 
     from ..services.scan import find_finding, scan_target
 
+    paused_until_exit()
     scan_, _ = scan_target(path, installed, release, cache_dir, no_cache, config, None, None, None, Progress(quiet),
                            plugins=plugin, plugin_releases=plugin_release)
     assert scan_.analysis is not None
