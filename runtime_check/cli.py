@@ -468,17 +468,27 @@ def _modes(value: str | None, force_step_idx: bool) -> list[bool]:
     return [p == "forced" for p in dict.fromkeys(parts)]
 
 
-def _check(arch: list[str] | str | None, model: Path | None, k: int, mtp_layers: int | None, modes: list[bool],
+def _arch_keys(names: list[str]) -> list[str]:
+    """The architectures' keys, in the order named; an unknown name is a one-line error."""
+    keys = []
+    for name in names:
+        a = archs.resolve(name)
+        if a is None:
+            raise RuntimeCheckError(f"unknown architecture {name!r} (known: {', '.join(archs.ARCHS)})")
+        keys.append(a.key)
+    return keys
+
+
+def _check(arch: list[str] | None, model: Path | None, k: int, mtp_layers: int | None, modes: list[bool],
            findings: Path | None, patch: Path | None, fmt: str, max_tokens: int, timeout: float,
            runners: list[str], vllm_version: str | None, rundir: RunDir,
            plans: list[dict[str, Any]] | None = None, engine_modes: list[str] | None = None,
            speculative_config: dict[str, Any] | None = None, batch: bool = False) -> dict[str, Any]:
     if fmt not in ("text", "json"):
         raise RuntimeCheckError(f"--format must be text or json, not {fmt!r}")
-    arches = [arch] if isinstance(arch, str) else list(dict.fromkeys(arch or []))
-    if arches and model is not None:
+    if arch and model is not None:
         raise RuntimeCheckError("give --arch or --model, not both")
-    if not arches and model is None:
+    if not arch and model is None:
         raise RuntimeCheckError("give --arch (one or more) or --model")
     if k < 1:
         raise RuntimeCheckError("--k must be at least 1")
@@ -490,12 +500,7 @@ def _check(arch: list[str] | str | None, model: Path | None, k: int, mtp_layers:
     findings_doc = _read_findings(findings) if findings is not None else None
     if patch is not None and not patch.is_file():
         raise RuntimeCheckError(f"{patch}: no such patch file")
-    keys: list[str] = []
-    for name in arches:
-        a = archs.resolve(name)
-        if a is None:
-            raise RuntimeCheckError(f"unknown architecture {name!r} (known: {', '.join(archs.ARCHS)})")
-        keys.append(a.key)
+    keys = list(dict.fromkeys(_arch_keys(arch or [])))  # an architecture named twice runs once
     if keys:
         n = mtp_layers or k
         if n < 1:
@@ -718,12 +723,7 @@ def matrix(
     try:
         if fmt not in ("text", "markdown", "json"):
             raise RuntimeCheckError(f"--format must be text, markdown or json, not {fmt!r}")
-        keys = []
-        for name in arch or list(archs.ARCHS):
-            a = archs.resolve(name)
-            if a is None:
-                raise RuntimeCheckError(f"unknown architecture {name!r} (known: {', '.join(archs.ARCHS)})")
-            keys.append(a.key)
+        keys = _arch_keys(arch or list(archs.ARCHS))
         n = mtp_layers or k
         _check_k(k, n)
         spec = parse_speculative_config(speculative_config)

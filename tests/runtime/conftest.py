@@ -39,6 +39,24 @@ def runtime_py() -> str:
     return py
 
 
+@pytest.fixture(scope="session")
+def vllm_package(runtime_py: str) -> str:
+    """The vllm package directory of the runtime environment (found, not imported)."""
+    r = subprocess.run([runtime_py, "-c", "import importlib.util; "
+                        "print(importlib.util.find_spec('vllm').submodule_search_locations[0])"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def static_layers(*args: str, k: int) -> dict:
+    """The JSON of `mtp-audit layers ARGS --k K --platform cpu` (the static side, never importing vLLM)."""
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", *args, "--k", str(k), "--platform", "cpu",
+                        "--format", "json"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
 def cli(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     e = dict(os.environ)
     if env:

@@ -16,23 +16,20 @@ own config.json (vLLM's override code picks the draft architecture).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runtime_check import archs, plan_compare
 
-from .conftest import REPO, cli
+from .conftest import SHARED_ARCHS, cli, static_layers
 
 pytestmark = pytest.mark.runtime
 
 # The five architectures whose K=3 / 3-layer runs conftest.run_check shares with the other
 # runtime tests; every other architecture class is in test_runtime_sample.py, and all of them
 # in bench/runtime_agreement.py (a K=3 / 3-layer run of each would not fit the CI budget).
-ALL = ["qwen3_5", "qwen3_5_moe", "qwen3_next", "glm4_moe", "deepseek_v3"]
+ALL = SHARED_ARCHS
 K = 3
 N = 3  # conftest.run_check synthesizes K layers
 CASES = [(a, r, m) for a in ALL for r in ("v1", "v2") for m in ("shipped", "forced")]
@@ -41,20 +38,7 @@ LAYER_FIELDS = ("mtp_num_hidden_layers", "num_nextn_predict_layers", "n_predict"
 
 
 def _layers(*args: str) -> Any:
-    r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", *args, "--k", str(K), "--platform", "cpu",
-                        "--format", "json"], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout)
-
-
-@pytest.fixture(scope="module")
-def vllm_package(runtime_py: str) -> str:
-    """The vllm package directory of the runtime environment (found, not imported)."""
-    r = subprocess.run([runtime_py, "-c", "import importlib.util; "
-                        "print(importlib.util.find_spec('vllm').submodule_search_locations[0])"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
+    return static_layers(*args, k=K)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,9 @@ import pytest
 
 pytestmark = pytest.mark.runtime
 
-ALL = ["deepseek_v3", "glm4_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"]
+from .conftest import SHARED_ARCHS
+
+ALL = SHARED_ARCHS
 
 
 @pytest.mark.parametrize("arch", ALL)

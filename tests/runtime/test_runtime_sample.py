@@ -9,8 +9,6 @@ so a wrong plan or a wrong observation fails here."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 from runtime_check import archs
 from runtime_check.cli import render_text
 
-from .conftest import REPO, cli
+from .conftest import cli, static_layers
 
 pytestmark = pytest.mark.runtime
 
@@ -34,26 +32,13 @@ SAMPLE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def vllm_package(runtime_py: str) -> str:
-    r = subprocess.run([runtime_py, "-c", "import importlib.util; "
-                        "print(importlib.util.find_spec('vllm').submodule_search_locations[0])"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
-
-
 _ALL_PLANS: dict[tuple[int, int], list[dict[str, Any]]] = {}
 
 
 def _all_plans(vllm_package: str, k: int, n: int) -> list[dict[str, Any]]:
     """`layers --all` for (K, layers), asked once per module (the sample's cases share one)."""
     if (k, n) not in _ALL_PLANS:
-        r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", vllm_package, "--all", "--layers", str(n),
-                            "--k", str(k), "--platform", "cpu", "--format", "json"], cwd=REPO,
-                           capture_output=True, text=True, timeout=600)
-        assert r.returncode == 0, r.stderr[-2000:]
-        _ALL_PLANS[(k, n)] = json.loads(r.stdout)["plans"]
+        _ALL_PLANS[(k, n)] = static_layers(vllm_package, "--all", "--layers", str(n), k=k)["plans"]
     return _ALL_PLANS[(k, n)]
 
 
