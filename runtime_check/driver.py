@@ -739,10 +739,34 @@ def set_engine_env() -> None:
     """The variables every engine run sets before vLLM is imported (vLLM reads some once, on
     import: the zygote of runtime_check/zygote.py sets them before its one import too)."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine in this process
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+#: The KV cache an engine run on a CPU allocates. The synthetic checkpoints serve two sequences of
+#: at most 256 tokens (``max_model_len``, ``max_num_seqs``), a few MiB of cache; vLLM zero-fills
+#: what it is given, and the 1 GiB of ``VLLM_CPU_KVCACHE_SPACE=1`` (its smallest value, in whole
+#: GiB) cost each run about 2 s and 1 GB of memory.
+CPU_KV_CACHE_BYTES = 64 << 20
+
+
+def cpu_kv_cache(device: str) -> dict[str, int]:
+    """The engine argument that sizes the CPU KV cache (after vLLM is imported).
+
+    An explicit size also keeps vLLM's CPU worker from sizing the cache from free memory. A
+    ``VLLM_CPU_KVCACHE_SPACE`` the caller set wins (vLLM applies it over the argument); a
+    release without ``kv_cache_memory_bytes`` gets that variable's smallest value instead."""
+    if device != "cpu" or os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        return {}
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    if "kv_cache_memory_bytes" in {f.name for f in dataclasses.fields(EngineArgs)}:
+        return {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES}
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    return {}
 
 
 def inspect_models_in_process(device: str) -> bool:
@@ -797,6 +821,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         raise DriverError(f"vLLM is not importable in the runtime environment: {e}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     in_process = inspect_models_in_process(device)
+    kv_cache = cpu_kv_cache(device)
     # Before the engine loads: the in-graph counters must be on the draft model when vLLM
     # first runs (and traces, compiles or captures) it.
     ingraph = InGraphObserver()
@@ -807,6 +832,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
         "k": k, "num_mtp_layers": n, "mode": "forced" if force else "shipped", "patch": patch_info,
         "vllm_version": getattr(vllm, "__version__", "?"), "torch_version": torch.__version__,
         "device": device, "model_inspection": "in-process" if in_process else "subprocess",
+        "kv_cache_memory_bytes": kv_cache.get("kv_cache_memory_bytes"),
         "runner": runner, "runner_env": runner_env,
         "enforce_eager": engine_mode == "eager", "engine_mode": engine_mode,
         "speculative_config": spec,
@@ -817,7 +843,7 @@ def check(model_dir: Path, k: int, force: bool, patch: Path | None, max_tokens: 
             speculative_config=dict(spec),
             max_model_len=256, max_num_seqs=2, enable_prefix_caching=False,
             dtype="bfloat16", seed=0, trust_remote_code=_trusts_remote_code(model_dir, cfg),
-            **({"gpu_memory_utilization": 0.3} if device == "cuda" else {}),
+            **({"gpu_memory_utilization": 0.3} if device == "cuda" else {}), **kv_cache,
             **_compilation_override(engine_mode),
         )
     except Exception as e:  # vLLM refused this configuration: the run's outcome (details on stderr)

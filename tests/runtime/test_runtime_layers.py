@@ -26,6 +26,8 @@ def test_as_shipped_runs_layer0_only(run_check, arch):
     assert all(len(t) == 6 for t in run["generated_token_ids"])
     # On a CPU the registry's model inspection ran in the engine's process (driver.inspect_models_in_process)
     assert run["model_inspection"] == ("in-process" if run["device"] == "cpu" else "subprocess")
+    # ... and the engine got a KV cache of the size the driver gives on a CPU, not 1 GiB
+    assert run["kv_cache_memory_bytes"] == (64 << 20 if run["device"] == "cpu" else None)
 
 
 @pytest.mark.parametrize("arch", ["deepseek_v3", "glm4_moe"])
