@@ -55,6 +55,25 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=lambda item: by_file[str(item.path)])
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (README's test command): one worker more than this process may use CPUs, at
+    least three, and no more than memory allows at ~2 GiB a worker (an engine run peaks near
+    0.8 GB, a multi-release scan near 0.5 GB). The runtime tests wait on engine processes and
+    the release tests on fetches, so a third worker on two CPUs keeps both busy; a larger
+    machine gets more workers instead of three. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still wins."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        memory_gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (ValueError, OSError, AttributeError):
+        memory_gib = 8.0
+    return max(3, min(cpus + 1, int(memory_gib // 2)))
+
+
 # With MTP_AUDIT_TEST_CPU=FILE, each test's CPU seconds (this process's, plus the children it
 # waited for: engine runs, CLI subprocesses) are appended to FILE as JSON lines, so a CI run
 # says where the CPU goes, not only where the wall time goes (with more workers than cores the
