@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=lambda item: by_file[str(item.path)])
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: a run without xdist (-p no:xdist) has no such hook
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` (README's test command): one worker more than this process may use CPUs, at
     least three, and no more than memory allows at ~2 GiB a worker (an engine run peaks near

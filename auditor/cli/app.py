@@ -274,11 +274,16 @@ def main(argv: Optional[list[str]] = None) -> None:
             raise
         _err(f"internal error: {type(exc).__name__}: {exc} (set MTP_AUDIT_DEBUG=1 for details)")
         rc = EXIT_ERROR
+    code = rc if isinstance(rc, int) else EXIT_CLEAN
     if argv is None:
-        # This process's own command line: it ends now, so a last cyclic collection over
-        # what the command allocated (a scan's whole heap) would free nothing the exit does not.
+        # This process's own command line: it ends now, so neither a last cyclic collection
+        # nor the teardown of what the command allocated (a scan's whole heap) frees anything
+        # the exit does not.
+        from ..common.process_exit import exit_process
+
         gc.disable()
-    sys.exit(rc if isinstance(rc, int) else EXIT_CLEAN)
+        exit_process(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
