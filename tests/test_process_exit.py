@@ -11,13 +11,14 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# Output must stay in the process's buffers until the exit (PYTHONUNBUFFERED would write it at once).
+BUFFERED = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 
 
 def _run(body: str, tmp_path: Path, **kw) -> subprocess.CompletedProcess[bytes]:
     code = "import sys; sys.path.insert(0, %r)\nfrom auditor.common.process_exit import exit_process\n" % str(REPO)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # output stays buffered
     return subprocess.run([sys.executable, "-c", code + textwrap.dedent(body)], cwd=tmp_path, capture_output=True,
-                          timeout=60, env=env, **kw)
+                          timeout=60, env=BUFFERED, **kw)
 
 
 def test_output_and_code_survive(tmp_path):
@@ -32,7 +33,7 @@ def test_output_and_code_survive(tmp_path):
 
 def test_atexit_functions_and_finalizers_run(tmp_path):
     r = _run("""
-        import atexit, tempfile, weakref, os
+        import atexit, tempfile
         atexit.register(lambda: open("atexit-ran", "w").close())
         d = tempfile.TemporaryDirectory(dir=".")  # removed by its finalizer at exit
         open("tmpdir", "w").write(d.name)
@@ -62,7 +63,6 @@ def test_unflushable_stdout_is_an_error_without_a_traceback(tmp_path):
     script.write_text(f"import sys, time; sys.path.insert(0, {str(REPO)!r})\n"
                       "from auditor.common.process_exit import exit_process\n"
                       "sys.stdout.write('buffered'); time.sleep(0.5); exit_process(0)\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the write must stay buffered
     r = subprocess.run(["bash", "-c", f'"{sys.executable}" "{script}" | true; echo "rc=${{PIPESTATUS[0]}}" >&2'],
-                       capture_output=True, timeout=60, env=env)
+                       capture_output=True, timeout=60, env=BUFFERED)
     assert r.stderr.split()[-1] == b"rc=120" and b"Traceback" not in r.stderr, r.stderr
