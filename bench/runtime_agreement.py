@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -156,7 +157,8 @@ def _row_run(row: dict, arch: archs.Arch) -> dict:
                 steps.append({"propose": c, "step": i, "layers": parse(fwd[min(c, len(fwd) - 1)]) if fwd else [],
                               "head_layers": parse(heads[min(c, len(heads) - 1)]) if heads else []})
     exc = row.get("observed_exception") or ""
-    return {"runner": row["runner"], "mode": "shipped", "engine_mode": row["engine_mode"],
+    at = re.search(r"\(([^()\s]+):(\d+)\)$", exc)
+    return {"site": {"path": at.group(1), "line": int(at.group(2))} if at else None,"runner": row["runner"], "mode": "shipped", "engine_mode": row["engine_mode"],
             "outcome": row.get("outcome", "ran"), "steps": steps,
             "exception": row.get("exception") or (exc.split(":", 1)[0] if exc else None),
             "proposer": None if row.get("drafter") in (None, "?") else row["drafter"],

@@ -82,6 +82,23 @@ def planned_outcome(plan: dict[str, Any]) -> tuple[str, str | None]:
     return "ran", None
 
 
+def weight_sites(plan: dict[str, Any]) -> list[tuple[str, int]] | None:
+    """Where the plan says vLLM rejects the model while loading its weights (rejections with
+    ``when: "weights"``, each a check of the tree with file:line), or None when its rejection
+    is of another kind: an engine rejected elsewhere did not reject for that reason."""
+    rej = plan.get("rejections") or []
+    if not rej or any(r.get("when") != "weights" for r in rej):
+        return None
+    return [(str(r.get("path")), int(r.get("line") or 0)) for r in rej]
+
+
+def _at_site(sites: list[tuple[str, int]], run: dict[str, Any]) -> bool:
+    """The run's exception was raised at one of ``sites`` (its path ends with the site's)."""
+    site = run.get("site") or {}
+    path, line = str(site.get("path") or ""), site.get("line")
+    return any(line == ln and (path.endswith(p) or p.endswith(path)) and path for p, ln in sites)
+
+
 def planned_raise_step(plan: dict[str, Any]) -> int | None:
     """The draft step at which the plan says the engine raises (`raises_at_step`), if it says."""
     step = plan.get("raises_at_step")
@@ -188,12 +205,18 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
     o_out = run.get("outcome", "ran")
     out_agree = (Agreement.AGREE if p_out == o_out and (p_exc is None or p_exc == run.get("exception"))
                  else Agreement.DISAGREE)
+    sites = weight_sites(plan) if p_out == "rejected" and view_outcome is None else None
+    if sites is not None and o_out == "rejected" and not _at_site(sites, run):
+        out_agree = Agreement.DISAGREE  # rejected, but not by the load-time check the plan names
     p_step = planned_raise_step(plan) if p_out == "raises" else None
     outcome_fields = {"planned_outcome": p_out, "observed_outcome": o_out, "outcome": out_agree,
                       "observed_exception": observed_exception(run)}
     if o_out == "rejected" or (p_out != "ran" and out_agree is Agreement.AGREE and p_step is None):
         # No draft step to compare: the engine refused (or raised as planned, at no planned step).
         why = "" if out_agree is Agreement.AGREE else f"the plan expects the engine to run; it {o_out}"
+        if sites is not None and o_out == "rejected" and out_agree is Agreement.DISAGREE:
+            why = ("the plan expects a rejection at load (" + ", ".join(f"{p}:{ln}" for p, ln in sites)
+                   + f"); the engine rejected elsewhere: {observed_exception(run)}")
         if p_out != "ran" and o_out == "ran":
             why = f"the plan expects `{p_out}`; the engine ran"
         return RunComparison(runner, mode, out_agree, planned_drafter, observed_drafter,

@@ -106,6 +106,24 @@ def test_layers_outcome_plan_is_the_engines_ran():
     assert plan_compare.compare_run([p], run("shipped", [0, 1, 2], heads=[[0], [1], [2]])).agreement is Agreement.AGREE
 
 
+def test_a_rejection_at_load_agrees_only_with_a_rejection_at_one_of_its_checks():
+    checks = [{"path": "vllm/model_executor/model_loader/default_loader.py", "line": 564, "when": "weights",
+               "function": "DefaultModelLoader.track_weights_loading", "message": "ValueError(...)",
+               "condition": "when the checkpoint names its MTP layers as the mapper's source prefixes"},
+              {"path": "vllm/model_executor/models/utils.py", "line": 448, "when": "weights",
+               "function": "AutoWeightsLoader._load_module", "message": "ValueError(msg)", "condition": "..."}]
+    p = {**plan(fwd=[None] * 3, head=[None] * 3), "outcome": "rejected", "rejections": checks}
+    r = {**run("shipped", []), "outcome": "rejected", "exception": "ValueError", "message": "Following weights ...",
+         "site": {"path": "vllm/model_executor/model_loader/default_loader.py", "line": 564}}
+    assert plan_compare.compare_run([p], r).agreement is Agreement.AGREE
+    other = plan_compare.compare_run([p], {**r, "site": {"path": "vllm/config/speculative.py", "line": 1498}})
+    assert other.agreement is Agreement.DISAGREE and "rejected elsewhere" in other.why
+    assert plan_compare.compare_run([p], {**r, "site": None}).agreement is Agreement.DISAGREE
+    # A rejection of another kind (validation) is compared by outcome, as before.
+    v = {**p, "rejections": [{**checks[0], "when": "validation"}]}
+    assert plan_compare.compare_run([v], {**r, "site": None}).agreement is Agreement.AGREE
+
+
 def test_a_planned_raise_at_step_is_compared_with_the_step_the_engine_raised_at():
     p = {**plan(fwd=[0, None, None], head=[None] * 3), "outcome": "raises", "raises_at_step": 1}
     r = {**run("shipped", [0], heads=[[]]), "outcome": "raises", "exception": "AssertionError", "message": "one token"}

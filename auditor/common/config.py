@@ -81,6 +81,18 @@ class Config:
     # Issue 18: methods of a drafter whose guarded raises reject a configuration while it
     # loads the draft model (vLLM's ``load_model``: an option the draft model cannot serve).
     drafter_load_methods: list[str] = field(default_factory=lambda: ["load_model"])
+    # Issue 18 (agreement matrix, auditor/analyses/dispatch/weight_names.py): the attribute of
+    # a draft model class holding its checkpoint-name mapper (vLLM's ``hf_to_vllm_mapper``,
+    # handed to the loader by its ``load_weights``), how each of the mapper's fields matches a
+    # name (vLLM's ``WeightsMapper``: "substr", "prefix", "suffix"; "regex" and "renaming" are
+    # not read), and the load-time checks that reject a model whose parameters no checkpoint
+    # name reached (vLLM's strict check, then the loader's raise for a name no module has).
+    weight_mapper_attrs: list[str] = field(default_factory=lambda: ["hf_to_vllm_mapper"])
+    weight_mapper_fields: dict[str, str] = field(default_factory=lambda: {
+        "orig_to_new_substr": "substr", "orig_to_new_stacked": "substr", "orig_to_new_prefix": "prefix",
+        "orig_to_new_suffix": "suffix", "orig_to_new_regex": "regex", "orig_to_new_renaming": "renaming"})
+    weight_load_checks: list[str] = field(default_factory=lambda: [
+        "DefaultModelLoader.track_weights_loading", "AutoWeightsLoader._load_module"])
     # Base classes outside the tree that define none of the head methods (torch's nn.Module,
     # typing's Protocol and Generic, object): a draft model whose other bases are all in the
     # tree has a head method only if they do.
@@ -159,8 +171,9 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
               "validation_methods", "drafter_load_methods", "head_free_bases",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes", "worker_class_fields",
-              "startup_methods", "env_modules"}
-_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions"}
+              "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks"}
+_STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions",
+                  "weight_mapper_fields"}
 _LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}

@@ -95,7 +95,8 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
             out.append(f"  model class: {plan.model_class[1]} ({plan.model_class[0]}); {n} MTP layers{via}")
         if plan.outcome == "rejected":
             for rej in plan.rejections:
-                out.append(f"  rejected:    {rej.path}:{rej.line} {rej.function} ({rej.when}): {rej.message}")
+                out.append(f"  rejected:    {rej.path}:{rej.line} {rej.function} ({rej.when}): {rej.message}"
+                           + (f" — {rej.condition}" if rej.condition else ""))
         if plan.step_raise is not None:
             sr = plan.step_raise
             out.append(f"  raises:      at step {sr.step}: {sr.path}:{sr.line} {sr.function}: {sr.message}")

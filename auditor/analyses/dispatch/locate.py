@@ -35,7 +35,7 @@ class FactoryLocation(DispatchPart):
         if self._located is not None:
             return self._located
         names = sorted({n for ns in self.config.dispatch_factories.values() for n in ns} | set(self.config.config_overrides)
-                       | {n for ns in self.config.runner_validations.values() for n in ns})
+                       | {n for ns in self.config.runner_validations.values() for n in ns} | set(self.config.weight_load_checks))
         found: dict[str, list[FuncKey]] = {n: [] for n in names}
 
         def scan_facts(path: str) -> None:
@@ -112,6 +112,11 @@ class FactoryLocation(DispatchPart):
         """The runner's own validation functions (``runner-validations``) in the tree."""
         located = self._locate_all()
         return [k for n in self.config.runner_validations.get(runner, []) for k in located.get(n, [])]
+
+    def weight_load_checks(self) -> list[FuncKey]:
+        """vLLM's load-time checks of the weights (``weight-load-checks``) in the tree, in order."""
+        located = self._locate_all()
+        return [k for n in self.config.weight_load_checks for k in located.get(n, [])]
 
     def spec_config_class(self) -> ClassKey | None:
         """The class holding the override function: its methods are the predicates."""

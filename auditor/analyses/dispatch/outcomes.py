@@ -52,12 +52,16 @@ class Rejection:
     line: int
     function: str
     message: str  # the raised exception (or the failing assert and its message), as written
-    when: str  # "validation" (config checks), "build" (the draft model's constructor), "load" or "startup"
+    when: str  # "validation" (config checks), "build" (the draft model's constructor), "load", "startup" or "weights"
+    condition: str = ""  # what the rejection depends on beyond the configuration ("weights": the checkpoint's names)
 
     def as_json(self) -> dict[str, Any]:
         """One entry of a layers JSON ``rejections`` list (docs/layers.md)."""
-        return {"path": self.path, "line": self.line, "function": self.function, "message": self.message,
-                "when": self.when}
+        out: dict[str, Any] = {"path": self.path, "line": self.line, "function": self.function,
+                               "message": self.message, "when": self.when}
+        if self.condition:
+            out["condition"] = self.condition
+        return out
 
 
 class Outcomes(DispatchPart):

@@ -91,12 +91,15 @@ class Planner(DispatchPart):
         if not rejections and plan.proposer is not None:
             # Checks the drafter makes while it loads the draft model (:mod:`.load_checks`).
             rejections = self.provider.load_checks.rejections(plan.proposer, model, build_root)
+        if not rejections and model is not None:
+            # Layers no checkpoint name reaches, when the checkpoint names them as the mapper's sources.
+            rejections = self.provider.weight_names.rejections(model, plan.num_mtp_layers)
         notes = list(plan.notes)
         if undecided:
             notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
         if rejections:
             r = rejections[0]
-            why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}"
+            why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}" + (f" ({r.condition})" if r.condition else "")
             return replace(plan, steps=plan.rejected_steps(why), outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
         raise_at = self._step_raise(plan, build_root, notes)
         if raise_at is not None:

@@ -32,6 +32,7 @@ from .startup import StartupPasses
 from .stepless import StepFree
 from .count_holder import CountHolder
 from .load_checks import LoadChecks
+from .weight_names import WeightNames
 from .draft_calls import DraftCalls
 from .forward_reads import ForwardReads
 from .runner_checks import RunnerChecks
@@ -66,6 +67,7 @@ class DispatchProvider(Provider):
         self.step_free = StepFree(self)
         self.count_holder = CountHolder(self)
         self.load_checks = LoadChecks(self)
+        self.weight_names = WeightNames(self)
         self.draft_calls = DraftCalls(self)
         self.forward_reads = ForwardReads(self)
         self.runner_checks = RunnerChecks(self)
