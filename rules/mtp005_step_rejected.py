@@ -334,6 +334,9 @@ class StepRejected(Rule):
                     renamed = renamed_steps(call, fn, param)
                     if not keyword and not call.args and not renamed:
                         continue
+                    if not keyword and not renamed and not _may_pass_by_position(analysis, calls, fkey, fn, contexts,
+                                                                                 ci, param):
+                        continue
                     rejected, misbound = _Rejected(), _Rejected()
                     renamed_rejected, renamed_lost = _Rejected(), _Rejected()
                     for ctx in contexts:
@@ -495,6 +498,23 @@ class StepRejected(Rule):
             parameter=param,
             meaning=meaning,
         )
+
+
+def _may_pass_by_position(analysis: Analysis, calls: LoadCallProvider, fkey: FuncKey, fn: FunctionFact,
+                          contexts: list[ClassKey | None], ci: int, param: str) -> bool:
+    """Whether call ``ci``, which passes ``param`` neither by keyword nor renamed, can pass it
+    by position: an argument named as the step, or a callee with a parameter of that name
+    that a positional argument may bind to (:func:`step_arguments`). When neither holds no
+    binding of the call can reject or misbind the step, so the call needs no binding."""
+    if any(a.chain == (param,) for a in fn.calls[ci].args):
+        return True
+    for ctx in contexts:
+        for tgt in calls.targets(fkey, fn, ctx, ci):
+            callee = analysis.index.function(tgt.func)
+            if callee is not None and param in callee.param_names:
+                return True
+    return False
+
 
 def _resolves_to(analysis: Analysis, cls: ClassKey, name: str, func: FuncKey) -> bool:
     hit = analysis.index.method(cls, name)

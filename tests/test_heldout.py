@@ -53,6 +53,16 @@ _PANGU_ATTR = ('disputed: OpenPanguMultiTokenPredictorLayer inherits DeepSeekMul
                'deepseek_mtp.py:137); the reader plans the steps')
 _MISSING.update({"v029-v2-openpangu-target-2layers-k2-multimodule": _PANGU_ATTR,
                  "v029-v1-openpangu-target-2layers-k4": _PANGU_ATTR})
+# The reader traced the layer selection; the load that comes first fails (dispatch/weight_names.py).
+_ERNIE_WEIGHTS = ("disputed: ErnieMTP's hf_to_vllm_mapper renames only index 0 of the checkpoint's per-layer prefixes "
+                  "(model.mtp_block.0. -> model.layers.{num_hidden_layers}.; ernie_mtp.py:151-161, the same in "
+                  "0.25.1-0.33.0) while ErnieMultiTokenPredictor builds num_nextn_predict_layers layers: with 2 layers "
+                  "the second takes no weights and vLLM rejects the model at load (default_loader.py:564 strict check, "
+                  "or utils.py:448 for the unrenamed name); the engine rejects every N >= 2 cell on 0.32.0 "
+                  "(bench/runtime/agreement-0.32.0.jsonl); the reader plans the steps")
+_MISSING.update({"v027-v2-ernie-arch-2layers-k2-no-raise": _ERNIE_WEIGHTS,
+                 "v028-v2-ernie-arch-2layers-k2-raises": _ERNIE_WEIGHTS,
+                 "v029-v2-ernie-arch-2layers-k4-raises": _ERNIE_WEIGHTS})
 
 CASES = load_cases() + load_cases(CASES_S5)
 

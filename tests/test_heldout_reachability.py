@@ -46,6 +46,17 @@ for _id in ("0.25.1-v1-BailingMoeV25MTPModel-EagleProposer-SpecDecodeBasePropose
             "0.28.0-v2-BailingMoeV3MTPModel-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"):
     _MISSING[_id] = _HEAD_NORM
 
+_ERNIE_WEIGHTS = ("disputed: ErnieMTP's hf_to_vllm_mapper renames only index 0 of the checkpoint's per-layer prefixes "
+                  "(ernie_mtp.py, model.mtp_block.0. -> model.layers.{num_hidden_layers}.) while the model builds 3 "
+                  "layers here: layers 1 and 2 take no weights and vLLM rejects the model at load (the strict check, "
+                  "default_loader.py); the engine rejects every N >= 2 cell on 0.32.0 (bench/runtime/agreement-0.32.0.jsonl); "
+                  "the reader traced the steps. 0.23.0 renames in a hand-written function, which the tool does not read")
+for _id in ("0.25.1-v1-ErnieMTP-EagleProposer-SpecDecodeBaseProposer.propose",
+            "0.25.1-v2-ErnieMTP-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode",
+            "0.28.0-v1-ErnieMTP-EagleProposer-SpecDecodeBaseProposer.propose",
+            "0.28.0-v2-ErnieMTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"):
+    _MISSING[_id] = _ERNIE_WEIGHTS
+
 ANSWERS = load_answers()
 
 
