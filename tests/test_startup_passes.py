@@ -13,6 +13,7 @@ from test_layers import planned_scan
 
 from auditor.analyses.dispatch import DispatchProvider, Setting
 from auditor.analyses.dispatch.env_defaults import env_defaults
+from test_forward_reads import _MODEL as _FORWARD_READS_MODEL
 from trees import _model, gate_tree
 
 _FORWARD = "    def forward(self, x, spec_step_idx: int = 0):\n"
@@ -120,12 +121,12 @@ COMPILED_GATE = "self.compilation_config.mode != CompilationMode.NONE"
 
 
 def _plans(tmp_path, gate: str = COMPILED_GATE, call: str = "propose", replay: bool = False, graphs: bool = False,
-           either_way: bool = False):
+           either_way: bool = False, model: str = _ONE_STEP_MODEL, method: str = _STEP_ZERO):
     files = gate_tree()
-    files["vllm/models/deep_mtp.py"] = _ONE_STEP_MODEL
-    if call == "dummy_run":  # a method of the multi-module speculator
+    files["vllm/models/deep_mtp.py"] = model
+    if call != "propose":  # a method of the multi-module speculator
         head, sep, tail = files["vllm/spec_decode/speculators.py"].partition("\n\nclass EagleStyleSpeculator")
-        files["vllm/spec_decode/speculators.py"] = head + _STEP_ZERO + sep + tail
+        files["vllm/spec_decode/speculators.py"] = head + method + sep + tail
     files["vllm/platforms/cpu.py"] = _PLATFORM if not graphs else _PLATFORM.replace(
         "        vllm_config.compilation_config.cudagraph_capture_sizes = []\n", "")
     files["vllm/envs.py"] = _ENVS
@@ -209,6 +210,78 @@ def test_a_call_made_on_both_sides_of_an_unknown_test_is_made(tmp_path):
     plan = _plans(tmp_path, gate="self.cache_config.kv_cache_memory_bytes is None", either_way=True)
     assert plan.outcome == "rejected" and plan.rejections[0].when == "startup"
     assert "CPUWorker.compile_or_warm_up_model" in plan.steps[0].why
+
+
+# A draft model whose per-layer module's inherited forward reads an attribute the block it
+# builds lacks (test_forward_reads' tree): every call of the forward raises, whatever the step.
+_LACKING_MODEL = _FORWARD_READS_MODEL.format(read="        if self.block.use_gather:\n            x = x + 1",
+                                             block="OtherBlock()", pan_init="nn.Module.__init__(self)",
+                                             other_bases="nn.Module", other_init="", extra="")
+# The drafter's dummy run calls the draft model in a loop that runs once or K times (V1's).
+_DUMMY_LOOP = '''
+
+    def dummy_run(self, x, is_graph_capturing=False):
+        only_one = is_graph_capturing or self.parallel_drafting
+        for _ in range(1 if only_one else self.num_speculative_steps):
+            self.model(x)
+'''
+# ... in a loop over steps 1..K-1, which may not run at all.
+_DUMMY_LATER_STEPS = '''
+
+    def dummy_run(self, x):
+        for _ in range(1, self.num_speculative_steps):
+            self.model(x)
+'''
+# A drafter warm-up that never calls the draft model.
+_NO_MODEL_CALL = '''
+
+    def dummy_run(self, x):
+        return x
+'''
+
+
+@pytest.mark.parametrize("method", [_STEP_ZERO, _DUMMY_LOOP], ids=["direct", "loop"])
+def test_a_compiled_dummy_run_that_calls_a_forward_that_always_raises_rejects_at_start_up(tmp_path, method):
+    plan = _plans(tmp_path, call="dummy_run", model=_LACKING_MODEL, method=method)
+    # Eager: the warm-up is skipped, the read raises at step 0 while serving.
+    assert plan.outcome == "raises" and plan.raises_at_step == 0
+    assert plan.step_raise is not None and plan.step_raise.any_call
+    assert not any("start-up" in n for n in plan.notes)
+    view = plan.compiled
+    assert view is not None and view.outcome == "rejected"
+    (r,) = view.rejections
+    assert (r.path, r.function, r.when) == ("vllm/models/deep_mtp.py", "BaseLayer.forward", "startup")
+    assert "no attribute 'use_gather'" in r.message
+    why = view.steps[0].why
+    assert why.startswith("rejected at start-up: CPUWorker.determine_available_memory (vllm/worker/cpu_worker.py:")
+    assert "MultiModuleSpeculator.dummy_run" in why and "calls the draft model's forward before serving" in why
+    assert "the draft model's forward fails at vllm/models/deep_mtp.py:" in why
+
+
+def test_a_dummy_run_loop_that_may_not_iterate_leaves_the_start_up_unknown(tmp_path):
+    plan = _plans(tmp_path, call="dummy_run", model=_LACKING_MODEL, method=_DUMMY_LATER_STEPS)
+    assert plan.outcome == "raises" and plan.raises_at_step == 0
+    view = plan.compiled
+    assert view is not None and view.outcome is None
+    assert [s.verdict for s in view.steps] == ["raises at step 0", "raises at step 0"]
+    assert "a start-up pass may call the draft model's forward" in view.why and "inside a loop" in view.why
+
+
+def test_a_warm_up_that_never_calls_the_draft_model_keeps_the_raise(tmp_path):
+    plan = _plans(tmp_path, call="dummy_run", model=_LACKING_MODEL, method=_NO_MODEL_CALL)
+    assert plan.outcome == "raises" and plan.raises_at_step == 0
+    view = plan.compiled
+    assert view is not None and view.outcome is None and "start-up" not in view.why
+    assert [s.verdict for s in view.steps] == ["raises at step 0", "raises at step 0"]
+
+
+def test_a_dummy_run_behind_an_unknown_setting_is_said_not_guessed(tmp_path):
+    plan = _plans(tmp_path, gate="self.cache_config.kv_cache_memory_bytes is None", call="dummy_run",
+                  model=_LACKING_MODEL, method=_DUMMY_LOOP)
+    assert plan.outcome == "raises" and plan.raises_at_step == 0
+    view = plan.compiled
+    assert view is not None and view.outcome is None
+    assert "a start-up pass may call the draft model's forward" in view.why and "_should_warm_up_model()" in view.why
 
 
 @pytest.mark.release

@@ -175,9 +175,14 @@ class StepRaise:
     line: int
     function: str
     message: str
+    # Every call of the draft model's forward makes it, whatever the call hands it (a read
+    # of an attribute the per-layer module lacks, :mod:`..analyses.dispatch.forward_reads`):
+    # a start-up pass that calls the forward raises it too. Not in the JSON form.
+    any_call: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"step": self.step, "path": self.path, "line": self.line, "function": self.function,
+                "message": self.message}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StepRaise:

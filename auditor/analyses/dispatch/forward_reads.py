@@ -122,7 +122,8 @@ class ForwardReads(DispatchPart):
             notes += [_note(m, "runs under tests the analysis cannot decide") for m in maybe if m not in sure]
         if found and all(f is not None for f in found):
             hit = min((f for f in found if f is not None), key=lambda f: (f.path, f.line))
-            return StepRaise(0, hit.path, hit.line, hit.function, hit.message()), list(dict.fromkeys(notes))
+            return (StepRaise(0, hit.path, hit.line, hit.function, hit.message(), any_call=True),
+                    list(dict.fromkeys(notes)))
         notes += [_note(f, "runs on some of the route's forward selections only") for f in found if f is not None]
         return None, list(dict.fromkeys(notes))
 

@@ -117,11 +117,21 @@ class Planner(DispatchPart):
         return replace(plan, notes=tuple(notes))
 
     def startup_reach(self, plan: Plan, raise_at: StepRaise, mode: str) -> StartupReach | None:
-        """Whether a start-up pass of ``mode`` runs the plan's draft loop up to the failing step."""
-        if plan.proposer is None or plan.loop is None or raise_at.step >= plan.setting.k:
+        """Whether a start-up pass of ``mode`` runs the plan's draft loop up to the failing step,
+        or (a raise every call of the draft model's forward makes, at step 0) calls the forward:
+        the surer answer of the two (reached, then undecided, then not)."""
+        if plan.proposer is None or raise_at.step >= plan.setting.k:
             return None
         s = plan.setting
-        return self.provider.startup.reaches(s.platform, s.runner, plan.proposer, plan.loop, mode)
+        found = [self.provider.startup.reaches(s.platform, s.runner, plan.proposer, plan.loop, mode)
+                 if plan.loop is not None else None]
+        if raise_at.step == 0 and raise_at.any_call and plan.model_class is not None:
+            found.append(self.provider.startup.reaches_forward(s.platform, s.runner, plan.proposer, plan.model_class, mode))
+        for want in (True, None, False):
+            hit = next((r for r in found if r is not None and r.reached is want), None)
+            if hit is not None:
+                return hit
+        return None
 
     def _step_raise(self, plan: Plan, root: Obj, notes: list[str]) -> StepRaise | None:
         model, proposer = plan.model_class, plan.proposer

@@ -21,8 +21,16 @@ The pass is read from the code, for the platform and the engine mode:
   (``env-modules``, :mod:`.env_defaults`), members of an ``IntEnum`` as their values, and
   the literal arguments the calls pass; an arm whose other side replays a captured graph
   (``graph-replay-apis``) is taken on a platform that captures none;
-* a call inside a loop, an arm the evaluator cannot decide, or a draft loop whose count
-  reads a parameter of its function leaves the answer unknown (said, never guessed).
+* a call inside a loop that may not iterate (:func:`.startup_targets.iterates`), an arm the
+  evaluator cannot decide, or a draft loop whose count reads a parameter of its function
+  leaves the answer unknown (said, never guessed).
+
+A raise at step 0 that every call of the draft model's forward makes (``StepRaise.any_call``:
+a read of an attribute the per-layer module lacks, :mod:`.forward_reads`) needs no pass over
+the steps: a start-up pass that calls the forward (V1's drafter ``dummy_run``, V2's
+single-module drafter's first forward) raises it too, and the configuration is ``rejected``
+at start-up. The pass is searched as above, to the drafter's calls of the forward
+(:mod:`.startup_targets`); the planner takes the surer of the two answers.
 
 The draft loop then runs as while serving, steps 0..K-1: the first failing step is reached.
 Limits: the loop body's own branches are taken as while serving; an exit before the call
@@ -44,6 +52,7 @@ from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from .env_defaults import env_defaults
 from .outcomes import Rejection
 from .part import DispatchPart
+from .startup_targets import StartupTarget, forward_target, iterates
 from .syntax import TreeWorld
 
 MAX_DEPTH = 10  # calls from a start-up method to the draft loop
@@ -63,14 +72,19 @@ class StartupReach:
     chain: tuple[Hop, ...]
     depends_on: str = ""
     assumed: tuple[str, ...] = ()
+    target: str = "loop"  # "loop": the draft loop; "forward": the draft model's forward (:mod:`.startup_targets`)
 
     def route(self) -> str:
         return " -> ".join(f"{h.function} ({h.path}:{h.line})" for h in self.chain)
 
+    def _runs(self) -> str:
+        return "runs the draft loop over every step" if self.target == "loop" else "calls the draft model's forward"
+
     def rejected_why(self, sr: StepRaise) -> str:
         assumed = f" (assuming {', '.join(self.assumed)})" if self.assumed else ""
-        return (f"rejected at start-up: {self.route()} runs the draft loop over every step before serving{assumed}; "
-                f"step {sr.step} fails at {sr.path}:{sr.line} {sr.function}: {sr.message}")
+        fails = f"step {sr.step} fails" if self.target == "loop" else "the draft model's forward fails"
+        return (f"rejected at start-up: {self.route()} {self._runs()} before serving{assumed}; "
+                f"{fails} at {sr.path}:{sr.line} {sr.function}: {sr.message}")
 
     def rejection(self, sr: StepRaise) -> Rejection:
         """The start-up rejection: the failing step's assert, run by this pass."""
@@ -78,8 +92,11 @@ class StartupReach:
 
     def note(self, sr: StepRaise) -> str:
         where = f" ({self.route()})" if self.chain else ""
-        return (f"{self.mode}: a start-up pass may run the draft loop before serving{where}, and step {sr.step}'s "
-                f"assert would reject the configuration at start-up: depends on {self.depends_on}")
+        if self.target == "loop":
+            return (f"{self.mode}: a start-up pass may run the draft loop before serving{where}, and step {sr.step}'s "
+                    f"assert would reject the configuration at start-up: depends on {self.depends_on}")
+        return (f"{self.mode}: a start-up pass may call the draft model's forward before serving{where}, and its raise "
+                f"at {sr.path}:{sr.line} would reject the configuration at start-up: depends on {self.depends_on}")
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,11 @@ class _Edge:
     key: FuncKey
     fn: FunctionFact
     call: CallFact
+
+
+# A chain of calls from a start-up method, and the target function it reaches (None: its
+# last edge is a target call).
+_Chain = tuple[list[_Edge], FuncKey | None]
 
 
 class _StartupWorld(TreeWorld):
@@ -123,7 +145,7 @@ class StartupPasses(DispatchPart):
         self._holds: dict[tuple[ClassKey, str, ClassKey], bool] = {}
         self._memo: dict[tuple[Any, ...], tuple[int, StartupReach | None]] = {}
         self._attrs: dict[tuple[ClassKey, str], tuple[int, dict[str, list[ClassKey]]]] = {}
-        self._chain_memo: dict[tuple[Any, ...], tuple[int, list[list[_Edge]]]] = {}
+        self._chain_memo: dict[tuple[Any, ...], tuple[int, list[_Chain]]] = {}
 
     # -- loading (before the index is frozen) ---------------------------------------
     def load(self) -> None:
@@ -166,29 +188,44 @@ class StartupPasses(DispatchPart):
     def reaches(self, platform: str, runner: str, proposer: ClassKey, loop: Hop, mode: str) -> StartupReach | None:
         """Whether a start-up pass of ``mode`` runs ``loop`` (a method of ``proposer``'s) on
         ``platform``'s worker; None when no worker or no call chain to the loop is in the tree."""
-        memo_key = (platform, runner, proposer, loop.path, loop.function, loop.line, mode)
+        target = StartupTarget("loop", frozenset({((loop.path, loop.function), loop.line)}))
+        return self._reach_memo(platform, runner, proposer, target, mode)
+
+    def reaches_forward(self, platform: str, runner: str, proposer: ClassKey, model: ClassKey,
+                        mode: str) -> StartupReach | None:
+        """Whether a start-up pass of ``mode`` calls ``model``'s forward through ``proposer``
+        (:func:`.startup_targets.forward_target`); None when no chain to such a call is in the tree."""
+        target = forward_target(self, proposer, model)
+        return self._reach_memo(platform, runner, proposer, target, mode) if target is not None else None
+
+    def _reach_memo(self, platform: str, runner: str, proposer: ClassKey, target: StartupTarget,
+                    mode: str) -> StartupReach | None:
+        memo_key = (platform, runner, proposer, target, mode)
         held = len(self.index.facts)
         hit = self._memo.get(memo_key)
         if hit is not None and hit[0] == held:
             return hit[1]
-        answer = self._reach(platform, runner, proposer, loop, mode)
+        answer = self._reach(platform, runner, proposer, target, mode)
         self._memo[memo_key] = (held, answer)
         return answer
 
-    def _reach(self, platform: str, runner: str, proposer: ClassKey, loop: Hop, mode: str) -> StartupReach | None:
-        chains = [c for w in self.workers(platform) for c in self._chains(w, runner, proposer, (loop.path, loop.function))]
+    def _reach(self, platform: str, runner: str, proposer: ClassKey, target: StartupTarget,
+               mode: str) -> StartupReach | None:
+        chains = [c for w in self.workers(platform) for c in self._chains(w, runner, proposer, target)]
         if not chains:
             return None
-        judged = [self._judge(c, mode, platform, proposer, loop) for c in chains]
+        judged = [self._judge(c, end, mode, platform, proposer, target) for c, end in chains]
         for want in (True, None, False):
-            for chain, (reached, why, assumed) in zip(chains, judged):
+            for (chain, end), (reached, why, assumed) in zip(chains, judged):
                 if reached is want:
                     hops = tuple(Hop(e.key[0], e.call.line, e.key[1], e.call.func[-1] if e.call.func else "") for e in chain)
-                    return StartupReach(mode, reached, hops + (loop,), why, assumed)
+                    line = target.function_line(end) if end is not None else None
+                    tail = (Hop(end[0], line, end[1]),) if end is not None and line is not None else ()
+                    return StartupReach(mode, reached, hops + tail, why, assumed, target.kind)
         return None  # pragma: no cover (every chain is judged one of the three)
 
     # -- the call chains ------------------------------------------------------------
-    def _chains(self, worker: ClassKey, runner: str, proposer: ClassKey, target: FuncKey) -> list[list[_Edge]]:
+    def _chains(self, worker: ClassKey, runner: str, proposer: ClassKey, target: StartupTarget) -> list[_Chain]:
         memo_key = (worker, runner, proposer, target)
         held = len(self.index.facts)
         hit = self._chain_memo.get(memo_key)
@@ -198,8 +235,8 @@ class StartupPasses(DispatchPart):
         self._chain_memo[memo_key] = (held, out)
         return out
 
-    def _search(self, worker: ClassKey, runner: str, proposer: ClassKey, target: FuncKey) -> list[list[_Edge]]:
-        out: list[list[_Edge]] = []
+    def _search(self, worker: ClassKey, runner: str, proposer: ClassKey, target: StartupTarget) -> list[_Chain]:
+        out: list[_Chain] = []
         budget = [MAX_NODES]
 
         def visit(ctx: ClassKey, role: str, name: str, edges: list[_Edge], seen: frozenset[tuple[ClassKey, str]]) -> None:
@@ -208,8 +245,12 @@ class StartupPasses(DispatchPart):
                 return
             owner, fn = found
             key = self.index.method_key(owner, name)
-            if role == "drafter" and key == target:
-                out.append(edges)
+            if role == "drafter" and target.function_line(key) is not None:
+                out.append((edges, key))
+                return
+            made = [c for c in fn.calls if role == "drafter" and target.is_call(key, c)]
+            if made:  # the call of the draft model is the chain's last edge
+                out.extend((edges + [_Edge(ctx, role, key, fn, c)], None) for c in made)
                 return
             if len(edges) >= MAX_DEPTH or (ctx, name) in seen or budget[0] <= 0 or len(out) >= MAX_CHAINS:
                 return
@@ -277,35 +318,39 @@ class StartupPasses(DispatchPart):
         return self._holds[memo_key]
 
     # -- judging one chain ----------------------------------------------------------
-    def _judge(self, chain: list[_Edge], mode: str, platform: str, proposer: ClassKey,
-               loop: Hop) -> tuple[bool | None, str, tuple[str, ...]]:
+    def _judge(self, chain: list[_Edge], end: FuncKey | None, mode: str, platform: str, proposer: ClassKey,
+               target: StartupTarget) -> tuple[bool | None, str, tuple[str, ...]]:
+        """Whether the chain's calls are made (to the target function ``end``, or the last
+        edge's target call when None), what an unknown answer depends on, the assumptions."""
         ev = Evaluator(_StartupWorld(self), lambda _name: None)
         assumed: list[str] = []
         unknown = ""
         bound: dict[str, Value] = {}
-        fns = [e.fn for e in chain[1:]] + [self.index.function((loop.path, loop.function))]
+        fns = [e.fn for e in chain[1:]] + [self.index.function(end) if end is not None else None]
         for e, callee in zip(chain, fns):
             env = self._params(e, bound)
             env["self"] = self._self(e.ctx, e.role, mode, proposer)
             where = f"{e.key[1]} ({e.key[0]}:{e.call.line})"
-            if e.call.loops and not unknown:
+            if not unknown and not all(iterates(self, ev, e.fn, e.key, lid, env) for lid in e.call.loops):
                 unknown = f"{where} is called inside a loop: how often it runs is not known"
             for bid in e.call.branches:
                 b = e.fn.branches[bid] if bid < len(e.fn.branches) else None
                 held, reason = (None, "") if b is None else self._arm(ev, e, b, env, platform, assumed)
-                if held is None and b is not None and _made_either_way(e, b):
-                    held = True  # the same call on the other side of the test: made whatever it is
+                if held is None and b is not None and _made_either_way(e, b, target):
+                    held = True  # the same call (or another target call) on the other side of the test
                 if held is False:
                     return False, f"{where}: {b.text if b else '?'} is false", tuple(assumed)
                 if held is None and not unknown:
                     unknown = (f"{b.text if b else 'a branch'} ({e.key[1]}, {e.key[0]}:{b.line if b else e.call.line})"
                                + (f", which reads {reason}" if reason and b is not None and reason != b.text else ""))
             bound = self._args(e, env, callee)
-        target = fns[-1]
-        count = next((lp for lp in target.loops if lp.line == loop.line), None) if target is not None else None
-        params = {p.name for p in target.params} - {"self"} if target is not None else set()
-        if count is None or any(n.split(".")[0] in params for n in count.iter.names):
-            unknown = unknown or f"the draft loop's count ({count.iter.text if count else '?'}) is what the call hands it"
+        last = fns[-1]
+        if target.kind == "loop" and end is not None:  # the loop runs its K steps unless its count is handed in
+            line = target.function_line(end)
+            count = next((lp for lp in last.loops if lp.line == line), None) if last is not None else None
+            params = {p.name for p in last.params} - {"self"} if last is not None else set()
+            if count is None or any(n.split(".")[0] in params for n in count.iter.names):
+                unknown = unknown or f"the draft loop's count ({count.iter.text if count else '?'}) is what the call hands it"
         return (None if unknown else True), unknown, tuple(dict.fromkeys(assumed))
 
     def _arm(self, ev: Evaluator, e: _Edge, b: BranchFact, env: dict[str, Value], platform: str,
@@ -427,9 +472,10 @@ class StartupPasses(DispatchPart):
         return out
 
 
-def _made_either_way(e: _Edge, b: BranchFact) -> bool:
+def _made_either_way(e: _Edge, b: BranchFact, target: StartupTarget) -> bool:
     """The function makes the same call (callee and arguments as written) in the arm on the
-    other side of ``b``'s test, under the same other arms."""
+    other side of ``b``'s test, under the same other arms (or, the chain's last call being a
+    target call, another target call there)."""
     other = [x.id for x in e.fn.branches if x.line == b.line and x.tests == b.tests and x.negated != b.negated]
     want = {tuple(other[0] if i == b.id else i for i in e.call.branches)} if other else set()
 
@@ -438,4 +484,6 @@ def _made_either_way(e: _Edge, b: BranchFact) -> bool:
                 and c.star_kwargs == e.call.star_kwargs and [a.text for a in c.args] == [a.text for a in e.call.args]
                 and [(k.name, k.value.text) for k in c.keywords] == [(k.name, k.value.text) for k in e.call.keywords])
 
-    return any(c is not e.call and c.branches in want and same(c) for c in e.fn.calls)
+    final = target.is_call(e.key, e.call)
+    return any(c is not e.call and c.branches in want and (same(c) or (final and target.is_call(e.key, c)))
+               for c in e.fn.calls)
