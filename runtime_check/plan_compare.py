@@ -41,6 +41,8 @@ class StepComparison:
     observed_head: list[list[int]]  # per draft call: the per-layer heads that ran (distinct)
     forward: Agreement
     head: Agreement
+    # the layers the planned forward runs, in order (a stack it iterates: all of them; [] unknown)
+    planned_forward_layers: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,17 @@ def engine_view(plan: dict[str, Any], run: dict[str, Any]) -> tuple[list[dict[st
         steps = (plan.get("compiled") or {}).get("steps")
         return steps, "the plan's `compiled` view is empty (no drafter, model class or loop to compile)"
     return plan["steps"], ""
+
+
+def planned_forward_layers(step: dict[str, Any]) -> list[int]:
+    """The layers a planned step's forward runs, in order: ``forward_layers`` (a stack the
+    forward iterates runs all of its layers), else the one ``forward_layer`` (a plan made
+    before ``forward_layers`` existed); [] when unknown."""
+    layers = step.get("forward_layers")
+    if isinstance(layers, list):
+        return [int(x) for x in layers]
+    pf = step.get("forward_layer")
+    return [] if pf is None else [pf]
 
 
 def observed_exception(run: dict[str, Any]) -> str | None:
@@ -238,12 +251,12 @@ def compare_run(plans: list[dict[str, Any]], run: dict[str, Any]) -> RunComparis
         fwd = [rows[c]["layers"] if c in rows else [] for c in calls]
         heads = [sorted(set(rows[c].get("head_layers") or [])) if c in rows else [] for c in calls]
         pf, ph = planned["forward_layer"], planned["head_layer"]
-        want_f = [] if pf is None else [pf]
+        want_f = planned_forward_layers(planned)
         want_h = [] if ph is None else [ph]
         steps.append(StepComparison(
             i, pf, fwd, ph, heads,
             Agreement.AGREE if fwd and all(f == want_f for f in fwd) else Agreement.DISAGREE,
-            Agreement.AGREE if heads and all(h == want_h for h in heads) else Agreement.DISAGREE))
+            Agreement.AGREE if heads and all(h == want_h for h in heads) else Agreement.DISAGREE, want_f))
     raised_at = None
     if o_out == "raises":
         # Steps from the one that raised on never ran: compare those that did.
@@ -299,6 +312,11 @@ def _cell(v: int | None) -> str:
     return "-" if v is None else str(v)
 
 
+def _planned_forward(st: dict[str, Any]) -> str:
+    layers = st.get("planned_forward_layers") or []
+    return "+".join(map(str, layers)) if st["planned_forward"] is None and len(layers) > 1 else _cell(st["planned_forward"])
+
+
 def _seen(xs: list[list[int]]) -> str:
     # Distinct observations over the draft calls, e.g. "0" or "0|1" (calls differed).
     distinct = list(dict.fromkeys(",".join(map(str, x)) or "-" for x in xs))
@@ -320,7 +338,7 @@ def render_text(comparisons: list[dict[str, Any]]) -> str:
         lines.append(f"      model class  planned {c['planned_model_class'] or '?'}, ran "
                      f"{c['observed_model_class']}: {c['model_class']}")
         for st in c["steps"]:
-            lines.append(f"      step {st['step']}  forward planned {_cell(st['planned_forward'])} ran "
+            lines.append(f"      step {st['step']}  forward planned {_planned_forward(st)} ran "
                          f"{_seen(st['observed_forward'])}: {st['forward']};  head planned "
                          f"{_cell(st['planned_head'])} ran {_seen(st['observed_head'])}: {st['head']}")
     return "\n".join(lines) + "\n"

@@ -60,10 +60,33 @@ def answer_of(plan: Any) -> dict[str, Any]:
         "drafter": plan.proposer[1] if plan.proposer else None,
         "draft_model_class": plan.model_class[1] if plan.model_class else None,
         "forward_layers": [s.forward_layer for s in steps],
+        # Per step every layer the forward runs, in order (a stack it iterates: all of them),
+        # for a case that lists them; a checkout without ``StepPlan.forward_layers`` gives its
+        # one forward layer.
+        "forward_runs": [_runs(s) for s in steps],
         "head_layers": ["shared" if s.head_layer is None else s.head_layer for s in steps],
         "raises_at_step": getattr(plan, "raises_at_step", None),
         "verdicts": [s.verdict for s in plan.steps],
     }
+
+
+def _runs(step: Any) -> list[int] | None:
+    layers = getattr(step, "forward_layers", None)
+    if layers is None and not hasattr(step, "forward_layers"):
+        layers = None if step.forward_layer is None else (step.forward_layer,)
+    return None if layers is None else list(layers)
+
+
+def forward_agrees(expected: list[Any] | None, got: dict[str, Any]) -> bool:
+    """The forward layers per step: a step the case gives as one layer (an int, or null for
+    none) is the tool's ``forward_layer``; a step given as a list (every layer the forward
+    runs: Gemma-4 runs its whole container) is the tool's ``forward_runs``, exactly. A saved
+    answer without ``forward_runs`` has only its one layer per step."""
+    fwd = got["forward_layers"]
+    runs = got.get("forward_runs") or [None if f is None else [f] for f in fwd]
+    if expected is None or len(expected) != len(fwd) or len(runs) != len(fwd):
+        return expected == fwd
+    return all(r == e if isinstance(e, list) else f == e for e, f, r in zip(expected, fwd, runs))
 
 
 def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, bool]:
@@ -74,7 +97,7 @@ def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, bool]:
         return out
     out["drafter"] = got["drafter"] == expected["drafter"]
     out["draft_model_class"] = got["draft_model_class"] == expected["draft_model_class"]
-    out["forward_layers"] = got["forward_layers"] == expected["forward_layers"]
+    out["forward_layers"] = forward_agrees(expected["forward_layers"], got)
     heads = expected["head_layers"]
     if isinstance(heads, str):  # "shared": one head whatever the step
         heads = [heads] * len(expected["forward_layers"] or [])

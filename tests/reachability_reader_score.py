@@ -17,7 +17,11 @@ Each paired answer is judged against what a user would ask: ``mtp-audit layers -
   step, ``raises`` with no step (an assert while the draft model is built, before any step)
   is ``rejected``;
 * ``forward`` / ``heads``: the per-step layers (``null`` heads: one shared head, no
-  per-layer head selected: the plan names no head layer);
+  per-layer head selected: the plan names no head layer). Where the reader's note says the
+  model runs all its (decoder) layers every step (Gemma4MTP: "[0,0,0] means 'the one
+  module'"), the reader's 0 per step is that whole module: the plan must say each step runs
+  every layer of the checkpoint's 3, in order (its ``forward_layers``); a plan that selects
+  one layer disagrees;
 * ``loop``: the reader's loop (``Class.method``) is one the reachability row lists for the
   class (vLLM may run one of several loops of a drafter, e.g. fused or not).
 
@@ -30,6 +34,7 @@ use the drafter the reader says vLLM does not build for it.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +42,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ANSWERS = HERE / "data" / "heldout" / "reachability_answers.json"
+#: the reader's checkpoint: 3 MTP layers in each model's own layer-count field
+LAYERS = 3
+#: how the reader's note says a step runs the model's whole layer container
+_WHOLE_STACK = re.compile(r"runs all its (?:decoder )?layers every step")
 
 
 def load_answers() -> list[dict[str, Any]]:
@@ -62,7 +71,7 @@ def _cli_json(*args: str) -> Any:
 
 
 def plans(release: str, runner: str) -> dict[str, dict[str, Any]]:
-    doc = _cli_json("layers", "--release", release, "--all", "--layers", "3", "--k", "3", "--runner", runner,
+    doc = _cli_json("layers", "--release", release, "--all", "--layers", str(LAYERS), "--k", "3", "--runner", runner,
                     "--format", "json", "-q")
     return {p["architecture"]: p for p in doc["plans"]}
 
@@ -99,7 +108,11 @@ def judge(ans: dict[str, Any]) -> tuple[bool, dict[str, str]]:
         diff["outcome"] = f"{plan['outcome']} at {plan.get('raises_at_step')} (reader {want} at {step})"
     if want != "rejected":
         fwd = [s["forward_layer"] for s in plan["steps"]]
-        if fwd != ans["forward_layers"]:
+        if _WHOLE_STACK.search(ans.get("note", "")) and all(f == 0 for f in ans["forward_layers"]):
+            runs = [s.get("forward_layers") for s in plan["steps"]]
+            if runs != [list(range(LAYERS))] * len(ans["forward_layers"]):
+                diff["forward"] = f"{runs} (reader: every one of its {LAYERS} layers at each step, {ans['forward_layers']})"
+        elif fwd != ans["forward_layers"]:
             diff["forward"] = f"{fwd} (reader {ans['forward_layers']})"
         heads = [s["head_layer"] for s in plan["steps"]]
         expected_heads = ans["head_layers"] if ans["head_layers"] is not None else [None] * len(heads)

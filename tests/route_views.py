@@ -16,7 +16,8 @@ checks:
    hands the step on, a head or the forward never gets it: a ✓ row whose logits stay at
    layer 0 would fail); a
    rejected plan, or one whose drafter an unknown branch of its configuration decides, has
-   nothing to compare;
+   nothing to compare; a plan whose steps run every layer of a stack the model iterates is a
+   row naming that stack (``forward_stack``), and the other way round;
 4. a ``history --layers`` cell whose forward and head layers reach layer i (or whose heads
    are one shared head) is a ✓ in the history matrix; a ✓ in the matrix is a threaded plan, or a route whose condition the table
    states ("reached only when ...": a guard no architecture's override fixes).
@@ -153,6 +154,17 @@ def view_problems(version: str, scan: Scan, query: PlanQuery) -> list[str]:
         if shown != {want}:
             problems.append(f"plan {p.architecture}/{p.setting.runner}: layers says {want}, reachability says "
                             f"{sorted(shown)} for {p.model_class[1]} in {label}")
+        # 3b. a plan whose steps run a whole stack (every layer of a container the model
+        # iterates) is a row naming that stack, and a row naming one is such a plan (once the
+        # layer count is known)
+        stacked = p.outcome == "plan" and bool(p.steps) and all(s.stack is not None for s in p.steps)
+        rows_stacked = {lp.get("forward_stack") is not None for lp in listed}
+        if stacked and rows_stacked != {True}:
+            problems.append(f"plan {p.architecture}/{p.setting.runner}: layers runs a whole stack at each step, "
+                            f"the reachability rows of {p.model_class[1]} in {label} name none")
+        if not stacked and True in rows_stacked and p.outcome == "plan" and p.num_mtp_layers:
+            problems.append(f"plan {p.architecture}/{p.setting.runner}: the reachability of {p.model_class[1]} in "
+                            f"{label} runs a whole stack, layers says {[s.forward_layers for s in p.steps]}")
 
     # 4. history --layers and the history matrix
     hist = History("sweep", "history", [Release(ref=version, result=scan.result)], [None])

@@ -22,13 +22,7 @@ _HF_TEXT_CONFIG = ("depends on the checkpoint: KimiK3MultiTokenPredictor reads i
                    "(the text sub-config if the config has one, else the config itself); --all gives a flat config, "
                    "on which V2's gate sees the count; the reader assumes a nested text_config")
 
-_STACK = ("disputed: Gemma4MTP runs every layer of its stack at every step (for layer in self.layers); the reader "
-          "writes 0 for 'the one module', another reader all layers; the plan names no single forward layer")
-
 _MISSING: dict[str, str] = {}
-for _r in ("0.23.0", "0.25.1", "0.28.0"):
-    _MISSING[f"{_r}-v1-Gemma4MTP-Gemma4Proposer-SpecDecodeBaseProposer.propose"] = _STACK
-    _MISSING[f"{_r}-v2-Gemma4MTP-Gemma4Speculator-AutoRegressiveSpeculator._multi_step_decode"] = _STACK
 _MISSING["0.28.0-v2-KimiK3MTP-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode"] = _HF_TEXT_CONFIG
 _MISSING["0.28.0-v2-KimiK3MTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"] = _HF_TEXT_CONFIG
 _PANGU_ATTR = ('disputed: OpenPanguMultiTokenPredictorLayer inherits DeepSeekMultiTokenPredictorLayer.forward, which'

@@ -18,7 +18,7 @@ from cli_runner import invoke
 from trees import gate_tree as _tree
 
 PLAN_KEYS = {"runner", "method", "k", "architecture", "proposer", "model_class", "num_mtp_layers", "steps", "decisions"}
-STEP_KEYS = {"step", "forward_layer", "head_layer", "verdict", "why"}
+STEP_KEYS = {"step", "forward_layer", "forward_layers", "head_layer", "verdict", "why"}
 
 # Qwen's wrapper takes the step in **kwargs and drops it: under the per-step drafter the
 # step is lost (MTP001), and the plan must say where.
@@ -149,6 +149,7 @@ def test_hf_config_runs_the_override_code(tree, tmp_path, cache_env):
     override = [d for d in doc["decisions"] if d["function"] == "SpeculativeConfig.hf_config_override"]
     assert [d["line"] for d in override] == [8] and override[0]["value"] is True
     assert [set(s) for s in doc["steps"]] == [STEP_KEYS] * 3
+    assert all(s["forward_layers"] == [s["forward_layer"]] for s in doc["steps"])  # one selected layer
 
 
 def test_both_runners_without_runner_and_formats(tree, cache_env):

@@ -75,9 +75,9 @@ class ReachabilityProvider(Provider):
             detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"
             return LoopReach(loop_label, False, detail, list(fwd[0].hops))
         if not sels and self.step_inert.is_inert(path.model_class, path.entered):
-            detail = inert_detail(path.model_class[1], self.config.threaded_params[0],
-                                  self.step_inert.stack(path.model_class))
-            return LoopReach(loop_label, False, detail, list(entries[0].hops))
+            stack = self.step_inert.stack(path.model_class)
+            detail = inert_detail(path.model_class[1], self.config.threaded_params[0], stack)
+            return LoopReach(loop_label, False, detail, list(entries[0].hops), stack=stack)
         # As a plan: no selection through forward is no answer, whatever a head selects.
         only = f" through forward (only in {', '.join(sorted({s.method for s in sels}))})" if sels else ""
         return LoopReach(loop_label, False, f"reached, but no layer selection found on the path{only}",

@@ -258,6 +258,9 @@ class LoopReach:
     raises: StepRaise | None = None  # set with verdict RAISES: the first step an assert fails at
     lost: StepLoss | None = None  # set with verdict LOST: the selection the step does not reach
     lost_finding: str | None = None  # the fingerprint of the finding that loses it there (:meth:`cite_loss`)
+    # A layer container the model iterates instead of selecting a layer by the step
+    # (``Owner.attr``): every step runs all of its layers, in order (None: none).
+    stack: str | None = None
 
     def __post_init__(self) -> None:
         if self.verdict is None:
@@ -273,6 +276,7 @@ class LoopReach:
             "lost": {**self.lost.to_json(), "finding": self.lost_finding} if self.lost is not None else None,
             "detail": self.detail,
             "trace": [h.to_json() for h in self.trace],
+            "forward_stack": self.stack,
         }
 
     @classmethod
@@ -282,7 +286,7 @@ class LoopReach:
         lost = StepLoss.from_json(data["lost"]) if data.get("lost") else None  # absent before the verdict existed
         return cls(data["loop"], bool(data["step_i_reaches_layer_i"]), data["detail"],
                    [Hop.from_json(h) for h in data["trace"]], verdict, raised, lost,
-                   data["lost"].get("finding") if lost is not None else None)
+                   data["lost"].get("finding") if lost is not None else None, data.get("forward_stack"))
 
     @property
     def lost_at(self) -> str | None:

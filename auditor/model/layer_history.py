@@ -22,6 +22,9 @@ class PlanCell:
     forward: tuple[Optional[int], ...]  # forward layer per draft step
     head: tuple[Optional[int], ...]  # head layer per draft step (None: one shared head)
     verdicts: tuple[str, ...]
+    # per draft step, every layer of a stack the forward iterates instead of selecting one by
+    # the step, in order (None: a selected layer, ``forward``, or unknown); () before it existed
+    stacks: tuple[Optional[tuple[int, ...]], ...] = ()
 
     @property
     def known(self) -> bool:
@@ -52,12 +55,18 @@ class PlanCell:
             "forward_layers": list(self.forward),
             "head_layers": list(self.head),
             "verdicts": list(self.verdicts),
+            "forward_stacks": [None if st is None else list(st) for st in self.step_stacks()],
         }
+
+    def step_stacks(self) -> tuple[Optional[tuple[int, ...]], ...]:
+        """:attr:`stacks`, one per step (None for each step of a cell made before it existed)."""
+        return self.stacks if len(self.stacks) == len(self.forward) else (None,) * len(self.forward)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "PlanCell":
+        stacks = tuple(None if st is None else tuple(st) for st in doc.get("forward_stacks") or ())
         return cls(doc["architecture"], doc["runner"], doc["drafter"], doc["model_class"], doc["num_mtp_layers"],
-                   tuple(doc["forward_layers"]), tuple(doc["head_layers"]), tuple(doc["verdicts"]))
+                   tuple(doc["forward_layers"]), tuple(doc["head_layers"]), tuple(doc["verdicts"]), stacks)
 
 
 @dataclass(frozen=True)

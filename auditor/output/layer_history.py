@@ -17,6 +17,12 @@ def _layers(values: tuple[Optional[int], ...]) -> str:
     return ",".join("-" if v is None else str(v) for v in values)
 
 
+def _forward(cell: PlanCell) -> str:
+    """The forward layer per step; a stack a step runs whole as its layers joined (``0+1+2``)."""
+    return ",".join("+".join(map(str, st)) if v is None and st else "-" if v is None else str(v)
+                    for v, st in zip(cell.forward, cell.step_stacks()))
+
+
 def cell_text(cell: Optional[PlanCell]) -> str:
     """``forward layers / head layers`` per step; ``?`` when an unknown branch picks the
     drafter, ``—`` when the architecture is not registered in that release, ``no drafter``
@@ -25,7 +31,7 @@ def cell_text(cell: Optional[PlanCell]) -> str:
         return "—"
     if cell.drafter is None:
         return "no drafter"
-    return f"{_layers(cell.forward)} / {_layers(cell.head)}" + ("" if cell.known else " ?")
+    return f"{_forward(cell)} / {_layers(cell.head)}" + ("" if cell.known else " ?")
 
 
 def _since_text(since: Optional[str], lost: tuple[str, ...], shared_head: bool = False) -> str:
@@ -137,7 +143,7 @@ def to_html(hist: LayerHistory) -> str:
                 continue
             cls = ("threaded" if c.head_reaches(hist.layers) else "unknown") if c.forward_reaches(hist.layers) else "constant"
             title = f"{c.drafter or 'no drafter'} -> {c.model_class or '?'}: {'; '.join(dict.fromkeys(c.verdicts))}"
-            cells.append(f'<td class="cell {cls}" title="{e(title)}">{e(_layers(c.forward))}'
+            cells.append(f'<td class="cell {cls}" title="{e(title)}">{e(_forward(c))}'
                          f"<br><small>{e(_layers(c.head))}{'' if c.known else ' ?'}</small></td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></body></html>")

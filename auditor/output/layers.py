@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..analyses.dispatch import ForcedPlan, Plan
+    from ..analyses.dispatch import ForcedPlan, Plan, StepPlan
 
 LAYERS_FORMAT_VERSION = 1
 FORMATS = ("text", "json", "markdown", "html")
@@ -35,7 +35,8 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
         "num_mtp_layers": plan.num_mtp_layers,
         "layer_count_field": plan.layer_field,
         "steps": [
-            {"step": st.step, "forward_layer": st.forward_layer, "head_layer": st.head_layer, "verdict": st.verdict, "why": st.why}
+            {"step": st.step, "forward_layer": st.forward_layer, "forward_layers": _list(st.forward_layers),
+             "head_layer": st.head_layer, "verdict": st.verdict, "why": st.why}
             for st in plan.steps
         ],
         "decisions": [
@@ -52,7 +53,8 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
         c = plan.compiled
         view: dict[str, Any] | None = None if c is None else {
             "mode": c.mode, "frozen_steps": list(c.frozen_steps), "findings": list(c.findings), "why": c.why,
-            "steps": [{"step": st.step, "forward_layer": st.forward_layer, "head_layer": st.head_layer, "verdict": st.verdict}
+            "steps": [{"step": st.step, "forward_layer": st.forward_layer, "forward_layers": _list(st.forward_layers),
+                       "head_layer": st.head_layer, "verdict": st.verdict}
                       for st in c.steps],
         }
         if c is not None and view is not None and c.outcome is not None:  # rejected at start-up under this mode
@@ -62,7 +64,8 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
     # The forced view (auditor/services/forced_plan.py): what runs when the loop hands the model step i.
     doc["forced"] = None if forced is None else {
         "why": forced.why,
-        "steps": [{"step": f.step, "forward_layer": f.forward_layer, "head_layer": f.head_layer} for f in forced.steps],
+        "steps": [{"step": f.step, "forward_layer": f.forward_layer, "forward_layers": _list(f.forward_layers),
+                   "head_layer": f.head_layer} for f in forced.steps],
     }
     return doc
 
@@ -73,6 +76,17 @@ def _value(v: bool | None) -> str:
 
 def _layer(v: int | None) -> str:
     return "-" if v is None else str(v)
+
+
+def _list(layers: tuple[int, ...] | None) -> list[int] | None:
+    return None if layers is None else list(layers)
+
+
+def _forward(st: StepPlan) -> str:
+    """A step's forward layer; a stack it runs whole as its layers joined (``0+1+2``)."""
+    if st.forward_layer is None and st.stack:
+        return "+".join(str(i) for i in st.stack)
+    return _layer(st.forward_layer)
 
 
 def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -> str:
@@ -105,7 +119,7 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
                 out.append("  eager:")
             out.append("  step  forward  head  verdict")
             for st in plan.steps:
-                out.append(f"  {st.step:<5} {_layer(st.forward_layer):<8} {_layer(st.head_layer):<5} {st.verdict}")
+                out.append(f"  {st.step:<5} {_forward(st):<8} {_layer(st.head_layer):<5} {st.verdict}")
             whys = list(dict.fromkeys(st.why for st in plan.steps))
             if len(whys) == 1:
                 out.append(f"  why: {whys[0]}")
@@ -119,7 +133,7 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
             if engine_mode == "compiled" or view.frozen_steps:
                 out.append("  step  forward  head  verdict")
                 for st in view.steps:
-                    out.append(f"  {st.step:<5} {_layer(st.forward_layer):<8} {_layer(st.head_layer):<5} {st.verdict}")
+                    out.append(f"  {st.step:<5} {_forward(st):<8} {_layer(st.head_layer):<5} {st.verdict}")
             out.append(f"  why (compiled): {view.why}")
         if plan.decisions:
             out.append("  decisions:")
@@ -154,7 +168,7 @@ def render_markdown(plans: list[Plan], tree_label: str) -> str:
         out.append("| step | forward layer | head layer | verdict | why |")
         out.append("|---:|---:|---:|---|---|")
         for st in plan.steps:
-            out.append(f"| {st.step} | {_layer(st.forward_layer)} | {_layer(st.head_layer)} | {_md(st.verdict)} | {_md(st.why)} |")
+            out.append(f"| {st.step} | {_forward(st)} | {_layer(st.head_layer)} | {_md(st.verdict)} | {_md(st.why)} |")
         if plan.decisions:
             out.append("")
             out.append("| where | condition | value | reads |")
@@ -235,7 +249,7 @@ def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) 
                     continue
                 cells.append(
                     f'<td class="cell {_verdict_class(st.verdict)}" title="{e(st.verdict + ": " + st.why)}">'
-                    f"{_layer(st.forward_layer)}<br><small>{_layer(st.head_layer)}</small></td>"
+                    f"{_forward(st)}<br><small>{_layer(st.head_layer)}</small></td>"
                 )
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></body></html>")
@@ -257,7 +271,7 @@ def render(plans: list[Plan], fmt: str, tree_label: str, forced: list[ForcedPlan
 
 
 def _short(plan: Plan) -> tuple[str, str, str, str]:
-    fw = ",".join(_layer(st.forward_layer) for st in plan.steps)
+    fw = ",".join(_forward(st) for st in plan.steps)
     hd = ",".join(_layer(st.head_layer) for st in plan.steps)
     verdicts = list(dict.fromkeys(st.verdict for st in plan.steps))
     return (plan.proposer[1] if plan.proposer else "none"), fw, hd, "; ".join(verdicts)

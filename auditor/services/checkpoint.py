@@ -17,7 +17,8 @@ def checkpoint_json(ckpt: Checkpoint, plan: dict[str, Any]) -> dict[str, Any]:
     built_n = plan.get("num_mtp_layers")
     steps = plan.get("steps") or []
     used = {s.get(k) for s in steps for k in ("forward_layer", "head_layer")}
-    unknown_steps = any(s.get("forward_layer") is None for s in steps) or not steps
+    used |= {i for s in steps for i in (s.get("forward_layers") or [])}  # a stack a step runs whole
+    unknown_steps = any(s.get("forward_layer") is None and s.get("forward_layers") is None for s in steps) or not steps
     rows = []
     dead = unknown = 0
     for layer in ckpt.layers:

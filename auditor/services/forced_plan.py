@@ -57,6 +57,13 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
         return None
     fwd, heads = list(leg.forward), list(leg.heads)
     n = plan.num_mtp_layers
+    if plan.steps and all(s.stack is not None for s in plan.steps) and not leg.path.selections \
+            and dispatch.reach.step_inert.is_inert(model, leg.path.entered):
+        # The model only hands the step on (analyses/step_inert) and iterates a stack: forcing
+        # the step changes nothing, each step runs every layer of it, as shipped.
+        return ForcedPlan(tuple(ForcedStep(s.step, s.forward_layer, s.head_layer, s.stack) for s in plan.steps),
+                          "forward: the draft model only hands the step on, it selects no layer by it -> as shipped; "
+                          "head: one shared head")
     mro = list(dispatch.index.mro(model))
     fwd_lost = _model_hops_lose(fwd, mro, findings)
     head_lost = _model_hops_lose(heads, mro, findings)

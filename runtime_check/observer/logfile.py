@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..plan_compare import PlanError
+from ..plan_compare import PlanError, planned_forward_layers
 from .plugin import FORMAT  # importing the plugin module registers nothing and needs no torch
 
 
@@ -130,8 +130,10 @@ class EngineComparison:
     why: str = ""
 
 
-def _agree(planned: int | None, observed: list[int]) -> str:
-    return "agree" if observed == ([] if planned is None else [planned]) else "disagree"
+def _agree(planned: int | None, observed: list[int], layers: list[int] | None = None) -> str:
+    """``layers``: every layer the planned step runs (a stack), where the plan says so."""
+    want = layers if layers is not None else ([] if planned is None else [planned])
+    return "agree" if observed == want else "disagree"
 
 
 def compare(plans: list[dict[str, Any]], engine: Engine) -> EngineComparison:
@@ -164,7 +166,8 @@ def compare(plans: list[dict[str, Any]], engine: Engine) -> EngineComparison:
                                            "no data"))
             continue
         heads = obs.heads_ran
-        rows.append(PositionComparison(i, pf, obs.layers_ran, _agree(pf, obs.layers_ran), ph, heads,
+        fwd = _agree(pf, obs.layers_ran, planned_forward_layers(st))
+        rows.append(PositionComparison(i, pf, obs.layers_ran, fwd, ph, heads,
                                        "not observable" if heads is None else _agree(ph, heads)))
     ok = d_ok and m_ok and bool(rows) and all(r.forward == "agree" and r.head in ("agree", "not observable")
                                               for r in rows)

@@ -77,10 +77,10 @@ class EngineModes(DispatchPart):
             if unknown:  # not among the frozen steps: it may run its own layer
                 steps.append(StepPlan(s.step, None if fwd_maybe and fl != first.forward_layer else fl,
                                       None if head_maybe and hl != first.head_layer else hl,
-                                      Verdict.UNKNOWN.value, undecided))
+                                      Verdict.UNKNOWN.value, undecided, stack=s.stack))
             elif (fl, hl) != (s.forward_layer, s.head_layer):
                 changed.append(s.step)
-                steps.append(StepPlan(s.step, fl, hl, FROZEN_VERDICT, _why(sure[0])))
+                steps.append(StepPlan(s.step, fl, hl, FROZEN_VERDICT, _why(sure[0]), stack=s.stack))
             else:
                 steps.append(s)
         return EngineView("compiled", tuple(steps), tuple(changed), (), _why(sure[0]) if sure else undecided,

@@ -51,7 +51,7 @@ class FactoryRuns(DispatchPart):
             return self._draft_config(setting)
         if memo is not None and memo[0] == held:
             return copy.deepcopy(memo[1])
-        source = (setting.architecture, setting.fields, setting.target_config)
+        source = (setting.architecture, setting.fields, setting.target_config, self._own_checkpoint(setting))
         shared = self._derived_memo.get(source)
         if shared is not None and shared[0] == held:
             self.limits.hits.update(shared[2])
@@ -65,24 +65,49 @@ class FactoryRuns(DispatchPart):
             self._derived_memo[source] = (held, kept, self.limits.hits - before)
         return made
 
+    def _own_checkpoint(self, setting: Setting) -> bool:
+        """Whether the speculative config names a draft model of its own (``model``): a given
+        draft config (``--arch``/``--set``) is then that checkpoint's ``config.json``, which
+        vLLM loads through the override (``ModelConfig(model=..., hf_overrides=
+        SpeculativeConfig.hf_config_override)``), as it does the target's when none is named."""
+        name = self.roles.get("draft_name", "model")
+        return setting.target_config is None and any(k == name and v is not None for k, v in setting.options)
+
     def _draft_config(self, setting: Setting) -> DraftConfig:
         notes: list[str] = []
         hf_label = self.roles["hf"]
         field_name = self.config.override_field[0]
         if setting.target_config is None:
             fields: dict[str, Value] = {}
+            own = self._own_checkpoint(setting)
             if setting.architecture:
                 # What the override code writes for this family (literals), then --set.
                 fields.update(self.provider.family_facts.family_fields(setting.architecture))
                 fields[field_name] = [setting.architecture]
-                computed = self._family_computed(setting.architecture, set_fields(fields, setting.fields), notes)
-                fields.update({k: v for k, v in computed.items() if k not in fields})
+                if not own:  # a checkpoint's config gets them from the override run below
+                    computed = self._family_computed(setting.architecture, set_fields(fields, setting.fields), notes)
+                    fields.update({k: v for k, v in computed.items() if k not in fields})
             fields = set_fields(fields, setting.fields)
             given = Obj(hf_label, fields, closed=True)
+            if own:
+                # A draft checkpoint's own config (an object value is a sub-config, as in the
+                # target's config.json): run through the override as vLLM loads it.
+                given = Obj(hf_label, {k: to_obj(f"{hf_label}.{k}", v) if isinstance(v, dict) else v
+                                       for k, v in fields.items()}, closed=True)
+                hf, decisions = self._overridden(given, notes)
+                return hf, decisions, notes
             return self._derived(given, notes), [], notes
         data = json.loads(setting.target_config)
         hf = to_obj(hf_label, data)
         hf.fields = set_fields(hf.fields, setting.fields)
+        hf, decisions = self._overridden(hf, notes)
+        return hf, decisions, notes
+
+    def _overridden(self, hf: Obj, notes: list[str]) -> tuple[Obj, list[Decision]]:
+        """A checkpoint's config (the target's, or a draft model's own) run through the
+        override functions, every path joined, as vLLM rewrites it into the draft config."""
+        hf_label = self.roles["hf"]
+        field_name = self.config.override_field[0]
         decisions: list[Decision] = []
         ev = self.evaluator()
         for okey in self.provider.location.overrides():
@@ -105,7 +130,7 @@ class FactoryRuns(DispatchPart):
             if p.raised:
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
         notes += ev.notes
-        return hf, decisions, notes
+        return hf, decisions
 
     def _family_computed(self, arch: str, given: dict[str, Value], notes: list[str]) -> dict[str, Value]:
         """The fields the override branch that picks ``arch`` writes from other fields

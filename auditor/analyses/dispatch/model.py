@@ -78,6 +78,16 @@ class StepPlan:
     verdict: str
     why: str
     lost: StepLoss | None = None  # set on a "lost at ..." step
+    # A forward that iterates its layer container (``for layer in self.layers``) instead of
+    # selecting one layer by the step runs every layer of it, in order: those layers (None:
+    # it selects one, ``forward_layer``, or how many it builds is unknown).
+    stack: tuple[int, ...] | None = None
+
+    @property
+    def forward_layers(self) -> tuple[int, ...] | None:
+        """Every layer the step's forward runs, in order: the stack, else the one selected
+        (None: unknown)."""
+        return forward_layers(self.forward_layer, self.stack)
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,18 @@ class ForcedStep:
     step: int
     forward_layer: int | None
     head_layer: int | None
+    stack: tuple[int, ...] | None = None  # as :attr:`StepPlan.stack`
+
+    @property
+    def forward_layers(self) -> tuple[int, ...] | None:
+        return forward_layers(self.forward_layer, self.stack)
+
+
+def forward_layers(forward_layer: int | None, stack: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The layers a step's forward runs: a stack it iterates, else the layer it selects."""
+    if stack is not None:
+        return stack
+    return None if forward_layer is None else (forward_layer,)
 
 
 @dataclass(frozen=True)

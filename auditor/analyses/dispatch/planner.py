@@ -58,14 +58,14 @@ class Planner(DispatchPart):
         if alternatives:
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
             why = f"the drafter depends on {', '.join(deps) or 'an unknown branch'}: {proposer[1]} or {', '.join(c[1] for c in alternatives)}"
-            steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value, why) for s in steps)
+            steps = tuple(replace(s, verdict=Verdict.UNKNOWN.value, why=why, lost=None) for s in steps)
         cuts = sorted({d.depends_on[len(CUT):] for c, _, ch in options for d in ch if d.depends_on.startswith(CUT)})
         if cuts:
             # Issue 18: a cut on the way to a build decides the route as much as an unknown
             # guard does: the drafter this configuration gets may be another one.
             why = f"the drafter is decided past a cut of the evaluator ({'; '.join(cuts)}): {proposer[1]} may not be the one built"
-            steps = tuple(StepPlan(s.step, s.forward_layer, s.head_layer, Verdict.UNKNOWN.value,
-                                   why + (f"; {s.why}" if alternatives else "")) for s in steps)
+            steps = tuple(replace(s, verdict=Verdict.UNKNOWN.value, why=why + (f"; {s.why}" if alternatives else ""),
+                                  lost=None) for s in steps)
         plan = Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
                     tuple(notes), closed_gates=_closed_gates(steps, model, decisions))
         return self._outcome(plan, hf)
@@ -198,13 +198,16 @@ class Planner(DispatchPart):
 
         if fkind is None and not leg.path.selections and self.reach.step_inert.is_inert(model, leg.path.entered):
             # The model only hands the step on (:mod:`..step_inert`): the same layer(s) every step;
-            # all the layers of a stack it iterates (no single forward layer unless it builds one).
+            # all the layers of a stack it iterates, in order (no single forward layer unless it
+            # builds one; which layers, unknown when the count is).
             stack = self.reach.step_inert.stack(model)
             why = f"{loop_label} reaches {model[1]}: {inert_detail(model[1], param, stack)}"
             if stack and n != 1:
                 why += f" ({n} layers)" if n else " (all of them, however many the config builds)"
             fl = None if stack and n != 1 else 0
-            return leg.loop, tuple(StepPlan(i, fl, None, Verdict.CONSTANT.value, why) for i in range(setting.k))
+            whole = tuple(range(n)) if stack and n else None
+            return leg.loop, tuple(StepPlan(i, fl, None, Verdict.CONSTANT.value, why, stack=whole)
+                                   for i in range(setting.k))
         loss = reading.loss
         lost_at = (loss, loss.site, loss.reason) if loss is not None else None
         steps = []

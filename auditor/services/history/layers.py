@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ...engine.scan import RuleClass
 
 #: bump when what a cached entry holds changes (part of the cache key)
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: cells hold the stacks a step's forward runs whole (forward_stacks)
 
 
 def plan_cell(plan: "Plan") -> PlanCell:
@@ -44,6 +44,7 @@ def plan_cell(plan: "Plan") -> PlanCell:
         forward=tuple(s.forward_layer for s in plan.steps),
         head=tuple(s.head_layer for s in plan.steps),
         verdicts=tuple(s.verdict for s in plan.steps),
+        stacks=tuple(s.stack for s in plan.steps),
     )
 
 
