@@ -121,7 +121,7 @@ COMPILED_GATE = "self.compilation_config.mode != CompilationMode.NONE"
 
 
 def _plans(tmp_path, gate: str = COMPILED_GATE, call: str = "propose", replay: bool = False, graphs: bool = False,
-           either_way: bool = False, model: str = _ONE_STEP_MODEL, method: str = _STEP_ZERO):
+           either_way: bool = False, model: str = _ONE_STEP_MODEL, method: str = _STEP_ZERO, runner: str = _RUNNER):
     files = gate_tree()
     files["vllm/models/deep_mtp.py"] = model
     if call != "propose":  # a method of the multi-module speculator
@@ -132,7 +132,7 @@ def _plans(tmp_path, gate: str = COMPILED_GATE, call: str = "propose", replay: b
     files["vllm/envs.py"] = _ENVS
     files["vllm/config/compilation.py"] = _COMPILATION
     files["vllm/worker/cpu_worker.py"] = _WORKER.replace("{gate}", gate) + (_EITHER_WAY if either_way else "")
-    files["vllm/worker/model_runner.py"] = _RUNNER.replace("{dispatch}", _REPLAY_OR_LOOP if replay else _DIRECT).replace(
+    files["vllm/worker/model_runner.py"] = runner.replace("{dispatch}", _REPLAY_OR_LOOP if replay else _DIRECT).replace(
         "{call}", call)
     root = write_tree(tmp_path / "t", files)
     setting = Setting("v2", 2, platform="cpu", architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),))
@@ -282,6 +282,73 @@ def test_a_dummy_run_behind_an_unknown_setting_is_said_not_guessed(tmp_path):
     view = plan.compiled
     assert view is not None and view.outcome is None
     assert "a start-up pass may call the draft model's forward" in view.why and "_should_warm_up_model()" in view.why
+
+
+# V1's dummy run: an early return under a local read from the target's model config (its
+# multimodal config), and the drafter's dummy run under a guard on the speculative config.
+_GUARDED_RUNNER = '''
+from vllm.spec_decode import init_speculator
+
+
+class ModelRunner:
+    def __init__(self, vllm_config):
+        self.vllm_config = vllm_config
+        self.speculative_config = vllm_config.speculative_config
+        self.speculator = init_speculator(vllm_config)
+
+    def warm_up(self):
+        self.profile_run()
+
+    def profile_run(self):
+        self._dummy_run(8, is_profile=True)
+
+    def _dummy_run(self, num_tokens, is_profile=False):
+        mm_config = self.vllm_config.model_config.multimodal_config
+        {rebind}if mm_config and mm_config.mm_encoder_only:
+            return None
+        if self.speculative_config and (
+            self.speculative_config.use_multi_module_mtp()
+            or self.speculative_config.method == "draft_model_with_a_long_name_for_the_text_limit"
+        ):
+            self.speculator.dummy_run(num_tokens)
+        return None
+'''
+
+
+def _guarded_plan(tmp_path, rebind: str = "", spec_guard: str = ""):
+    runner = _GUARDED_RUNNER.replace("{rebind}", rebind)
+    if spec_guard:
+        runner = runner.replace("self.speculative_config.use_multi_module_mtp()", spec_guard)
+    return _plans(tmp_path, call="dummy_run", model=_LACKING_MODEL, method=_STEP_ZERO, runner=runner)
+
+
+def test_a_dummy_run_behind_a_once_assigned_local_and_the_speculative_config_rejects_at_start_up(tmp_path):
+    """The local is its one value above the guard (the target's multimodal config, None by
+    the start-up assumption of a text-only target); the drafter's guard is the plan's own
+    speculative config (method, K, the draft config), evaluated as the routes are."""
+    plan = _guarded_plan(tmp_path)
+    assert plan.outcome == "raises" and plan.raises_at_step == 0  # eager: no warm-up
+    view = plan.compiled
+    assert view is not None and view.outcome == "rejected"
+    why = view.steps[0].why
+    assert "ModelRunner._dummy_run" in why and "MultiModuleSpeculator.dummy_run" in why
+    # The answer says what it assumed.
+    assert "(assuming model_config.multimodal_config=null)" in why
+
+
+def test_a_local_bound_twice_keeps_the_start_up_unknown(tmp_path):
+    plan = _guarded_plan(tmp_path, rebind="if num_tokens:\n            mm_config = None\n        ")
+    view = plan.compiled
+    assert view is not None and view.outcome is None
+    assert "a start-up pass may call the draft model's forward" in view.why
+    assert "mm_config and mm_config.mm_encoder_only" in view.why
+
+
+def test_a_speculative_config_guard_that_is_false_keeps_the_raise(tmp_path):
+    plan = _guarded_plan(tmp_path, spec_guard='self.speculative_config.method == "ngram"')
+    view = plan.compiled
+    assert view is not None and view.outcome is None and "start-up" not in view.why
+    assert [s.verdict for s in view.steps] == ["raises at step 0", "raises at step 0"]
 
 
 @pytest.mark.release

@@ -74,7 +74,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     has_node,
 )
 
-FACTS_VERSION = 19  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 20  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -299,6 +299,11 @@ class FunctionFact(Struct, frozen=True):
     checks: tuple[CheckFact, ...] = ()  # issue 18: asserts with line, test and message
     raises: tuple[GuardedRaise, ...] = ()  # issue 18: raises inside ``if`` arms, with their guards
     local_defs: dict[str, "PExpr"] = {}  # issue 18: locals assigned exactly once (outside loops), their value
+    # The locals bound exactly once in the function, by one of its own top-level statements
+    # (``x = v``, ``x: T = v``; no other binding of the name anywhere in it: no unpacking,
+    # loop, ``with``, ``except``, import, walrus or ``global``), and that statement's line:
+    # below it, ``x`` is ``local_defs[x]`` (the start-up judgement's guards, issue 18).
+    top_defs: dict[str, int] = {}
     # Containers the function stores into or deletes from (``x.y[k] = v`` -> ``("x", "y")``):
     # with ``attr_assigns`` and ``calls``, what a call of it may change in its arguments.
     stores: tuple[Chain, ...] = ()
@@ -904,6 +909,46 @@ def _attr_def(ex: "_FunctionExtractor", target: ast.AST, value: ast.AST | None) 
         ex._attr_defs.setdefault(ch[1], []).append(pexpr(value, ex.src) if sure and value is not None else POpaque(""))
 
 
+def _top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> dict[str, int]:
+    """:attr:`FunctionFact.top_defs`: every binding of a name anywhere in the function
+    (nested scopes included, which only over-counts) is counted; a name bound once, by a
+    top-level ``x = v`` or ``x: T = v``, and no parameter, is kept with its line."""
+    count: dict[str, int] = {}
+
+    def bind(name: str, times: int = 1) -> None:
+        count[name] = count.get(name, 0) + times
+
+    for sub in ast.walk(node):
+        if sub is node:
+            continue
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            bind(sub.id)
+        elif isinstance(sub, ast.ExceptHandler) and sub.name:
+            bind(sub.name, 2)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            for a in sub.names:
+                bind((a.asname or a.name).split(".")[0], 2)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(sub.name, 2)
+        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+            for n in sub.names:
+                bind(n, 2)
+        elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
+            bind(sub.name, 2)
+        elif isinstance(sub, ast.MatchMapping) and sub.rest:
+            bind(sub.rest, 2)
+    out: dict[str, int] = {}
+    for stmt in node.body:
+        target = None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target = stmt.target
+        if isinstance(target, ast.Name) and count.get(target.id) == 1 and target.id not in params:
+            out[target.id] = stmt.lineno
+    return out
+
+
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:
     ex = _FunctionExtractor(src)
     ex.top_level = {id(s) for s in node.body}
@@ -912,6 +957,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         ex.live.update(_names(dflt))
     own = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
     own.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
+    local_defs: dict[str, PExpr] = {k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)}
     return FunctionFact(
         name=node.name,
         qualname=qualname,
@@ -936,7 +982,8 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         stores=tuple(dict.fromkeys(ex.stores)),
         checks=tuple(ex.checks),
         raises=tuple(ex.raises),
-        local_defs={k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
+        local_defs=local_defs,
+        top_defs={k: v for k, v in _top_defs(node, own).items() if k in local_defs},
         attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         arg_only=_arg_only(node, own),
         appends=tuple(ex.appends),

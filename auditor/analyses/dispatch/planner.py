@@ -123,10 +123,15 @@ class Planner(DispatchPart):
         if plan.proposer is None or raise_at.step >= plan.setting.k:
             return None
         s = plan.setting
-        found = [self.provider.startup.reaches(s.platform, s.runner, plan.proposer, plan.loop, mode)
+        # The speculative config the route was judged with (the factory runs'): the start-up
+        # pass's ``self.speculative_config``.
+        hf = self.provider.factory_runs.draft_config(s)[0]
+        spec = self.provider.factory_runs.world(s, hf)["speculative"] if hf is not None else None
+        found = [self.provider.startup.reaches(s.platform, s.runner, plan.proposer, plan.loop, mode, spec)
                  if plan.loop is not None else None]
         if raise_at.step == 0 and raise_at.any_call and plan.model_class is not None:
-            found.append(self.provider.startup.reaches_forward(s.platform, s.runner, plan.proposer, plan.model_class, mode))
+            found.append(self.provider.startup.reaches_forward(s.platform, s.runner, plan.proposer, plan.model_class,
+                                                               mode, spec))
         for want in (True, None, False):
             hit = next((r for r in found if r is not None and r.reached is want), None)
             if hit is not None:

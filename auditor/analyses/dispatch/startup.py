@@ -17,10 +17,15 @@ The pass is read from the code, for the platform and the engine mode:
   ... return`` before it is an arm of its own, ``not c``), judged by the partial evaluator
   with ``self`` holding the engine mode (``engine-mode-fields``: ``enforce_eager`` and the
   compilation mode, 0 for eager and 1 or more compiled), the drafter attribute holding the
-  drafter, ``startup-assumptions`` (one pipeline stage), environment variables unset
-  (``env-modules``, :mod:`.env_defaults`), members of an ``IntEnum`` as their values, and
-  the literal arguments the calls pass; an arm whose other side replays a captured graph
-  (``graph-replay-apis``) is taken on a platform that captures none;
+  drafter, the plan's speculative config (the one the factory runs judge the route with:
+  ``self.speculative_config.use_eagle()`` is run), ``startup-assumptions`` (one pipeline
+  stage, a text-only target: a dotted key is a field of the config object it names; an
+  answer that used one says so), a local bound exactly once by a statement of the function
+  body above the test as its value (``FunctionFact.top_defs``; any other local unknown),
+  environment variables unset (``env-modules``, :mod:`.env_defaults`), members of an
+  ``IntEnum`` as their values, and the literal arguments the calls pass; an arm whose other
+  side replays a captured graph (``graph-replay-apis``) is taken on a platform that
+  captures none;
 * a call inside a loop that may not iterate (:func:`.startup_targets.iterates`), an arm the
   evaluator cannot decide, or a draft loop whose count reads a parameter of its function
   leaves the answer unknown (said, never guessed).
@@ -46,18 +51,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...facts.extract import BranchFact, CallFact, FunctionFact, PConst, parse_pexpr
+from ...facts.statements import PBool, PExpr
 from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
+from ..partial_eval.values import structural_key
 from .env_defaults import env_defaults
 from .outcomes import Rejection
 from .part import DispatchPart
 from .startup_targets import StartupTarget, forward_target, iterates
-from .syntax import TreeWorld
+from .syntax import TreeWorld, expr_names
 
 MAX_DEPTH = 10  # calls from a start-up method to the draft loop
 MAX_NODES = 400  # methods visited per search
 MAX_CHAINS = 16
+LOCAL_DEPTH = 4  # a guard's local defined from another local, and so on
 _INT_ENUMS = ("IntEnum", "IntFlag")
 
 
@@ -185,36 +193,42 @@ class StartupPasses(DispatchPart):
         return sorted(dict.fromkeys(out))
 
     # -- the question the planner and the compiled view ask ---------------------------
-    def reaches(self, platform: str, runner: str, proposer: ClassKey, loop: Hop, mode: str) -> StartupReach | None:
+    def reaches(self, platform: str, runner: str, proposer: ClassKey, loop: Hop, mode: str,
+                spec: Obj | None = None) -> StartupReach | None:
         """Whether a start-up pass of ``mode`` runs ``loop`` (a method of ``proposer``'s) on
-        ``platform``'s worker; None when no worker or no call chain to the loop is in the tree."""
+        ``platform``'s worker; None when no worker or no call chain to the loop is in the tree.
+        ``spec``: the plan's speculative config (the one the factory runs judge the route
+        with), which the chain's ``self`` holds; None: unknown."""
         target = StartupTarget("loop", frozenset({((loop.path, loop.function), loop.line)}))
-        return self._reach_memo(platform, runner, proposer, target, mode)
+        return self._reach_memo(platform, runner, proposer, target, mode, spec)
 
     def reaches_forward(self, platform: str, runner: str, proposer: ClassKey, model: ClassKey,
-                        mode: str) -> StartupReach | None:
+                        mode: str, spec: Obj | None = None) -> StartupReach | None:
         """Whether a start-up pass of ``mode`` calls ``model``'s forward through ``proposer``
         (:func:`.startup_targets.forward_target`); None when no chain to such a call is in the tree."""
         target = forward_target(self, proposer, model)
-        return self._reach_memo(platform, runner, proposer, target, mode) if target is not None else None
+        return self._reach_memo(platform, runner, proposer, target, mode, spec) if target is not None else None
 
     def _reach_memo(self, platform: str, runner: str, proposer: ClassKey, target: StartupTarget,
-                    mode: str) -> StartupReach | None:
-        memo_key = (platform, runner, proposer, target, mode)
+                    mode: str, spec: Obj | None) -> StartupReach | None:
+        shape = structural_key(spec) if spec is not None else ()
+        if shape is None:  # a configuration with no key: judged each time
+            return self._reach(platform, runner, proposer, target, mode, spec)
+        memo_key = (platform, runner, proposer, target, mode, shape)
         held = len(self.index.facts)
         hit = self._memo.get(memo_key)
         if hit is not None and hit[0] == held:
             return hit[1]
-        answer = self._reach(platform, runner, proposer, target, mode)
+        answer = self._reach(platform, runner, proposer, target, mode, spec)
         self._memo[memo_key] = (held, answer)
         return answer
 
     def _reach(self, platform: str, runner: str, proposer: ClassKey, target: StartupTarget,
-               mode: str) -> StartupReach | None:
+               mode: str, spec: Obj | None) -> StartupReach | None:
         chains = [c for w in self.workers(platform) for c in self._chains(w, runner, proposer, target)]
         if not chains:
             return None
-        judged = [self._judge(c, end, mode, platform, proposer, target) for c, end in chains]
+        judged = [self._judge(c, end, mode, platform, proposer, target, spec) for c, end in chains]
         for want in (True, None, False):
             for (chain, end), (reached, why, assumed) in zip(chains, judged):
                 if reached is want:
@@ -319,7 +333,7 @@ class StartupPasses(DispatchPart):
 
     # -- judging one chain ----------------------------------------------------------
     def _judge(self, chain: list[_Edge], end: FuncKey | None, mode: str, platform: str, proposer: ClassKey,
-               target: StartupTarget) -> tuple[bool | None, str, tuple[str, ...]]:
+               target: StartupTarget, spec: Obj | None = None) -> tuple[bool | None, str, tuple[str, ...]]:
         """Whether the chain's calls are made (to the target function ``end``, or the last
         edge's target call when None), what an unknown answer depends on, the assumptions."""
         ev = Evaluator(_StartupWorld(self), lambda _name: None)
@@ -327,9 +341,10 @@ class StartupPasses(DispatchPart):
         unknown = ""
         bound: dict[str, Value] = {}
         fns = [e.fn for e in chain[1:]] + [self.index.function(end) if end is not None else None]
+        spec = copy.deepcopy(spec) if spec is not None else None  # every ``self`` on the chain holds this one
         for e, callee in zip(chain, fns):
             env = self._params(e, bound)
-            env["self"] = self._self(e.ctx, e.role, mode, proposer)
+            env["self"] = self._self(e.ctx, e.role, mode, proposer, spec)
             where = f"{e.key[1]} ({e.key[0]}:{e.call.line})"
             if not unknown and not all(iterates(self, ev, e.fn, e.key, lid, env) for lid in e.call.loops):
                 unknown = f"{where} is called inside a loop: how often it runs is not known"
@@ -358,18 +373,17 @@ class StartupPasses(DispatchPart):
         """Whether the arm holds, and what an unknown test depends on."""
         truths: list[bool | None] = []
         reason = ""
-        for t in b.tests:
-            pe = parse_pexpr(t.text)
+        for pe in _conjuncts(b):
             if pe is None:
                 truths.append(None)
                 continue
-            p = Path(copy.deepcopy(env))
+            local, reads = self._locals(ev, e, b.line, pe, env)
+            p = Path(copy.deepcopy({**env, **local}))
             truths.append(truth(ev.eval(pe, p, e.key)))
+            reads += p.reads
             if truths[-1] is None and not reason:
-                reason = ", ".join(dict.fromkeys(r for r in p.reads if r.split(".", 1)[-1]
-                                                 not in self.config.startup_assumptions))
-            assumed += [f"{r.split('.', 1)[1]}={self.config.startup_assumptions[r.split('.', 1)[1]]}"
-                        for r in p.reads if r.startswith("self.") and r.split(".", 1)[1] in self.config.startup_assumptions]
+                reason = ", ".join(dict.fromkeys(r for r in reads if self._assumption(r) is None))
+            assumed += [f"{k}={self.config.startup_assumptions[k]}" for k in map(self._assumption, reads) if k]
         conj = False if False in truths else (True if all(x is True for x in truths) else None)
         if conj is None and self.provider.engine_modes.captures_graphs(platform) is False:
             # An arm that replays a captured graph is never taken where no graph is captured.
@@ -379,6 +393,43 @@ class StartupPasses(DispatchPart):
         if conj is None:
             return None, reason
         return ((not conj) if b.negated else conj), ""
+
+    def _locals(self, ev: Evaluator, e: _Edge, line: int, pe: PExpr, env: dict[str, Value]
+                ) -> tuple[dict[str, Value], list[str]]:
+        """The function's locals a test at ``line`` reads, and the fields their values read.
+        A local bound exactly once, by a statement of the function body above the test
+        (``FunctionFact.top_defs``), is its value there, evaluated over ``env`` (the locals
+        it reads likewise, each defined above it); any other local is unknown (never the
+        module-level name it shadows)."""
+        fn = e.fn
+        out: dict[str, Value] = {}
+        reads: list[str] = []
+
+        def resolve(name: str, below: int, depth: int) -> None:
+            if name in env or name in out or name not in fn.assigns:
+                return
+            at = fn.top_defs.get(name)
+            expr = fn.local_defs.get(name)
+            if at is None or expr is None or at >= below or depth >= LOCAL_DEPTH:
+                out[name] = Unknown(name)
+                return
+            for n in dict.fromkeys(expr_names(expr)):
+                resolve(n, at, depth + 1)
+            q = Path(copy.deepcopy({**env, **out}))
+            out[name] = ev.eval(expr, q, e.key)
+            reads.extend(q.reads)
+
+        for n in dict.fromkeys(expr_names(pe)):
+            resolve(n, line, 0)
+        return out, reads
+
+    def _assumption(self, read: str) -> str | None:
+        """The ``startup-assumptions`` key a field read is: ``self.<key>``, or a dotted key
+        read on the object it names (``model_config.multimodal_config``)."""
+        for key in self.config.startup_assumptions:
+            if read == f"self.{key}" or ("." in key and read == key):
+                return key
+        return None
 
     def _replays(self, e: _Edge, arm: int) -> bool:
         """A call in the arm replays a captured graph (directly, or by a method of what a
@@ -397,39 +448,44 @@ class StartupPasses(DispatchPart):
                         return True
         return False
 
-    def _self(self, ctx: ClassKey, role: str, mode: str, proposer: ClassKey) -> Obj:
-        """``self`` of a class on the chain: the engine mode's fields, the assumptions, and
-        (a runner) the attributes that hold the drafter."""
+    def _self(self, ctx: ClassKey, role: str, mode: str, proposer: ClassKey, spec: Obj | None = None) -> Obj:
+        """``self`` of a class on the chain: the engine mode's fields, the assumptions (a
+        dotted one on the config object it names, under ``vllm_config`` and as ``self``'s
+        own attribute), the plan's speculative config (``self.speculative_config`` and
+        ``vllm_config.speculative_config``), and (a runner) the attributes that hold the drafter."""
         fields: dict[str, Value] = {}
+        dotted: dict[str, Value] = {}
         for name, text in sorted(self.config.startup_assumptions.items()):
             try:
                 value = json.loads(text)
             except ValueError:
                 continue
             if value is None or isinstance(value, (bool, int, float, str)):
-                fields[name] = value
+                (dotted if "." in name else fields)[name] = value
         if role == "runner":
             for (cls, attr, prop), holds in self._holds.items():
                 if holds and cls == ctx and prop == proposer:
                     fields[attr] = Instance(proposer, 0)
-        vllm = Obj("vllm_config")
+        vllm = Obj(self.roles["root"])
+        if spec is not None:
+            vllm.roles[self.roles["speculative"]] = spec
         values: dict[str, Value] = {
             "enforce_eager": mode == "eager",
             "compilation_mode": 0 if mode == "eager" else Unknown("the compiled engine's compilation mode (not NONE)",
                                                                   known_truth=True, lower=1),
         }
-        for role_name, dotted in sorted(self.config.engine_mode_fields.items()):
-            if role_name not in values or not dotted:
-                continue
-            *holders, last = dotted.split(".")
+        placed = {path: values[role_name] for role_name, path in sorted(self.config.engine_mode_fields.items())
+                  if role_name in values and path}
+        for path, value in [*placed.items(), *sorted(dotted.items())]:
+            *holders, last = path.split(".")
             holder = vllm
             for part in holders:
                 sub = holder.roles.get(part)
                 if sub is None:
                     sub = holder.roles[part] = Obj(part)
                 holder = sub
-            holder.fields[last] = values[role_name]
-        return Obj("self", fields, cls=ctx, roles={**vllm.roles, "vllm_config": vllm})
+            holder.fields[last] = value
+        return Obj("self", fields, cls=ctx, roles={**vllm.roles, self.roles["root"]: vllm})
 
     @staticmethod
     def _params(e: _Edge, bound: dict[str, Value]) -> dict[str, Value]:
@@ -470,6 +526,14 @@ class StartupPasses(DispatchPart):
                 pe = parse_pexpr(p.default)
                 out[p.name] = pe.value if isinstance(pe, PConst) else Unknown(p.name)
         return out
+
+
+def _conjuncts(b: BranchFact) -> list[PExpr | None]:
+    """The ``and``-conjuncts of the arm's test as trees: from the whole test the facts keep
+    (``guard``; the conjuncts' texts are shortened), else parsed from the texts."""
+    if b.guard is not None:
+        return list(b.guard.values) if isinstance(b.guard, PBool) and b.guard.op == "and" else [b.guard]
+    return [parse_pexpr(t.text) for t in b.tests]
 
 
 def _made_either_way(e: _Edge, b: BranchFact, target: StartupTarget) -> bool:
