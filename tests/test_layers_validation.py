@@ -244,3 +244,22 @@ def test_an_attribute_a_constructor_sets_after_the_call_is_not_read_before_it(tm
 ''', late + _PARALLEL, 1)
     plan = planned_scan(write_tree(tmp_path / "t", files), [_deep_fields("v2", parallel_drafting=True)])[1][0]
     assert plan.outcome == "plan", plan.rejections
+
+
+def test_a_method_on_the_way_that_reassigns_the_attribute_makes_it_unknown(tmp_path):
+    # The constructor's callee replaces the draft config before it calls the checking method:
+    # the constructor's own definition is not the value the check reads.
+    files = _init_files()
+    spec = files["vllm/spec_decode/speculators.py"]
+    files["vllm/spec_decode/speculators.py"] = spec.replace('''        if self.parallel:
+            self._init_parallel()
+''', '''        if self.parallel:
+            self._outer()
+
+    def _outer(self):
+        self.draft_model_config = self.pick_config()
+        self._init_parallel()
+''', 1)
+    plan = planned_scan(write_tree(tmp_path / "t", files), [_deep_fields("v2", parallel_drafting=True)])[1][0]
+    assert plan.outcome == "plan", plan.rejections
+    assert any("raise(s) of the drafter while it is built" in n for n in plan.notes), plan.notes

@@ -54,8 +54,9 @@ from .syntax import expr_names, expr_nodes, name_chain, self_reads
 #: and where the test is read (the raise's line, or the line of the call that leads on)
 Test = tuple[FuncKey, FunctionFact, PExpr, bool, int]
 #: when a method runs: after the drafter is built (``None``), or inside its ``i``-th
-#: constructor (:meth:`LoadChecks.constructors`), up to line ``x`` of it
-When = tuple[int, int] | None
+#: constructor (:meth:`LoadChecks.constructors`), up to line ``x`` of it, through the
+#: methods called on the way (from the constructor's callee to this one)
+When = tuple[int, int, tuple[FunctionFact, ...]] | None
 #: a method to check: its key and facts, the tests its callers' arms lead to it with, and when it runs
 Site = tuple[FuncKey, FunctionFact, tuple[Test, ...], When]
 
@@ -73,12 +74,12 @@ class LoadChecks(DispatchPart):
         notes: list[str] = []
         ev = self.evaluator()
         ctors = self.constructors(drafter)
-        built: list[Site] = [(k, f, (), (i, f.end_line + 1)) for i, (k, f) in enumerate(ctors)]
+        built: list[Site] = [(k, f, (), (i, f.end_line + 1, ())) for i, (k, f) in enumerate(ctors)]
         loaded: list[Site] = [(k, f, (), None) for k, f in self._load_methods(drafter)]
         for phase, entries in (("build", built), ("load", loaded)):
             for key, fn, outer, when in self._reached_methods(drafter, entries, ctors):
                 for r in fn.raises:
-                    at: When = (when[0], r.line) if when is not None and key == ctors[when[0]][0] else when
+                    at: When = (when[0], r.line, ()) if when is not None and key == ctors[when[0]][0] else when
                     tests: list[Test] = [*outer, *((key, fn, g, n, r.line) for g, n in zip(r.guards, r.negated))]
                     t = self._decided(ev, drafter, model, root, ctors, at, tests, fn, r, len(outer))
                     if t:
@@ -119,9 +120,10 @@ class LoadChecks(DispatchPart):
                 owner, callee = found
                 lead: tuple[Test, ...] = tuple((key, fn, g, arms[b].negated, c.line) for b in c.branches
                                                if (g := arms[b].guard) is not None)
-                inner: When = when
-                if when is not None and key == ctors[when[0]][0]:
-                    inner = (when[0], c.line)
+                inner: When = None
+                if when is not None:
+                    inner = ((when[0], c.line, (callee,)) if key == ctors[when[0]][0]
+                             else (when[0], when[1], (*when[2], callee)))
                 todo.append(((owner[0], f"{owner[1]}.{c.func[1]}"), callee, (*outer, *lead), inner))
         return out
 
@@ -176,7 +178,7 @@ class LoadChecks(DispatchPart):
         attrs = list(dict.fromkeys(a for e in exprs for a in self_reads(e)))
         guards = tuple(exprs)
         fields = {a: (self.attr_value(ev, drafter, a, guards, model, root) if when is None
-                      else self._built_value(ev, drafter, a, guards, model, root, ctors, when, fn)) for a in attrs}
+                      else self._built_value(ev, drafter, a, root, ctors, when)) for a in attrs}
         env["self"] = Obj("self", fields)
         order = list(defs)
         done: set[str] = set()
@@ -194,17 +196,17 @@ class LoadChecks(DispatchPart):
             bind(n)
         return Path(copy.deepcopy(env))
 
-    def _built_value(self, ev: Evaluator, drafter: ClassKey, attr: str, guards: tuple[PExpr, ...],
-                     model: ClassKey | None, root: Obj, ctors: list[tuple[FuncKey, FunctionFact]], when: tuple[int, int],
-                     fn: FunctionFact) -> Value:
+    def _built_value(self, ev: Evaluator, drafter: ClassKey, attr: str, root: Obj,
+                     ctors: list[tuple[FuncKey, FunctionFact]], when: tuple[int, int, tuple[FunctionFact, ...]]) -> Value:
         """``self.<attr>`` while constructor ``when[0]`` runs, at its line ``when[1]``: the last
         assignment that ran before, when it is the attribute's single definition in its
         constructor (an assignment of the constructor's own: ``FunctionFact.attr_defs``), and
-        no ``self`` method those constructors call before, nor ``fn``, assigns it; else unknown."""
+        no ``self`` method those constructors call before, nor a method on the way from the
+        constructor to the test, assigns it; else unknown."""
         unknown = Unknown(f"self.{attr}")
-        if REGISTRY in self.types.attr_types(drafter, attr) or (all(fn is not f for _, f in ctors) and _assigns(fn, attr)):
+        if REGISTRY in self.types.attr_types(drafter, attr) or any(_assigns(f, attr) for f in when[2]):
             return unknown
-        for j, lo, hi in _segments(ctors, when):
+        for j, lo, hi in _segments(ctors, when[:2]):
             kj, fj = ctors[j]
             lines = [a.line for a in fj.attr_assigns if a.target == ("self", attr) and lo < a.line < hi]
             callees = [c.func[1] for c in fj.calls
