@@ -38,8 +38,6 @@ _MISSING.update({
     "v026-v2-inkling-target-3depths-k1-localargmax": ("a container read at a constant key (self.layers[\"0\"]) in a forward "
                                                       "that reads the step only to raise for a step above 0 is not a fixed "
                                                       "selection: unknown"),
-    "v027-v1-longcat-target-1layer-k3-paralleldrafting": ("a raise under an if in the drafter's __init__ (parallel drafting "
-                                                          "without pard_token) is not read: its guards are not evaluable facts"),
 })
 # The reader's steps for a draft vLLM raises on at step 0 (dispatch/forward_reads.py).
 _PANGU_ATTR = ('disputed: OpenPanguMultiTokenPredictorLayer inherits DeepSeekMultiTokenPredictorLayer.forward, which'

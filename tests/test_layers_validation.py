@@ -146,3 +146,120 @@ def test_an_undecided_test_whose_other_arm_raises_too_still_rejects(tmp_path):
     on, off = planned_scan(root, [_deep("v2", use_local_argmax_reduction=True), _deep("v2")])[1]
     assert on.outcome == "rejected" and "get_top_tokens" in on.rejections[0].message, on.steps
     assert off.outcome == "plan"  # the first test is undecided and its other arm returns: no rejection
+
+
+# A drafter's constructor that raises under an ``if`` arm of a method it calls under another
+# (the shape of vLLM 0.27.0's SpecDecodeBaseProposer.__init__ / _init_parallel_drafting_params).
+_INIT = '''
+    def __init__(self, vllm_config):
+        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+        self.speculative_config = vllm_config.speculative_config
+        self.draft_model_config = self.speculative_config.draft_model_config
+        self.parallel = self.speculative_config.parallel_drafting
+        if self.parallel:
+            self._init_parallel()
+'''
+
+_PARALLEL = '''
+    def _init_parallel(self):
+        hf = self.draft_model_config.hf_config
+        extra = getattr(hf, "mask_config", None)
+        if extra and "mask_token_id" in extra:
+            self.token = extra["mask_token_id"]
+        elif hasattr(hf, "pard_token"):
+            self.token = hf.pard_token
+        else:
+            raise ValueError("parallel drafting needs a pard_token")
+'''
+
+
+def _init_files(parallel: str = _PARALLEL) -> dict[str, str]:
+    files = gate_tree()
+    spec = files["vllm/spec_decode/speculators.py"]
+    old = '''
+    def __init__(self, vllm_config):
+        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+'''
+    assert old in spec
+    files["vllm/spec_decode/speculators.py"] = spec.replace(old, _INIT + parallel, 1)
+    return files
+
+
+def _deep_fields(runner: str, fields: tuple[tuple[str, object], ...] = (), **options: object) -> Setting:
+    return Setting(runner, 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2), *fields),
+                   options=tuple(sorted(options.items())))
+
+
+def test_a_drafter_constructor_rejects_through_a_method_it_calls_under_an_if(tmp_path):
+    files = _init_files()
+    text = files["vllm/spec_decode/speculators.py"]
+    line = text[:text.index('raise ValueError("parallel drafting')].count("\n") + 1
+    root = write_tree(tmp_path / "t", files)
+    on, off, token = planned_scan(root, [_deep_fields("v2", parallel_drafting=True), _deep_fields("v2", parallel_drafting=False),
+                                         _deep_fields("v2", (("pard_token", 7),), parallel_drafting=True)])[1]
+    assert on.outcome == "rejected", (on.steps, on.notes)
+    r = on.rejections[0]
+    assert (r.path, r.function, r.when) == ("vllm/spec_decode/speculators.py", "MultiModuleSpeculator._init_parallel", "build")
+    assert "needs a pard_token" in r.message and r.line == line
+    assert off.outcome == "plan" and token.outcome == "plan"  # the arm not taken; the elif arm taken
+
+
+def test_an_undecided_constructor_test_keeps_the_plan_and_is_noted(tmp_path):
+    # parallel_drafting left unset: the arm that calls the method is undecided.
+    root = write_tree(tmp_path / "a", _init_files())
+    unset = planned_scan(root, [_deep_fields("v2")])[1][0]
+    assert unset.outcome == "plan", unset.rejections
+    assert any("raise(s) of the drafter while it is built" in n and "speculators.py" in n for n in unset.notes), unset.notes
+    # The local the tests read is assigned only under an arm: not placed, unknown.
+    guarded = _PARALLEL.replace('''        hf = self.draft_model_config.hf_config
+''', '''        hf = None
+        if self.num_speculative_steps:
+            hf = self.draft_model_config.hf_config
+''').replace("        hf = None\n", "")
+    root = write_tree(tmp_path / "b", _init_files(guarded))
+    plan = planned_scan(root, [_deep_fields("v2", parallel_drafting=True)])[1][0]
+    assert plan.outcome == "plan", plan.rejections
+    assert any("raise(s) of the drafter while it is built" in n for n in plan.notes), plan.notes
+
+
+def test_an_attribute_a_constructor_sets_after_the_call_is_not_read_before_it(tmp_path):
+    # The flag is set after the call that reads it (and a method the constructor calls first
+    # sets another value): unknown at the call, so no rejection.
+    late = _INIT.replace('''        self.parallel = self.speculative_config.parallel_drafting
+        if self.parallel:
+            self._init_parallel()
+''', '''        self._setup()
+        if self.parallel:
+            self._init_parallel()
+        self.parallel = self.speculative_config.parallel_drafting
+
+    def _setup(self):
+        self.parallel = self.num_speculative_steps > 0
+''')
+    files = gate_tree()
+    spec = files["vllm/spec_decode/speculators.py"]
+    files["vllm/spec_decode/speculators.py"] = spec.replace('''
+    def __init__(self, vllm_config):
+        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+''', late + _PARALLEL, 1)
+    plan = planned_scan(write_tree(tmp_path / "t", files), [_deep_fields("v2", parallel_drafting=True)])[1][0]
+    assert plan.outcome == "plan", plan.rejections
+
+
+def test_a_method_on_the_way_that_reassigns_the_attribute_makes_it_unknown(tmp_path):
+    # The constructor's callee replaces the draft config before it calls the checking method:
+    # the constructor's own definition is not the value the check reads.
+    files = _init_files()
+    spec = files["vllm/spec_decode/speculators.py"]
+    files["vllm/spec_decode/speculators.py"] = spec.replace('''        if self.parallel:
+            self._init_parallel()
+''', '''        if self.parallel:
+            self._outer()
+
+    def _outer(self):
+        self.draft_model_config = self.pick_config()
+        self._init_parallel()
+''', 1)
+    plan = planned_scan(write_tree(tmp_path / "t", files), [_deep_fields("v2", parallel_drafting=True)])[1][0]
+    assert plan.outcome == "plan", plan.rejections
+    assert any("raise(s) of the drafter while it is built" in n for n in plan.notes), plan.notes

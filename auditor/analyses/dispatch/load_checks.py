@@ -1,17 +1,31 @@
-"""A drafter's checks while it loads the draft model (issue 18: ``use_local_argmax_reduction``
-with a draft model that has no ``get_top_tokens`` is rejected by ``load_model``:
-``if self.use_local_argmax_reduction: if not hasattr(self.model, "get_top_tokens"): raise
-ValueError(...)``).
+"""A drafter's checks while it is built and while it loads the draft model (issue 18:
+``use_local_argmax_reduction`` with a draft model that has no ``get_top_tokens`` is rejected
+by ``load_model``: ``if self.use_local_argmax_reduction: if not hasattr(self.model,
+"get_top_tokens"): raise ValueError(...)``; parallel drafting with a draft config that has no
+mask token is rejected by the constructor: ``if self.parallel_drafting:
+self._init_parallel_drafting_params()``, whose ``else`` arm raises).
 
-The guarded raises of the drafter's load methods (``drafter-load-methods``, vLLM's
-``load_model``, and the drafter's methods they call unconditionally on ``self``) are evaluated over the configuration, as the speculative config's validation
-is: a raise whose every enclosing test is decided the way that reaches it rejects the
-configuration, with vLLM's message as written and file:line; an undecided test leaves the
-plan. What the tests read of the drafter (``self.<attr>``) is its attribute's single
-definition in the constructors that run (the most derived ``__init__``, and its base's while
-each calls ``super().__init__``), evaluated over the configuration; the attribute holding the
-model a registry loader built (``TypeProvider.attr_types`` gives ``REGISTRY``) is the plan's
-draft model class.
+The guarded raises of the drafter's constructors that run (the most derived ``__init__``, and
+its base's while each calls ``super().__init__``; ``when`` "build") and of its load methods
+(``drafter-load-methods``, vLLM's ``load_model``; ``when`` "load") are evaluated over the
+configuration, as the speculative config's validation is, and so are those of the drafter's
+methods they call on ``self`` (outside loops; a call under ``if`` arms, outside code that may
+not run, leads the callee's raises with those arms' tests), transitively, each resolved in
+the drafter. A raise whose every test is decided the way that reaches it rejects the
+configuration, with vLLM's message as written and file:line; a test decided against it drops
+it; an undecided one leaves the plan and is named in its notes.
+
+What a test reads of the drafter (``self.<attr>``) is its attribute's single definition in
+the constructors (``FunctionFact.attr_defs``), evaluated over the configuration: for a load
+method, the most derived one's; inside a constructor, the last one that ran before the line
+(its own lines, its bases' run entire at its ``super().__init__``, its callers' lines before
+theirs), and unknown when a ``self`` method called on the way, or the method holding the
+test, assigns it. The attribute holding the model a registry loader built
+(``TypeProvider.attr_types`` gives ``REGISTRY``) is the plan's draft model class after the
+load, unknown while the drafter is built. A local the test reads is its single definition
+when the facts place it before the test (a ``self.<a>.<b>`` chain or a ``getattr(x, "name",
+default)`` whose every read is outside arms, loops and code that may not run, the first
+before the test); any other local is unknown.
 
 Of that model, only presence is modelled, and only for what the test asks of it: a name is
 present when the class (with its bases) defines it as a method or class attribute or assigns
@@ -25,60 +39,188 @@ from __future__ import annotations
 
 import copy
 
-from ...facts.extract import FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
+from ...facts.extract import CallFact, FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, truth
 from ..types import REGISTRY
-from .constructors import constructor_path
+from .constructors import LOCAL_DEPTH, constructor_path
 from .outcomes import Rejection
 from .part import DispatchPart
-from .syntax import expr_nodes, self_reads
+from .syntax import expr_names, expr_nodes, name_chain, self_reads
+
+
+#: a raise's site: the function holding it, and per enclosing test (the callers' arms that
+#: lead to it first) the function it is written in, the test, whether it is an ``else`` arm,
+#: and where the test is read (the raise's line, or the line of the call that leads on)
+Test = tuple[FuncKey, FunctionFact, PExpr, bool, int]
+#: when a method runs: after the drafter is built (``None``), or inside its ``i``-th
+#: constructor (:meth:`LoadChecks.constructors`), up to line ``x`` of it, through the
+#: methods called on the way (from the constructor's callee to this one)
+When = tuple[int, int, tuple[FunctionFact, ...]] | None
+#: a method to check: its key and facts, the tests its callers' arms lead to it with, and when it runs
+Site = tuple[FuncKey, FunctionFact, tuple[Test, ...], When]
 
 
 class LoadChecks(DispatchPart):
     def rejections(self, drafter: ClassKey, model: ClassKey | None, root: Obj) -> list[Rejection]:
-        """The raises of ``drafter``'s load methods that this configuration reaches."""
+        """The raises of ``drafter``'s constructors and load methods that this configuration reaches."""
+        return self.checks(drafter, model, root)[0]
+
+    def checks(self, drafter: ClassKey, model: ClassKey | None, root: Obj) -> tuple[list[Rejection], list[str]]:
+        """The raises of ``drafter``'s constructors (``when`` "build") and load methods
+        ("load") this configuration reaches, and a note per raise a test of which is
+        undecided (the plan stands)."""
         out: list[Rejection] = []
+        notes: list[str] = []
         ev = self.evaluator()
-        for key, fn in self._load_methods(drafter):
-            for r in fn.raises:
-                attrs = list(dict.fromkeys(a for g in r.guards for a in self_reads(g)))
-                fields = {a: self.attr_value(ev, drafter, a, r.guards, model, root) for a in attrs}
-                p = Path({"self": Obj("self", fields)})
-                if self._reached(ev, key, p, fn, r):
-                    out.append(Rejection(key[0], r.line, key[1], r.exc, "load"))
+        ctors = self.constructors(drafter)
+        built: list[Site] = [(k, f, (), (i, f.end_line + 1, ())) for i, (k, f) in enumerate(ctors)]
+        loaded: list[Site] = [(k, f, (), None) for k, f in self._load_methods(drafter)]
+        for phase, entries in (("build", built), ("load", loaded)):
+            for key, fn, outer, when in self._reached_methods(drafter, entries, ctors):
+                for r in fn.raises:
+                    at: When = (when[0], r.line, ()) if when is not None and key == ctors[when[0]][0] else when
+                    tests: list[Test] = [*outer, *((key, fn, g, n, r.line) for g, n in zip(r.guards, r.negated))]
+                    t = self._decided(ev, drafter, model, root, ctors, at, tests, fn, r, len(outer))
+                    if t:
+                        out.append(Rejection(key[0], r.line, key[1], r.exc, phase))
+                    elif t is None:
+                        notes.append(f"{key[0]}:{r.line} ({phase})")
+        notes = list(dict.fromkeys(notes))
+        if not notes:
+            return out, []
+        return out, [f"{len(notes)} raise(s) of the drafter while it is built or loads depend on what this "
+                     f"configuration leaves unknown: {', '.join(notes)}"]
+
+    def _reached_methods(self, drafter: ClassKey, entries: list[Site],
+                         ctors: list[tuple[FuncKey, FunctionFact]]) -> list[Site]:
+        """``entries`` and the drafter's methods they call on ``self`` (outside loops and code
+        that may not run; under ``if`` arms, those arms' tests lead the callee's raises'),
+        transitively, each resolved in the drafter (an override wins). A method called from
+        a constructor runs inside it, up to the call's line."""
+        todo = list(entries)
+        seen: set[tuple[FuncKey, tuple[tuple[FuncKey, int, bool], ...]]] = set()
+        out: list[Site] = []
+        while todo:
+            key, fn, outer, when = todo.pop(0)
+            ident = (key, tuple((t[0], t[4], t[3]) for t in outer))
+            if ident in seen or len(outer) > _MAX_TESTS:
+                continue
+            seen.add(ident)
+            out.append((key, fn, outer, when))
+            arms = {b.id: b for b in fn.branches}
+            for c in fn.calls:
+                if not (c.func and len(c.func) == 2 and c.func[0] == "self") or c.loops:
+                    continue
+                if c.branches and (c.skippable or any(arms.get(b) is None or arms[b].guard is None for b in c.branches)):
+                    continue
+                found = self.index.method(drafter, c.func[1])
+                if found is None or c.func[1] == "__init__":
+                    continue
+                owner, callee = found
+                lead: tuple[Test, ...] = tuple((key, fn, g, arms[b].negated, c.line) for b in c.branches
+                                               if (g := arms[b].guard) is not None)
+                inner: When = None
+                if when is not None:
+                    inner = ((when[0], c.line, (callee,)) if key == ctors[when[0]][0]
+                             else (when[0], when[1], (*when[2], callee)))
+                todo.append(((owner[0], f"{owner[1]}.{c.func[1]}"), callee, (*outer, *lead), inner))
         return out
 
     def _load_methods(self, drafter: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
-        """The load methods, and the methods of the drafter they call unconditionally on
-        ``self`` (outside any ``if`` arm or loop: a raise there is reached when its own
-        tests are), transitively, each resolved in the drafter (an override wins)."""
-        todo = list(self.config.drafter_load_methods)
-        seen: set[str] = set()
+        """The load methods (``drafter-load-methods``), each resolved in the drafter."""
         out: list[tuple[FuncKey, FunctionFact]] = []
-        while todo:
-            name = todo.pop(0)
-            if name in seen:
-                continue
-            seen.add(name)
+        for name in dict.fromkeys(self.config.drafter_load_methods):
             found = self.index.method(drafter, name)
-            if found is None:
-                continue
-            owner, fn = found
-            out.append(((owner[0], f"{owner[1]}.{name}"), fn))
-            todo += [c.func[1] for c in fn.calls
-                     if c.func and len(c.func) == 2 and c.func[0] == "self" and not c.branches and not c.loops]
+            if found is not None:
+                owner, fn = found
+                out.append(((owner[0], f"{owner[1]}.{name}"), fn))
         return out
 
-    @staticmethod
-    def _reached(ev: Evaluator, key: FuncKey, p: Path, fn: FunctionFact, r: GuardedRaise) -> bool:
-        for i, (g, neg) in enumerate(zip(r.guards, r.negated)):
-            t = truth(ev.eval(g, Path(copy.deepcopy(p.env)), key))
-            if t is None and neg and other_arm_raises(fn, r, i):
+    def _decided(self, ev: Evaluator, drafter: ClassKey, model: ClassKey | None, root: Obj,
+                 ctors: list[tuple[FuncKey, FunctionFact]], when: When, tests: list[Test], fn: FunctionFact,
+                 r: GuardedRaise, own: int) -> bool | None:
+        """Whether every test is decided the way that reaches the raise (True), one is decided
+        against it (False), or else (None)."""
+        unsure = False
+        for i, (key, f, g, neg, line) in enumerate(tests):
+            p = self._path(ev, drafter, model, root, ctors, when, key, f, g, line)
+            t = truth(ev.eval(g, p, key))
+            if t is None and neg and i >= own and other_arm_raises(fn, r, i - own):
                 continue  # ``if g: raise ...`` before: rejected by one of the two
-            if t is None or t == neg:
+            if t is not None and t == neg:
                 return False
-        return True
+            unsure = unsure or t is None
+        return None if unsure else True
+
+    def _path(self, ev: Evaluator, drafter: ClassKey, model: ClassKey | None, root: Obj,
+              ctors: list[tuple[FuncKey, FunctionFact]], when: When, key: FuncKey, fn: FunctionFact, test: PExpr,
+              line: int) -> Path:
+        """The path test ``test`` of ``fn`` (read at ``line``) is evaluated on: the locals it
+        reads that ``fn`` assigns once, where the facts place the value before ``line``
+        (:func:`_runs_before`), through each other; ``self`` holding the attributes these read
+        (:meth:`attr_value`, or inside a constructor :meth:`_built_value`). Any other local is
+        left to the evaluator (unknown)."""
+        env: dict[str, Value] = {}
+        defs: dict[str, PExpr] = {}
+
+        def resolve(name: str, depth: int) -> None:
+            v = fn.local_defs.get(name)
+            if name in defs or v is None or depth >= LOCAL_DEPTH or not _runs_before(fn, v, line):
+                return
+            defs[name] = v
+            for n in expr_names(v):
+                resolve(n, depth + 1)
+
+        for n in expr_names(test):
+            resolve(n, 0)
+        exprs = [test, *defs.values()]
+        attrs = list(dict.fromkeys(a for e in exprs for a in self_reads(e)))
+        guards = tuple(exprs)
+        fields = {a: (self.attr_value(ev, drafter, a, guards, model, root) if when is None
+                      else self._built_value(ev, drafter, a, root, ctors, when)) for a in attrs}
+        env["self"] = Obj("self", fields)
+        order = list(defs)
+        done: set[str] = set()
+
+        def bind(name: str) -> None:
+            if name in done:
+                return
+            done.add(name)
+            for n in expr_names(defs[name]):
+                if n in defs:
+                    bind(n)
+            env[name] = ev.eval(defs[name], Path(copy.deepcopy(env)), key)
+
+        for n in order:
+            bind(n)
+        return Path(copy.deepcopy(env))
+
+    def _built_value(self, ev: Evaluator, drafter: ClassKey, attr: str, root: Obj,
+                     ctors: list[tuple[FuncKey, FunctionFact]], when: tuple[int, int, tuple[FunctionFact, ...]]) -> Value:
+        """``self.<attr>`` while constructor ``when[0]`` runs, at its line ``when[1]``: the last
+        assignment that ran before, when it is the attribute's single definition in its
+        constructor (an assignment of the constructor's own: ``FunctionFact.attr_defs``), and
+        no ``self`` method those constructors call before, nor a method on the way from the
+        constructor to the test, assigns it; else unknown."""
+        unknown = Unknown(f"self.{attr}")
+        if REGISTRY in self.types.attr_types(drafter, attr) or any(_assigns(f, attr) for f in when[2]):
+            return unknown
+        for j, lo, hi in _segments(ctors, when[:2]):
+            kj, fj = ctors[j]
+            lines = [a.line for a in fj.attr_assigns if a.target == ("self", attr) and lo < a.line < hi]
+            callees = [c.func[1] for c in fj.calls
+                       if c.func and len(c.func) == 2 and c.func[0] == "self" and lo < c.line < hi and c.func[1] != "__init__"]
+            if any(_assigns(m[1], attr) for m in (self.index.method(drafter, n) for n in callees) if m is not None):
+                return unknown
+            if not lines:
+                continue
+            v = fj.attr_defs.get(attr)
+            if v is None:
+                return unknown
+            env: dict[str, Value] = {p: root for p in fj.param_names if p == self.roles["root"]}
+            return ev.eval(v, constructor_path(ev, kj, fj, env, v, max(lines)), kj)
+        return unknown
 
     def attr_value(self, ev: Evaluator, drafter: ClassKey, attr: str, guards: tuple[PExpr, ...], model: ClassKey | None,
               root: Obj) -> Value:
@@ -152,6 +294,67 @@ def _asked(attr: str, guards: tuple[PExpr, ...]) -> list[str]:
                   and isinstance(e.args[1].value, str)):
                 out.append(e.args[1].value)
     return list(dict.fromkeys(out))
+
+
+#: the most tests a raise's site gathers through its callers' arms
+_MAX_TESTS = 16
+
+
+def _runs_before(fn: FunctionFact, v: PExpr, line: int) -> bool:
+    """A local's single value is one the facts place: a ``self.<a>.<b>...`` chain, or
+    ``getattr(x, "name", default)`` of a name or chain, every read of which (the chain's
+    ``self.<a>.<b>``; the ``getattr`` call with that name) ``fn`` makes outside ``if`` arms,
+    loops and code that may not run, the first before ``line``. (A value written once but
+    read only under an arm may be unbound: it is not placed.)"""
+    ch = name_chain(v)
+    reads: list[tuple[int, bool]]  # (line, conditional) of each read
+    if ch is not None and ch[0] == "self" and len(ch) >= 3:
+        reads = [(r.line, bool(r.loops or r.branches or r.skippable)) for r in fn.attr_reads if r.chain == ch[:3]]
+    elif (isinstance(v, PCall) and isinstance(v.func, PName) and v.func.id == "getattr" and len(v.args) in (2, 3)
+          and name_chain(v.args[0]) is not None and isinstance(v.args[1], PConst) and isinstance(v.args[1].value, str)):
+        name, of = v.args[1].value, name_chain(v.args[0])
+
+        def same(c: CallFact) -> bool:
+            return (c.func == ("getattr",) and len(c.args) in (2, 3) and c.args[0].chain == of
+                    and c.args[1].has_literal and c.args[1].literal == name)
+
+        reads = [(c.line, bool(c.loops or c.branches or c.skippable)) for c in fn.calls if same(c)]
+    else:
+        return False
+    return bool(reads) and not any(cond for _, cond in reads) and min(n for n, _ in reads) < line
+
+
+def _assigns(fn: FunctionFact, attr: str) -> bool:
+    return any(a.target == ("self", attr) for a in fn.attr_assigns)
+
+
+def _segments(ctors: list[tuple[FuncKey, FunctionFact]], when: tuple[int, int]) -> list[tuple[int, int, int]]:
+    """What ran before line ``x`` of constructor ``i``, latest first, as (constructor, after
+    line, before line): its lines after its ``super().__init__`` call, the bases' run
+    entire (each base's lines after its own call, the deeper bases', its lines before),
+    its lines before the call, and its callers' lines before theirs."""
+    def call(j: int) -> int | None:
+        lines = [c.line for c in ctors[j][1].calls if c.func == ("super()", "__init__")]
+        return min(lines) if lines else None
+
+    def entire(j: int) -> list[tuple[int, int, int]]:
+        if j >= len(ctors):
+            return []
+        s = call(j)
+        if s is None or j + 1 >= len(ctors):
+            return [(j, 0, _END)]
+        return [(j, s, _END), *entire(j + 1), (j, 0, s)]
+
+    i, x = when
+    s = call(i)
+    out = [(i, s, x), *entire(i + 1), (i, 0, s)] if s is not None and s < x and i + 1 < len(ctors) else [(i, 0, x)]
+    for j in range(i - 1, -1, -1):
+        sj = call(j)
+        out.append((j, 0, sj if sj is not None else 0))
+    return out
+
+
+_END = 1 << 30
 
 
 def other_arm_raises(fn: FunctionFact, r: GuardedRaise, i: int) -> bool:

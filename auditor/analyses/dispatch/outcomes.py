@@ -52,7 +52,8 @@ class Rejection:
     line: int
     function: str
     message: str  # the raised exception (or the failing assert and its message), as written
-    when: str  # "validation" (config checks), "build" (the draft model's constructor), "load", "startup" or "weights"
+    # "validation" (config checks), "build" (the draft model's or the drafter's constructor), "load", "startup" or "weights"
+    when: str
     condition: str = ""  # what the rejection depends on beyond the configuration ("weights": the checkpoint's names)
 
     def as_json(self) -> dict[str, Any]:

@@ -88,15 +88,18 @@ class Planner(DispatchPart):
                                                                   model)
         if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
             rejections = self.provider.runner_checks.rejections(setting.runner, spec)
+        drafter_notes: list[str] = []
         if not rejections and plan.proposer is not None:
-            # Checks the drafter makes while it loads the draft model (:mod:`.load_checks`).
-            rejections = self.provider.load_checks.rejections(plan.proposer, model, build_root)
+            # Checks the drafter makes while it is built and loads the draft model (:mod:`.load_checks`).
+            rejections, drafter_notes = self.provider.load_checks.checks(plan.proposer, model, build_root)
         if not rejections and model is not None:
             # Layers no checkpoint name reaches, when the checkpoint names them as the mapper's sources.
             rejections = self.provider.weight_names.rejections(model, plan.num_mtp_layers)
         notes = list(plan.notes)
         if undecided:
             notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
+        if not rejections:
+            notes += [n for n in drafter_notes if n not in notes]
         if rejections:
             r = rejections[0]
             why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}" + (f" ({r.condition})" if r.condition else "")
