@@ -121,6 +121,29 @@ class SkippingSpeculator(MultiModuleSpeculator):
     assert plan.outcome == "plan", plan.rejections
 
 
+def test_a_load_method_that_calls_its_base_through_super_reaches_the_base_check(tmp_path):
+    # The shape of vLLM 0.30.0's AutoRegressiveSpeculator.load_model: super().load_model(...)
+    # then its own work; the base's load_model runs the head check.
+    override = '''
+
+class ChainedSpeculator(MultiModuleSpeculator):
+    def load_model(self):
+        super().load_model()
+        if not self.use_local_argmax:
+            return
+'''
+    files = _files(drafter_extra=override)
+    files["vllm/spec_decode/__init__.py"] = files["vllm/spec_decode/__init__.py"].replace(
+        "import MultiModuleSpeculator\n\n        return MultiModuleSpeculator(", "import ChainedSpeculator\n\n        return ChainedSpeculator(")
+    on, off = planned_scan(write_tree(tmp_path / "t", files), [_deep("v2", use_local_argmax_reduction=True),
+                                                               _deep("v2", use_local_argmax_reduction=False)])[1]
+    assert on.proposer is not None and on.proposer[1] == "ChainedSpeculator"
+    assert on.outcome == "rejected", (on.steps, on.notes)
+    r = on.rejections[0]
+    assert (r.function, r.when) == ("MultiModuleSpeculator._check_head", "load") and "get_top_tokens" in r.message
+    assert off.outcome == "plan"
+
+
 def test_an_undecided_test_whose_other_arm_raises_too_still_rejects(tmp_path):
     # V2's DraftModelSpeculator._validate_local_argmax_reduction (0.26.0): an early raise on an
     # option the configuration leaves unset, then the head check: rejected by one of the two.

@@ -94,7 +94,7 @@ class LoadChecks(DispatchPart):
 
     def _reached_methods(self, drafter: ClassKey, entries: list[Site],
                          ctors: list[tuple[FuncKey, FunctionFact]]) -> list[Site]:
-        """``entries`` and the drafter's methods they call on ``self`` (outside loops and code
+        """``entries`` and the drafter's methods they call on ``self`` or ``super()`` (outside loops and code
         that may not run; under ``if`` arms, those arms' tests lead the callee's raises'),
         transitively, each resolved in the drafter (an override wins). A method called from
         a constructor runs inside it, up to the call's line."""
@@ -110,11 +110,15 @@ class LoadChecks(DispatchPart):
             out.append((key, fn, outer, when))
             arms = {b.id: b for b in fn.branches}
             for c in fn.calls:
-                if not (c.func and len(c.func) == 2 and c.func[0] == "self") or c.loops:
+                if not (c.func and len(c.func) == 2 and c.func[0] in ("self", "super()")) or c.loops:
                     continue
                 if c.branches and (c.skippable or any(arms.get(b) is None or arms[b].guard is None for b in c.branches)):
                     continue
-                found = self.index.method(drafter, c.func[1])
+                # ``super().m()``: the next ``m`` in the drafter's MRO after the class defining this method.
+                after = self.types.defining_class(key) if c.func[0] == "super()" else None
+                if c.func[0] == "super()" and after is None:
+                    continue
+                found = self.index.method(drafter, c.func[1], after=after) if after else self.index.method(drafter, c.func[1])
                 if found is None or c.func[1] == "__init__":
                     continue
                 owner, callee = found
