@@ -23,6 +23,8 @@ HERE = Path(__file__).resolve().parent
 CASES = HERE / "data" / "heldout" / "heldout_cases.json"
 #: The fourth reader's cases (session 5: releases 0.25.0, 0.26.0, 0.27.0; README beside it).
 CASES_S5 = HERE / "data" / "heldout" / "heldout_cases_s5.json"
+#: The fifth reader's cases (session 11: releases 0.24.0-0.32.0; README beside it).
+CASES_S11 = HERE / "data" / "heldout" / "heldout_cases_s11.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 

@@ -12,7 +12,7 @@ must then shrink (a stale entry fails). No entry is a tuned special case.
 from __future__ import annotations
 
 import pytest
-from heldout_score import CASES_S5, answers, compare, load_cases
+from heldout_score import CASES_S5, CASES_S11, answers, compare, load_cases
 
 pytestmark = pytest.mark.release
 
@@ -58,7 +58,26 @@ _MISSING.update({"v027-v2-ernie-arch-2layers-k2-no-raise": _ERNIE_WEIGHTS,
                  "v028-v2-ernie-arch-2layers-k2-raises": _ERNIE_WEIGHTS,
                  "v029-v2-ernie-arch-2layers-k4-raises": _ERNIE_WEIGHTS})
 
-CASES = load_cases() + load_cases(CASES_S5)
+# The fifth reader (heldout_cases_s11.json), after this session's analyses: 20/26 agree (13/26 before).
+_NONE_HEAD = ("a head method that uses an attribute the constructor sets to None for this config (Gemma4MTP.get_top_tokens "
+              "on masked_embedding when use_ordered_embeddings is false) is not read: no raise planned")
+_MISSING.update({
+    "v024-v1-ernie-target-3layers-k3": ("weights renamed by a hand-written function (0.24.0 ErnieMTP._rewrite_spec_layer_name, "
+                                        "index 0 only) are not read: only a literal hf_to_vllm_mapper is (weight_names.py)"),
+    "v029-v1-gemma4-draft-4layers-k2-localargmax": _NONE_HEAD,
+    "v028-v1-gemma4-draft-3layers-k2-localargmax": _NONE_HEAD,
+    "v031-v2-gemma4-draft-2layers-k2-localargmax": f"{_NONE_HEAD} (V2: at the start-up dummy propose, rejected)",
+    "v029-v2-mimo-target-2layers-k2": ("a start-up guard that reads what a call returns (batch_desc = dispatch_cg_and_sync_dp("
+                                       "..., need_eager=is_profile): cg_mode NONE in the profile run) is not evaluated: the "
+                                       "start-up rejection is a note ('depends on not (batch_desc.cg_mode == FULL)'), the "
+                                       "outcome stays raises at step 1"),
+    "v032-v1-nemotronh-target-1layer-k2": ("disputed, the unit counted: NemotronHMultiTokenPredictor holds num_mtp_layers x "
+                                           "pattern_len sub-layers (nemotron_h_mtp.py:264) and its forward runs the pattern's "
+                                           "sub-layers of the one MTP layer; the tool counts MTP layers (one: layer 0 every step), "
+                                           "the reader counts the container's entries ([0, 1])"),
+})
+
+CASES = load_cases() + load_cases(CASES_S5) + load_cases(CASES_S11)
 
 
 @pytest.fixture(scope="module")
