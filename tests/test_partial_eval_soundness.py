@@ -348,3 +348,31 @@ def f(cfg):
     return "a" in s
 """
     assert isinstance(_one(src, "f", cfg=Obj("cfg", {"model_type": "a"}, closed=True)), Unknown)
+
+
+def test_a_local_with_more_than_one_binding_has_no_single_value():
+    """``local_defs`` (what the dispatch analyses take a local's value to be anywhere in its
+    function) holds only a local bound once: not an unpacking's element (it is not the whole
+    value), not one a loop, ``+=``, ``with``, ``except`` or import binds again, and no parameter."""
+    src = """
+def f(p, q):
+    a, b = q.pair
+    x = 0
+    x += 1
+    y = 1
+    for y in range(3):
+        pass
+    with q.ctx() as w:
+        pass
+    p = 2
+    try:
+        e = 1
+    except ValueError as e:
+        pass
+    if q.flag:
+        once = q.value
+    kept = q.other
+"""
+    fn = extract(textwrap.dedent(src), "m.py", "m", False).functions["f"]
+    assert set(fn.local_defs) == {"once", "kept"}, fn.local_defs
+    assert set(fn.top_defs) == {"kept"}

@@ -74,7 +74,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     has_node,
 )
 
-FACTS_VERSION = 20  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 21  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -298,7 +298,9 @@ class FunctionFact(Struct, frozen=True):
     body: tuple["Stmt", ...] = ()  # statement tree, only for branching functions and predicates
     checks: tuple[CheckFact, ...] = ()  # issue 18: asserts with line, test and message
     raises: tuple[GuardedRaise, ...] = ()  # issue 18: raises inside ``if`` arms, with their guards
-    local_defs: dict[str, "PExpr"] = {}  # issue 18: locals assigned exactly once (outside loops), their value
+    # issue 18: locals assigned exactly once (outside loops) and never otherwise bound (no loop
+    # target, ``+=``, unpacking, ``with``/``except``/import, not a parameter), their value
+    local_defs: dict[str, "PExpr"] = {}
     # The locals bound exactly once in the function, by one of its own top-level statements
     # (``x = v``, ``x: T = v``; no other binding of the name anywhere in it: no unpacking,
     # loop, ``with``, ``except``, import, walrus or ``global``), and that statement's line:
@@ -588,7 +590,9 @@ class _FunctionExtractor(_SkippableVisits):
             writes = self._loop_writes.setdefault(loop_id, {})
             writes[name] = writes.get(name, False) or carried
 
-    def _bind(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
+    def _bind(self, target: ast.AST, value: ast.AST | None, line: int, opaque: bool = False) -> None:
+        """``opaque``: the name is bound to something other than ``value`` itself (an element of
+        an unpacking, what a ``with`` item's ``__enter__`` returns)."""
         if isinstance(target, ast.Name) and self._loop_stack:
             self._loop_write(target.id, value is not None and target.id in _names(value))
         elif isinstance(target, ast.Attribute) and self._loop_stack:
@@ -597,7 +601,8 @@ class _FunctionExtractor(_SkippableVisits):
                 self._loop_write("self." + ch[1], value is not None and "self." + ch[1] in _names(value))
         if isinstance(target, ast.Name):
             defs = self._defs.setdefault(target.id, [])
-            defs.append(pexpr(value, self.src) if value is not None and not self._loop_stack else POpaque(""))
+            known = value is not None and not self._loop_stack and not opaque
+            defs.append(pexpr(value, self.src) if known else POpaque(""))
             values = self.assigns.setdefault(target.id, [])
             if value is not None:
                 for alt in _alternatives(value):
@@ -608,7 +613,7 @@ class _FunctionExtractor(_SkippableVisits):
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
                 # Unpacking: each element depends on the whole value.
                 _attr_def(self, inner, None)  # (not the whole value: it is one element of it)
-                self._bind(inner, value, line)
+                self._bind(inner, value, line, opaque=True)
         elif isinstance(target, ast.Attribute):
             ch = chain_of(target)
             _attr_def(self, target, value)
@@ -730,7 +735,7 @@ class _FunctionExtractor(_SkippableVisits):
         for item in node.items:
             self.visit(item.context_expr)
             if item.optional_vars is not None:
-                self._bind(item.optional_vars, item.context_expr, node.lineno)
+                self._bind(item.optional_vars, item.context_expr, node.lineno, opaque=True)
         first = len(self.calls)
         self._guarded += 1
         self.visit_block(node.body)
@@ -909,10 +914,29 @@ def _attr_def(ex: "_FunctionExtractor", target: ast.AST, value: ast.AST | None) 
         ex._attr_defs.setdefault(ch[1], []).append(pexpr(value, ex.src) if sure and value is not None else POpaque(""))
 
 
-def _top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> dict[str, int]:
-    """:attr:`FunctionFact.top_defs`: every binding of a name anywhere in the function
-    (nested scopes included, which only over-counts) is counted; a name bound once, by a
+def _top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
+              count: dict[str, int] | None = None) -> dict[str, int]:
+    """:attr:`FunctionFact.top_defs`: a name bound once (:func:`_binding_counts`), by a
     top-level ``x = v`` or ``x: T = v``, and no parameter, is kept with its line."""
+    count = _binding_counts(node) if count is None else count
+    out: dict[str, int] = {}
+    for stmt in node.body:
+        target = None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target = stmt.target
+        if isinstance(target, ast.Name) and count.get(target.id) == 1 and target.id not in params:
+            out[target.id] = stmt.lineno
+    return out
+
+
+def _binding_counts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+    """How many times each name is bound anywhere in the function (nested scopes included,
+    which only over-counts): a store (an assignment, an unpacking's element, a loop target,
+    ``x += 1``, ``with ... as x``, a walrus) or ``del`` once; an ``except ... as``, import,
+    nested ``def``/``class``, ``global``/``nonlocal`` or ``match`` capture twice (never one
+    plain assignment)."""
     count: dict[str, int] = {}
 
     def bind(name: str, times: int = 1) -> None:
@@ -937,16 +961,7 @@ def _top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) ->
             bind(sub.name, 2)
         elif isinstance(sub, ast.MatchMapping) and sub.rest:
             bind(sub.rest, 2)
-    out: dict[str, int] = {}
-    for stmt in node.body:
-        target = None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target = stmt.targets[0]
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            target = stmt.target
-        if isinstance(target, ast.Name) and count.get(target.id) == 1 and target.id not in params:
-            out[target.id] = stmt.lineno
-    return out
+    return count
 
 
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:
@@ -957,7 +972,11 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         ex.live.update(_names(dflt))
     own = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
     own.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
-    local_defs: dict[str, PExpr] = {k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)}
+    # A local with one value: assigned once, never otherwise bound (a loop target, ``+=``, an
+    # unpacking, ``with``/``except``/import) and no parameter (its value before the assignment).
+    count = _binding_counts(node)
+    local_defs: dict[str, PExpr] = {k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)
+                                    and count.get(k) == 1 and k not in own}
     return FunctionFact(
         name=node.name,
         qualname=qualname,
@@ -983,7 +1002,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         checks=tuple(ex.checks),
         raises=tuple(ex.raises),
         local_defs=local_defs,
-        top_defs={k: v for k, v in _top_defs(node, own).items() if k in local_defs},
+        top_defs={k: v for k, v in _top_defs(node, own, count).items() if k in local_defs},
         attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         arg_only=_arg_only(node, own),
         appends=tuple(ex.appends),
