@@ -164,6 +164,15 @@ class AttrAssignFact(Struct, frozen=True):
     # chain (``nn.ModuleList([X(...) for ...])``, ``nn.ModuleDict({k: X(...)})``): those
     # chains (issue 18: the class of a container's elements). None: any other value.
     items: tuple[Chain, ...] | None = None
+    # The ``if`` arms around it (``BranchFact`` ids, as ``CallFact.branches``), the loops
+    # around it, and whether it is in code that may not run though its arms are taken (as
+    # ``CallFact.skippable``); ``choice``: the whole value when it is a conditional expression
+    # (``X if c else None``), for the partial evaluator (issue 18: an attribute a constructor
+    # sets to None for a configuration).
+    branches: tuple[int, ...] = ()
+    loops: tuple[int, ...] = ()
+    skippable: bool = False
+    choice: "PExpr | None" = None
 
 
 class AttrReadFact(Struct, frozen=True):
@@ -618,10 +627,12 @@ class _FunctionExtractor(_SkippableVisits):
             ch = chain_of(target)
             _attr_def(self, target, value)
             if ch and value is not None:
+                choice = pexpr(value, self.src) if isinstance(value, ast.IfExp) else None
                 for alt in _alternatives(value):
                     self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
                                                             bool(self._branch_stack or self._loop_stack),
-                                                            _element_calls(alt)))
+                                                            _element_calls(alt), tuple(self._branch_stack),
+                                                            tuple(self._loop_stack), self._skippable > 0, choice))
         elif isinstance(target, ast.Subscript):
             # d["key"] = value  -> dict build
             if (
