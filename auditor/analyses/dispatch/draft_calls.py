@@ -120,9 +120,15 @@ class DraftCalls(DispatchPart):
         in_sure, in_maybe = self._reached(ev, drafter, model, loop.func, fn, inside, attrs, lacks, root, 0, set(),
                                           loop.loop.id, k)
         later = sorted({(m.attr, m.method) for m in in_sure + in_maybe})
-        if not sure and later:
-            notes.append(f"the draft loop may call {', '.join(f'self.{a}.{m}' for a, m in later)}, which "
-                         f"{model[1]} lacks or which raises: the step it first runs at is not placed")
+        lacking = [(a, m) for a, m in later if m not in heads]
+        raising = [(a, m) for a, m in later if m in heads]
+        if not sure and lacking:
+            notes.append(f"the draft loop may call {', '.join(f'self.{a}.{m}' for a, m in lacking)}, which "
+                         f"{model[1]} lacks: the step it first runs at is not placed")
+        if not sure and raising:
+            notes.append(f"the draft loop may call {', '.join(f'self.{a}.{m}' for a, m in raising)}, which "
+                         f"raises ({'; '.join(f'{heads[m].message} at {heads[m].path}:{heads[m].line}' for _, m in raising)})"
+                         ": the step it first runs at is not placed")
         if not sure:
             return None, notes
         first = sure[0]
@@ -189,7 +195,9 @@ class DraftCalls(DispatchPart):
 
         for target, sites in targets.items():
             held = any_arm(fn, [s for s in sites if not s.skippable and not looped(s)], ev, key, p, memo)
-            possible = held is not False or any(s.skippable or looped(s) for s in sites)
+            # A site that may not run though its arms are taken runs only where they are.
+            possible = held is not False or any((s.skippable or looped(s)) and any_arm(fn, [s], ev, key, p, memo)
+                                                is not False for s in sites)
             if len(target) == 3:
                 m = MissingCall(key[0], sites[0].line, key[1], target[1], target[2])
                 (sure if held else maybe if possible else []).append(m)

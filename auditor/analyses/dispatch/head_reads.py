@@ -20,8 +20,9 @@ them runs for sure (its arms are taken whatever the undecided tests are). The te
 evaluated over the configuration as the model's constructor asserts are
 (:meth:`.outcomes.Outcomes` ``_build_rejections``: the constructor's ``vllm_config`` is the
 build root, its ``config``/``hf_config`` the draft config; its locals their single
-definitions, :func:`.constructors.constructor_path`). Any other value (a call, a name) is
-taken for not None; an undecided test leaves the attribute undecided: no raise, a note. A
+definitions, :func:`.constructors.constructor_path`). Any other value (a call, a name) that
+may run makes it not None for sure as far as the plan goes (no raise, no note); an undecided
+test around a None, or of a conditional value, leaves it undecided: no raise, a note. A
 drafter that assigns ``self.<model>.<a>`` or calls ``setattr`` on it makes it undecided.
 
 *A use is reached* in the head method's body when it is in no loop, no code that may not run
@@ -37,13 +38,14 @@ import copy
 from dataclasses import dataclass
 from ...facts.extract import AttrAssignFact, AttrReadFact, CallFact, FunctionFact
 from ...facts.statements import PAttr, PCompare, PConst, PExpr, PName, PSeq
-from ...index.index import ClassKey, FuncKey, SymbolKind
+from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text
 from .constructors import constructor_path
 from .draft_calls import any_arm
 from .forward_reads import _unknown
 from .part import DispatchPart
+from .syntax import expr_nodes
 
 
 @dataclass(frozen=True)
@@ -146,20 +148,22 @@ class HeadReads(DispatchPart):
                     return None
         ctors = {k: f for k, f in self.provider.load_checks.constructors(cls)}
         ev = self.evaluator()
-        runs_surely = False
+        sure = undecided = none_may = False
         for key, s in found:
             fn = ctors.get(key)
             if fn is None or s.loops or s.skippable:
-                return None
+                return None if _stores_none(s) else False
             p = self._path(ev, key, fn, s, root, hf)
             taken = any_arm(fn, [s], ev, key, p, {})
             if taken is False:
                 continue
             value = self._value(ev, key, s, p)
-            if value is not True:
-                return None if taken is None or value is None else False
-            runs_surely = runs_surely or taken is True
-        return True if runs_surely else None
+            if value is False and taken is True:
+                return False  # another value is stored for sure: not None as far as the plan goes
+            sure = sure or (value is True and taken is True)
+            undecided = undecided or value is None or taken is None
+            none_may = none_may or value is not False
+        return True if sure and not undecided else None if none_may else False
 
     def _path(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, s: AttrAssignFact, root: Obj,
               hf: Obj | None) -> Path:
@@ -176,20 +180,22 @@ class HeadReads(DispatchPart):
         return constructor_path(ev, key, fn, copy.deepcopy(env), PSeq("tuple", tuple(exprs)), s.line)
 
     def _value(self, ev: Evaluator, key: FuncKey, s: AttrAssignFact, p: Path) -> bool | None:
-        """Whether the value ``s`` stores is None (True), surely not (False), or undecided."""
+        """Whether the value ``s`` stores is None (True), may be another one (False: any
+        value but the literal None and a conditional expression with a None side), or
+        undecided (a conditional expression whose test the evaluator cannot decide)."""
         if s.choice is not None:
             v = ev.eval(s.choice, Path(copy.deepcopy(p.env)), key)
             if isinstance(v, Unknown):
-                return None
+                return None if _stores_none(s) else False
             return v is None
-        e = s.value
-        if e.has_literal:
-            return e.literal is None
-        if e.called:
-            syms = self.index.resolve_chain(key[0], e.called)
-            if len(syms) == 1 and syms[0].kind is SymbolKind.CLASS:
-                return False
-        return None
+        return s.value.has_literal and s.value.literal is None
+
+
+def _stores_none(s: AttrAssignFact) -> bool:
+    """``s`` may store None: the literal, or a conditional expression with a None side."""
+    if s.choice is not None:
+        return any(isinstance(e, PConst) and e.value is None for e in expr_nodes(s.choice))
+    return s.value.has_literal and s.value.literal is None
 
 
 def _none_test(test: PExpr) -> str | None:
