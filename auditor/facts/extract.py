@@ -74,7 +74,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     has_node,
 )
 
-FACTS_VERSION = 21  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 22  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
