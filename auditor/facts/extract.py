@@ -164,11 +164,8 @@ class AttrAssignFact(Struct, frozen=True):
     # chain (``nn.ModuleList([X(...) for ...])``, ``nn.ModuleDict({k: X(...)})``): those
     # chains (issue 18: the class of a container's elements). None: any other value.
     items: tuple[Chain, ...] | None = None
-    # The ``if`` arms around it (``BranchFact`` ids, as ``CallFact.branches``), the loops
-    # around it, and whether it is in code that may not run though its arms are taken (as
-    # ``CallFact.skippable``); ``choice``: the whole value when it is a conditional expression
-    # (``X if c else None``), for the partial evaluator (issue 18: an attribute a constructor
-    # sets to None for a configuration).
+    # Its if-arms, loops and ``skippable`` as ``CallFact``'s; ``choice``: the whole value when it
+    # is a conditional expression (issue 18: a constructor storing None for a configuration).
     branches: tuple[int, ...] = ()
     loops: tuple[int, ...] = ()
     skippable: bool = False
@@ -611,7 +608,7 @@ class _FunctionExtractor(_SkippableVisits):
         if isinstance(target, ast.Name):
             defs = self._defs.setdefault(target.id, [])
             known = value is not None and not self._loop_stack and not opaque
-            defs.append(pexpr(value, self.src) if known else POpaque(""))
+            defs.append(pexpr(value, self.src) if known and value is not None else POpaque(""))
             values = self.assigns.setdefault(target.id, [])
             if value is not None:
                 for alt in _alternatives(value):
