@@ -74,7 +74,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     has_node,
 )
 
-FACTS_VERSION = 21  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 22  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -164,6 +164,12 @@ class AttrAssignFact(Struct, frozen=True):
     # chain (``nn.ModuleList([X(...) for ...])``, ``nn.ModuleDict({k: X(...)})``): those
     # chains (issue 18: the class of a container's elements). None: any other value.
     items: tuple[Chain, ...] | None = None
+    # Its if-arms, loops and ``skippable`` as ``CallFact``'s; ``choice``: the whole value when it
+    # is a conditional expression (issue 18: a constructor storing None for a configuration).
+    branches: tuple[int, ...] = ()
+    loops: tuple[int, ...] = ()
+    skippable: bool = False
+    choice: "PExpr | None" = None
 
 
 class AttrReadFact(Struct, frozen=True):
@@ -602,7 +608,7 @@ class _FunctionExtractor(_SkippableVisits):
         if isinstance(target, ast.Name):
             defs = self._defs.setdefault(target.id, [])
             known = value is not None and not self._loop_stack and not opaque
-            defs.append(pexpr(value, self.src) if known else POpaque(""))
+            defs.append(pexpr(value, self.src) if known and value is not None else POpaque(""))
             values = self.assigns.setdefault(target.id, [])
             if value is not None:
                 for alt in _alternatives(value):
@@ -618,10 +624,12 @@ class _FunctionExtractor(_SkippableVisits):
             ch = chain_of(target)
             _attr_def(self, target, value)
             if ch and value is not None:
+                choice = pexpr(value, self.src) if isinstance(value, ast.IfExp) else None
                 for alt in _alternatives(value):
                     self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
                                                             bool(self._branch_stack or self._loop_stack),
-                                                            _element_calls(alt)))
+                                                            _element_calls(alt), tuple(self._branch_stack),
+                                                            tuple(self._loop_stack), self._skippable > 0, choice))
         elif isinstance(target, ast.Subscript):
             # d["key"] = value  -> dict build
             if (

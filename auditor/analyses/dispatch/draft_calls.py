@@ -33,7 +33,7 @@ from typing import Sequence
 
 import msgspec
 
-from ...facts.extract import AttrReadFact, CallFact, FunctionFact, PExpr
+from ...facts.extract import AttrAssignFact, AttrReadFact, CallFact, FunctionFact, PExpr
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult
@@ -63,6 +63,7 @@ share_memory state_dict to to_empty train training type xpu zero_grad
 """.split())
 
 _DEPTH = 4  # self-calls followed from the loop's function
+_SELF_CALLS = ("self", "super()")  # calls of a method of the drafter's own hierarchy
 _GETATTR_HOOKS = frozenset({"__getattr__", "__getattribute__"})  # methods that answer any attribute
 _MAX_UNDECIDED = 8  # undecided tests enumerated per function
 
@@ -79,33 +80,60 @@ class MissingCall:
 
 
 class DraftCalls(DispatchPart):
-    def step_raise(self, drafter: ClassKey, model: ClassKey, loop: LoopResult, root: Obj) -> tuple[StepRaise | None, list[str]]:
-        """The step the first surely-reached call of a method ``model`` lacks raises at, and
-        notes for those reached only under tests the evaluator cannot decide."""
+    def step_raise(self, drafter: ClassKey, model: ClassKey, loop: LoopResult, root: Obj,
+                   k: int | None = None) -> tuple[StepRaise | None, list[str]]:
+        """The step the first surely-reached call of a method ``model`` lacks (or of a head
+        method that raises, :mod:`.head_reads`) raises at, and notes for those reached only
+        under tests the evaluator cannot decide (``k``: the plan's K, what a drafter attribute
+        named as a draft-loop count holds at draft time when it is set outside its
+        constructors)."""
         attrs = self._model_attrs(drafter)
         fn = self.index.function(loop.func)
         if not attrs or fn is None:
             return None, []
-        lacks = {c.func[2] for c in self._per_step_calls(drafter, fn, 0, set()) if c.func and len(c.func) == 3
-                 and c.func[1] in attrs and not self._present(model, drafter, c.func[1], c.func[2])}
-        if not lacks:
-            return None, []
+        calls = [c.func for c in self._per_step_calls(drafter, loop.func, fn, 0, set())
+                 if c.func and len(c.func) == 3 and c.func[1] in attrs]
+        lacks = {f[2] for f in calls if not self._present(model, drafter, f[1], f[2])}
+        # Head methods the model defines whose body uses an attribute its constructors set to
+        # None for this configuration (:mod:`.head_reads`): calling one raises too.
+        holders = tuple((drafter, a) for a in sorted(attrs))
+        heads: dict[str, StepRaise] = {}
+        head_notes: list[str] = []
+        for name in dict.fromkeys(f[2] for f in calls if f[2] not in lacks and f[2] in self.config.head_methods):
+            hit, more = self.provider.head_reads.head_raise(model, name, root, holders)
+            head_notes += [n for n in more if n not in head_notes]
+            if hit is not None:
+                heads[name] = hit
+        if not lacks and not heads:
+            return None, head_notes
+        lacks |= set(heads)
         ev = self.evaluator()
         root = self._with_defaults(root)
         before = [c for c in fn.calls if loop.loop.id not in c.loops and c.line < loop.loop.line]
-        sure, maybe = self._reached(ev, drafter, model, loop.func, fn, before, attrs, lacks, root, 0, set())
-        notes = [f"a draft-time call {m.function}: self.{m.attr}.{m.method}(...) at {m.path}:{m.line}, which "
-                 f"{model[1]} lacks, runs under tests the analysis cannot decide" for m in maybe if m not in sure]
+        sure, maybe = self._reached(ev, drafter, model, loop.func, fn, before, attrs, lacks, root, 0, set(), k=k)
+        notes = [n for n in head_notes if any(m.method in heads for m in sure + maybe)]
+        notes += [f"a draft-time call {m.function}: self.{m.attr}.{m.method}(...) at {m.path}:{m.line}, which "
+                  + (f"raises ({heads[m.method].message} at {heads[m.method].path}:{heads[m.method].line})"
+                     if m.method in heads else f"{model[1]} lacks")
+                  + ", runs under tests the analysis cannot decide" for m in maybe if m not in sure]
         inside = [c for c in fn.calls if loop.loop.id in c.loops]
         in_sure, in_maybe = self._reached(ev, drafter, model, loop.func, fn, inside, attrs, lacks, root, 0, set(),
-                                          loop.loop.id)
+                                          loop.loop.id, k)
         later = sorted({(m.attr, m.method) for m in in_sure + in_maybe})
-        if not sure and later:
-            notes.append(f"the draft loop may call {', '.join(f'self.{a}.{m}' for a, m in later)}, which "
+        lacking = [(a, m) for a, m in later if m not in heads]
+        raising = [(a, m) for a, m in later if m in heads]
+        if not sure and lacking:
+            notes.append(f"the draft loop may call {', '.join(f'self.{a}.{m}' for a, m in lacking)}, which "
                          f"{model[1]} lacks: the step it first runs at is not placed")
+        if not sure and raising:
+            notes.append(f"the draft loop may call {', '.join(f'self.{a}.{m}' for a, m in raising)}, which "
+                         f"raises ({'; '.join(f'{heads[m].message} at {heads[m].path}:{heads[m].line}' for _, m in raising)})"
+                         ": the step it first runs at is not placed")
         if not sure:
             return None, notes
         first = sure[0]
+        if first.method in heads:  # the head method's own use of a None attribute, at step 0
+            return heads[first.method], notes
         return StepRaise(0, first.path, first.line, first.function,
                          f"AttributeError(\"'{model[1]}' object has no attribute '{first.method}'\")"), notes
 
@@ -114,21 +142,35 @@ class DraftCalls(DispatchPart):
         found = self.index.method(drafter, name)
         return ((found[0][0], f"{found[0][1]}.{name}"), found[1]) if found else None
 
-    def _per_step_calls(self, drafter: ClassKey, fn: FunctionFact, depth: int, seen: set[str]) -> list[CallFact]:
-        """Every call in ``fn`` and in the drafter's methods it calls on ``self``, transitively."""
+    def _callee(self, drafter: ClassKey, key: FuncKey, func: tuple[str, ...]) -> tuple[FuncKey, FunctionFact] | None:
+        """The drafter's method a call ``self.<m>(...)`` or ``super().<m>(...)`` in ``key``
+        runs (``super()``: resolved past the class defining ``key``)."""
+        if func[0] == "self":
+            return self._method(drafter, func[1])
+        owner = (key[0], key[1].rpartition(".")[0])
+        if owner not in self.index.mro(drafter):
+            return None
+        found = self.index.method(drafter, func[1], after=owner)
+        return ((found[0][0], f"{found[0][1]}.{func[1]}"), found[1]) if found else None
+
+    def _per_step_calls(self, drafter: ClassKey, key: FuncKey, fn: FunctionFact, depth: int,
+                        seen: set[str]) -> list[CallFact]:
+        """Every call in ``fn`` and in the drafter's methods it calls on ``self`` or
+        ``super()``, transitively."""
         out: list[CallFact] = []
         for c in fn.calls:
             out.append(c)
-            if c.func and len(c.func) == 2 and c.func[0] == "self" and depth < _DEPTH and c.func[1] not in seen:
-                seen.add(c.func[1])
-                found = self._method(drafter, c.func[1])
-                if found is not None:
-                    out += self._per_step_calls(drafter, found[1], depth + 1, seen)
+            if c.func and len(c.func) == 2 and c.func[0] in _SELF_CALLS and depth < _DEPTH:
+                found = self._callee(drafter, key, c.func)
+                if found is not None and found[0][1] not in seen:
+                    seen.add(found[0][1])
+                    out += self._per_step_calls(drafter, found[0], found[1], depth + 1, seen)
         return out
 
     def _reached(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, key: FuncKey, fn: FunctionFact,
                  calls: list[CallFact], attrs: set[str], lacks: set[str], root: Obj, depth: int,
-                 seen: set[str], loop_id: int | None = None) -> tuple[list[MissingCall], list[MissingCall]]:
+                 seen: set[str], loop_id: int | None = None,
+                 k: int | None = None) -> tuple[list[MissingCall], list[MissingCall]]:
         """The calls of a lacking method among ``calls`` of ``fn`` (and in the methods they
         call on ``self``) reached for sure, and those that may be reached, in call order
         (``loop_id``: the draft loop of ``fn``, whose body counts as reached)."""
@@ -142,38 +184,99 @@ class DraftCalls(DispatchPart):
                 targets.setdefault(c.func, []).append(c)
             elif len(c.func) == 2 and depth < _DEPTH and c.func[1] not in seen:
                 targets.setdefault(c.func, []).append(c)
-        p = self._path(ev, drafter, model, key, fn, root)
+        for c in calls:  # ``super().<m>(...)``: the base's method, run for this drafter
+            if c.func and len(c.func) == 2 and c.func[0] == "super()" and depth < _DEPTH \
+                    and f"super:{key[1]}" not in seen:
+                targets.setdefault(c.func, []).append(c)
+        p = self._path(ev, drafter, model, key, fn, root, k)
         memo: dict[bytes, bool | None] = {}
         def looped(c: CallFact) -> bool:
             return any(lp != loop_id for lp in c.loops)
 
         for target, sites in targets.items():
             held = any_arm(fn, [s for s in sites if not s.skippable and not looped(s)], ev, key, p, memo)
-            possible = held is not False or any(s.skippable or looped(s) for s in sites)
+            # A site that may not run though its arms are taken runs only where they are.
+            possible = held is not False or any((s.skippable or looped(s)) and any_arm(fn, [s], ev, key, p, memo)
+                                                is not False for s in sites)
             if len(target) == 3:
                 m = MissingCall(key[0], sites[0].line, key[1], target[1], target[2])
                 (sure if held else maybe if possible else []).append(m)
                 continue
-            found = self._method(drafter, target[1])
+            found = self._callee(drafter, key, target)
             if found is None or not possible:
                 continue
+            mark = target[1] if target[0] == "self" else f"super:{key[1]}"
             s2, m2 = self._reached(ev, drafter, model, found[0], found[1], list(found[1].calls), attrs, lacks, root,
-                                   depth + 1, seen | {target[1]})
+                                   depth + 1, seen | {mark}, k=k)
             (sure if held else maybe).extend(s2)
             maybe.extend(m2)
         return sure, maybe
 
-    def _path(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, key: FuncKey, fn: FunctionFact, root: Obj) -> Path:
-        """``self`` with the attributes ``fn``'s tests read; parameters and locals unknown."""
+    def _path(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, key: FuncKey, fn: FunctionFact, root: Obj,
+              k: int | None = None) -> Path:
+        """``self`` with the attributes ``fn``'s tests read; parameters and locals unknown. An
+        attribute assigned outside the constructors is the constructors' value when no call
+        of its writers may run (:meth:`_after_load`); one named as a draft-loop count
+        (``draft-loop-counts``) holds the plan's K."""
         guards = tuple(b.guard for b in fn.branches if b.guard is not None)
         reads = dict.fromkeys(a for g in guards for a in self_reads(g))
         assigned = self._assigned_outside_constructors(drafter)
         load = self.provider.load_checks
-        fields: dict[str, Value] = {a: Unknown(f"self.{a}") if a in assigned
-                                    else load.attr_value(ev, drafter, a, guards, model, root) for a in reads}
+        fields: dict[str, Value] = {}
+        for a in reads:
+            if a in assigned and k is not None and a in self.config.draft_loop_counts:
+                fields[a] = k
+            elif a in assigned:
+                fields[a] = self._after_load(ev, drafter, model, a, guards, root)
+            else:
+                fields[a] = load.attr_value(ev, drafter, a, guards, model, root)
         env = unknown_locals(fn)
         env["self"] = Obj("self", fields)
         return Path(env)
+
+    def _after_load(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, attr: str, guards: tuple[PExpr, ...],
+                    root: Obj) -> Value:
+        """``self.<attr>`` of a drafter that also assigns it outside its constructors: the
+        constructors' value when every method that assigns it is private (``_name``, by
+        Python's convention called only inside its class hierarchy) and every call of it in
+        the hierarchy is ``self.<name>(...)`` in the drafter's load method (``drafter-load-methods``,
+        the one the drafter resolves) under an ``if`` arm this configuration decides not
+        taken (:mod:`.load_checks`' tests, after the load); else unknown."""
+        unknown = Unknown(f"self.{attr}")
+        ctors = {k for k, _ in self.provider.load_checks.constructors(drafter)}
+        mro = self.index.mro(drafter)
+        writers: set[str] = set()
+        for c in mro:
+            for name, m in self.index.methods(c).items():
+                if (c[0], f"{c[1]}.{name}") not in ctors and any(s.target == ("self", attr) for s in m.attr_assigns):
+                    if not name.startswith("_") or name.startswith("__"):
+                        return unknown
+                    writers.add(name)
+        loads = {self.index.method_key(f[0], n) for n in self.config.drafter_load_methods
+                 if (f := self.index.method(drafter, n)) is not None}
+        load = self.provider.load_checks
+        for c in mro:
+            for name, m in self.index.methods(c).items():
+                key = (c[0], f"{c[1]}.{name}")
+                sites = [k for k in m.calls if k.func and k.func[-1] in writers]
+                if not sites:
+                    continue
+                if key not in loads or any(k.func is None or len(k.func) != 2 or k.func[0] != "self" for k in sites):
+                    return unknown
+                for site in sites:
+                    if not site.branches:
+                        return unknown
+                    decided_off = False
+                    for b in site.branches:
+                        br = m.branches[b]
+                        if br.guard is None:
+                            return unknown
+                        p = load._path(ev, drafter, model, root, [], None, key, m, br.guard, site.line)
+                        t = truth(ev.eval(br.guard, p, key))
+                        decided_off = decided_off or (t is not None and t == br.negated)
+                    if not decided_off:
+                        return unknown
+        return load.attr_value(ev, drafter, attr, guards, model, root)
 
     def _assigned_outside_constructors(self, drafter: ClassKey) -> set[str]:
         ctors = {k for k, _ in self.provider.load_checks.constructors(drafter)}
@@ -260,7 +363,7 @@ def sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:
     return any(c.func == ("setattr",) and c.args and c.args[0].chain == chain for m in methods for c in m.calls)
 
 
-def any_arm(fn: FunctionFact, sites: Sequence[CallFact | AttrReadFact], ev: Evaluator, key: FuncKey, p: Path,
+def any_arm(fn: FunctionFact, sites: Sequence[CallFact | AttrReadFact | AttrAssignFact], ev: Evaluator, key: FuncKey, p: Path,
              memo: dict[bytes, bool | None]) -> bool | None:
     """Whether one of ``sites`` runs whatever the tests the evaluator cannot decide are (True),
     none can (False), or it depends (None). The tests are taken as independent."""

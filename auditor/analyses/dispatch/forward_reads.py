@@ -207,7 +207,7 @@ class ForwardReads(DispatchPart):
     def _held_class(self, holder: ClassKey, attr: str, elements: bool) -> ClassKey | None:
         """The one class of ``self.<attr>`` of a ``holder`` (``elements``: of the elements of
         the module container it holds), None when it may be anything else."""
-        found = self._assignments(holder, attr)
+        found = self.assignments(holder, attr)
         if not found or not any(not s.conditional and key[1].endswith(".__init__") for key, s in found):
             return None
         classes: set[ClassKey] = set()
@@ -228,7 +228,7 @@ class ForwardReads(DispatchPart):
                 classes.add((syms[0].path, syms[0].name))
         return next(iter(classes)) if len(classes) == 1 else None
 
-    def _assignments(self, holder: ClassKey, attr: str) -> list[tuple[FuncKey, AttrAssignFact]] | None:
+    def assignments(self, holder: ClassKey, attr: str) -> list[tuple[FuncKey, AttrAssignFact]] | None:
         """Every ``self.<attr> = ...`` that may run for a ``holder`` (see the module docstring),
         None when ``self.<attr>`` may be set or changed another way."""
         mro = self.index.mro(holder)

@@ -229,7 +229,8 @@ class LoadChecks(DispatchPart):
     def attr_value(self, ev: Evaluator, drafter: ClassKey, attr: str, guards: tuple[PExpr, ...], model: ClassKey | None,
               root: Obj) -> Value:
         if REGISTRY in self.types.attr_types(drafter, attr):
-            return self._model(model, _asked(attr, guards)) if model is not None else Unknown(f"self.{attr}")
+            return self._model(model, _asked(attr, guards), root, (drafter, attr)) if model is not None \
+                else Unknown(f"self.{attr}")
         for key, fn in self.constructors(drafter):
             v = fn.attr_defs.get(attr)
             if v is None:
@@ -254,8 +255,12 @@ class LoadChecks(DispatchPart):
                 return out
             after = owner
 
-    def _model(self, model: ClassKey, asked: list[str]) -> Obj:
-        """The draft model as far as presence goes: a field per name the test asks of it."""
+    def _model(self, model: ClassKey, asked: list[str], root: Obj | None = None,
+               holder: tuple[ClassKey, str] | None = None) -> Obj:
+        """The draft model as far as presence goes: a field per name the test asks of it;
+        None for an attribute its constructors set to None for this configuration
+        (:meth:`.head_reads.HeadReads.is_none`, the model built with ``root``; ``holder``:
+        the drafter's attribute that holds it)."""
         mro = self.index.mro(model)
         present: set[str] = set(self.types.self_attributes(model))
         for c in mro:
@@ -266,7 +271,10 @@ class LoadChecks(DispatchPart):
         complete = all(self.bases_known(c) for c in mro)
         fields: dict[str, Value] = {}
         for n in asked:
-            if n in present:
+            if n in present and root is not None and n in self.types.self_attributes(model) \
+                    and self.provider.head_reads.model_attr_is_none(model, n, root, (holder,) if holder else ()):
+                fields[n] = None
+            elif n in present:
                 fields[n] = Unknown(f"{model[1]}.{n}")
             elif not (complete and n in self.config.head_methods):
                 fields[n] = Unknown(f"{model[1]}.{n}", maybe_absent=True)

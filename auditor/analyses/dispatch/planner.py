@@ -152,7 +152,8 @@ class Planner(DispatchPart):
         # the same of every selection a loop reaches in the class).
         found = self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.k)
         # A draft-time call of a method the draft model lacks (:mod:`.draft_calls`).
-        missing, more = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root)
+        missing, more = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root,
+                                                             plan.setting.k)
         notes += [n for n in more if n not in notes]
         # A per-step read of an attribute the per-layer module's sub-module lacks (:mod:`.forward_reads`).
         lacking, more = self.provider.forward_reads.step_raise(plan)

@@ -35,6 +35,7 @@ from .load_checks import LoadChecks
 from .weight_names import WeightNames
 from .draft_calls import DraftCalls
 from .forward_reads import ForwardReads
+from .head_reads import HeadReads
 from .runner_checks import RunnerChecks
 from .route_values import DispatchRoute, RouteValues
 
@@ -70,6 +71,7 @@ class DispatchProvider(Provider):
         self.weight_names = WeightNames(self)
         self.draft_calls = DraftCalls(self)
         self.forward_reads = ForwardReads(self)
+        self.head_reads = HeadReads(self)
         self.runner_checks = RunnerChecks(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()
