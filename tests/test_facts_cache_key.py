@@ -12,6 +12,7 @@ from scan_helpers import write_tree
 
 import auditor.facts.cache as cache
 from auditor.facts import extract as facts_module
+from auditor.facts import bindings as bindings_module
 from auditor.facts import statements as statements_module
 from auditor.facts.cache import FactsCache
 from auditor.common.config import Config
@@ -45,11 +46,11 @@ def _changed_extractor(tmp_path: Path, monkeypatch, module=facts_module) -> None
 def test_the_digest_is_of_the_extractor_source(tmp_path, monkeypatch):
     _clear()
     h = hashlib.sha256()
-    for module in (facts_module, statements_module):
+    for module in (facts_module, statements_module, bindings_module):
         h.update(Path(module.__file__).read_bytes())
     assert cache.extractor_digest() == h.hexdigest()[:16]
     before = cache.content_key(b"x = 1\n", "vllm/a.py")
-    for module in (facts_module, statements_module):  # a change to either module of the extractor
+    for module in (facts_module, statements_module, bindings_module):  # a change to any module of the extractor
         _changed_extractor(tmp_path, monkeypatch, module)
         try:
             assert cache.content_key(b"x = 1\n", "vllm/a.py") != before
@@ -95,6 +96,17 @@ def _record_modules(t: object, seen: set[int] | None = None) -> set[str]:
         for sub in getattr(t, attr, ()):
             out |= _record_modules(sub, seen)
     return out
+
+
+def test_the_digest_hashes_every_module_of_ours_the_extractor_imports():
+    """A helper moved out of the extractor into a module of its own must be hashed too."""
+    import ast
+
+    tree = ast.parse(Path(facts_module.__file__).read_text(encoding="utf-8"))
+    ours = {f"auditor.facts.{n.module}" for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module}
+    hashed = {m.__name__ for m in cache.EXTRACTOR_MODULES}
+    assert ours and ours <= hashed, ours - hashed
 
 
 def test_the_extractor_digest_covers_the_shape_of_every_record():

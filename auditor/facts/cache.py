@@ -26,15 +26,20 @@ import msgspec
 from .. import __version__
 from ..common.atomic import write_atomic
 from ..common.cache_entry import seal, unseal
+from . import bindings as bindings_module
 from . import extract as facts_module
 from . import statements as statements_module
 from .extract import FACTS_VERSION, ModuleFacts
 
 
+# Every module of the extractor: a digest of their source is part of every facts key.
+EXTRACTOR_MODULES = (facts_module, statements_module, bindings_module)
+
+
 @lru_cache(maxsize=1)
 def extractor_digest() -> str:
-    """A digest of the extractor's own code (:mod:`auditor.facts.extract`, which imports nothing
-    else of ours): an extractor changed without a ``FACTS_VERSION`` bump writes under
+    """A digest of the extractor's own code (:mod:`auditor.facts.extract` and the two modules it
+    imports, :mod:`.statements` and :mod:`.bindings`): an extractor changed without a ``FACTS_VERSION`` bump writes under
     other keys, so facts it would now extract differently are never served stale.
 
     It is also the digest of the records' shape: every record type :class:`ModuleFacts` holds
@@ -43,7 +48,7 @@ def extractor_digest() -> str:
     still decode, with new fields silently at their defaults) get other keys. Hashing the
     source costs microseconds; generating the JSON schema cost ~75 ms of every command."""
     h = hashlib.sha256()
-    for module in (facts_module, statements_module):  # every module of the extractor
+    for module in EXTRACTOR_MODULES:
         h.update(Path(str(module.__file__)).read_bytes())
     return h.hexdigest()[:16]
 

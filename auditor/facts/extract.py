@@ -24,6 +24,7 @@ from typing import Union
 
 import msgspec
 
+from .bindings import binding_counts, top_defs
 from .statements import (  # re-exported: the statement records are facts of this module too
     _TEXT_LIMIT as _TEXT_LIMIT,
     Chain as Chain,
@@ -922,56 +923,6 @@ def _attr_def(ex: "_FunctionExtractor", target: ast.AST, value: ast.AST | None) 
         ex._attr_defs.setdefault(ch[1], []).append(pexpr(value, ex.src) if sure and value is not None else POpaque(""))
 
 
-def _top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
-              count: dict[str, int] | None = None) -> dict[str, int]:
-    """:attr:`FunctionFact.top_defs`: a name bound once (:func:`_binding_counts`), by a
-    top-level ``x = v`` or ``x: T = v``, and no parameter, is kept with its line."""
-    count = _binding_counts(node) if count is None else count
-    out: dict[str, int] = {}
-    for stmt in node.body:
-        target = None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target = stmt.targets[0]
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            target = stmt.target
-        if isinstance(target, ast.Name) and count.get(target.id) == 1 and target.id not in params:
-            out[target.id] = stmt.lineno
-    return out
-
-
-def _binding_counts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
-    """How many times each name is bound anywhere in the function (nested scopes included,
-    which only over-counts): a store (an assignment, an unpacking's element, a loop target,
-    ``x += 1``, ``with ... as x``, a walrus) or ``del`` once; an ``except ... as``, import,
-    nested ``def``/``class``, ``global``/``nonlocal`` or ``match`` capture twice (never one
-    plain assignment)."""
-    count: dict[str, int] = {}
-
-    def bind(name: str, times: int = 1) -> None:
-        count[name] = count.get(name, 0) + times
-
-    for sub in ast.walk(node):
-        if sub is node:
-            continue
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-            bind(sub.id)
-        elif isinstance(sub, ast.ExceptHandler) and sub.name:
-            bind(sub.name, 2)
-        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            for a in sub.names:
-                bind((a.asname or a.name).split(".")[0], 2)
-        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bind(sub.name, 2)
-        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
-            for n in sub.names:
-                bind(n, 2)
-        elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
-            bind(sub.name, 2)
-        elif isinstance(sub, ast.MatchMapping) and sub.rest:
-            bind(sub.rest, 2)
-    return count
-
-
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: _Source) -> FunctionFact:
     ex = _FunctionExtractor(src)
     ex.top_level = {id(s) for s in node.body}
@@ -982,7 +933,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
     own.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
     # A local with one value: assigned once, never otherwise bound (a loop target, ``+=``, an
     # unpacking, ``with``/``except``/import) and no parameter (its value before the assignment).
-    count = _binding_counts(node)
+    count = binding_counts(node)
     local_defs: dict[str, PExpr] = {k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)
                                     and count.get(k) == 1 and k not in own}
     return FunctionFact(
@@ -1010,7 +961,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         checks=tuple(ex.checks),
         raises=tuple(ex.raises),
         local_defs=local_defs,
-        top_defs={k: v for k, v in _top_defs(node, own, count).items() if k in local_defs},
+        top_defs={k: v for k, v in top_defs(node, own, count).items() if k in local_defs},
         attr_defs={k: v[0] for k, v in ex._attr_defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)},
         arg_only=_arg_only(node, own),
         appends=tuple(ex.appends),
