@@ -42,9 +42,6 @@ _MISSING.update({
     "v025-v1-gemma4-arch-4layers-k3-localargmax": ("a head method that calls a method of an attribute the model sets "
                                                    "to None (masked_embedding without use_ordered_embeddings) is not "
                                                    "read: the AttributeError at step 0 is not planned"),
-    "v026-v2-inkling-target-3depths-k1-localargmax": ("a container read at a constant key (self.layers[\"0\"]) in a forward "
-                                                      "that reads the step only to raise for a step above 0 is not a fixed "
-                                                      "selection: unknown"),
 })
 # The reader's steps for a draft vLLM raises on at step 0 (dispatch/forward_reads.py).
 _PANGU_ATTR = ('disputed: OpenPanguMultiTokenPredictorLayer inherits DeepSeekMultiTokenPredictorLayer.forward, which'
