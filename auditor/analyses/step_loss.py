@@ -56,7 +56,10 @@ class PathReading:
 def read_path(entries: list[LoopEntry], forward: list[LoopSelection], heads: list[LoopSelection]) -> PathReading:
     """The step is lost in the forward when the loop hands forward a varying step and the
     forward selects with another; in the heads when the forward selects by the step and
-    the heads select with step 0 or a constant (step i runs layer i, its logits layer 0's)."""
+    the heads select with step 0 or a constant (step i runs layer i, its logits layer 0's).
+    A read at a constant key of a literal container (``LoopSelection.position``) selects no
+    layer by the step, in the forward or a head: like a module no step selects (a shared
+    head), it loses nothing."""
     fkind, hkind = first_kind(forward), first_kind(heads)
     entry_varies = any(e.kind is StepKind.VARYING for e in entries if e.method in FORWARD_METHODS)
     lost: list[LoopSelection] = []
@@ -65,7 +68,7 @@ def read_path(entries: list[LoopEntry], forward: list[LoopSelection], heads: lis
         # same entry whatever the loop hands (as a model that never reads the step).
         lost = [s for s in forward if s.kind is not StepKind.VARYING and s.position is None]
     elif fkind is StepKind.VARYING and hkind not in (None, StepKind.VARYING):
-        lost = [s for s in heads if s.kind is not StepKind.VARYING]
+        lost = [s for s in heads if s.kind is not StepKind.VARYING and s.position is None]
     return PathReading(fkind, hkind, tuple(lost))
 
 
