@@ -169,3 +169,17 @@ def test_a_head_method_reading_a_literal_container_at_a_constant_key_names_that_
     assert [(s.forward_layer, s.head_layer, s.verdict) for s in plan.steps] == [
         (0, 1, "threaded"), (1, 1, "threaded"), (2, 1, "threaded")], plan.steps
     assert all(s.lost is None for s in plan.steps)
+
+
+def test_an_assert_on_the_step_beside_a_fixed_selection_fails_at_the_step_the_loop_hands(tmp_path):
+    # The selection is fixed; the step still arrives per step (the per-step drafter passes it).
+    plans, _ = _plans(tmp_path, _DICT, '"a"', ks=(3,))
+    assert plans[0].outcome == "plan"
+    files = gate_tree()
+    files["vllm/models/deep_mtp.py"] = _MODEL.format(build=_DICT, key='"a"', more="").replace(
+        "        return self.layers[", "        assert spec_step_idx < 1\n        return self.layers[")
+    root = write_tree(tmp_path / "t2", files)
+    setting = Setting("v2", 3, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 5),))
+    plan = planned_scan(root, [setting])[1][0]
+    assert plan.outcome == "raises" and plan.raises_at_step == 1, plan.steps
+    assert [s.forward_layer for s in plan.steps[:1]] == [0]

@@ -68,6 +68,9 @@ class LoopSelection:
     # ``nn.ModuleDict({"0": ...})``): the position of that entry, the same whatever the step
     # (``kind`` is then CONSTANT; types.Container.position). None: a selection by the step.
     position: int | None = None
+    # For such a read: what arrives for the threaded step in the selecting function (an assert
+    # on the step there fails at the steps the loop hands it, :meth:`.dispatch.outcomes`).
+    step: StepKind | None = None
 
 
 @dataclass
@@ -340,16 +343,24 @@ class LoopProvider(Provider):
                         if kind is StepKind.VARYING:
                             kind = StepKind.CONSTANT  # varying would have matched above
                         break
-            position = None
+            position = step = None
             if kind is None:
                 position = self._fixed_position(frame, sub)
                 if position is None:
                     continue
                 kind = StepKind.CONSTANT  # the same entry at every step, whatever the step
+                step = self._arriving(frame)
             label = ".".join(sub.container)
             hop = self.hop(frame.key, sub.line, f"selects {label}[{sub.index.text}]")
             result.selections.append(LoopSelection(frame.model_class, kind, hops + (hop,), label, frame.entry_method,
-                                                   frame.ctx, position))
+                                                   frame.ctx, position, step))
+
+    def _arriving(self, frame: _Frame) -> StepKind:
+        """What the function of ``frame`` receives for the first threaded parameter."""
+        p = self.params[0]
+        if p in frame.varying or "self." + p in frame.varying:
+            return StepKind.VARYING
+        return frame.param_kinds.get(p) or frame.attr_kinds.get(p) or StepKind.ABSENT
 
     def _fixed_position(self, frame: _Frame, sub: SubscriptFact) -> int | None:
         """The position ``self.<attr>[<constant>]`` reads in a container the class builds from
