@@ -253,7 +253,7 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "clear", 
                        "add_module", "register_module", "__setitem__", "__delitem__", "__iadd__", "__init__"})
 # Builtins that only read what they are handed (a container passed to any other call may be changed there).
 _READERS = frozenset({"len", "enumerate", "zip", "iter", "reversed", "list", "tuple", "sorted", "isinstance",
-                      "hasattr", "getattr", "id", "type", "repr", "str", "print"})
+                      "hasattr", "id", "type", "repr", "str", "print"})
 
 
 def _changed(methods: list[FunctionFact], attr: str) -> bool:
