@@ -36,12 +36,6 @@ _MISSING = {
                                                    "Step3p5MTPProposer overrides with a bare return"),
 }
 
-_MISSING.update({
-    # The fourth reader (heldout_cases_s5.json).
-    "v026-v2-inkling-target-3depths-k1-localargmax": ("a container read at a constant key (self.layers[\"0\"]) in a forward "
-                                                      "that reads the step only to raise for a step above 0 is not a fixed "
-                                                      "selection: unknown"),
-})
 # The reader's steps for a draft vLLM raises on at step 0 (dispatch/forward_reads.py).
 _PANGU_ATTR = ('disputed: OpenPanguMultiTokenPredictorLayer inherits DeepSeekMultiTokenPredictorLayer.forward, which'
                ' reads self.mtp_block.use_sequence_parallel_moe (deepseek_mtp.py:130), but builds an '

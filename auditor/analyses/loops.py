@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..facts.extract import CallFact, ExprFact, FunctionFact, LoopFact
+from ..facts.extract import CallFact, ExprFact, FunctionFact, LoopFact, SubscriptFact
 from ..index.index import ClassKey, FuncKey
 from ..index.self_calls import self_call_closure
 from ..model.findings import Hop
@@ -64,6 +64,13 @@ class LoopSelection:
     container: str
     method: str  # the draft model entry method this selection was reached through
     ctx: ClassKey | None = None  # the class of ``self`` in the selecting function (the object built)
+    # A read at a constant key of a container built from a literal (``self.layers["0"]`` of
+    # ``nn.ModuleDict({"0": ...})``): the position of that entry, the same whatever the step
+    # (``kind`` is then CONSTANT; types.Container.position). None: a selection by the step.
+    position: int | None = None
+    # For such a read: what arrives for the threaded step in the selecting function (an assert
+    # on the step there fails at the steps the loop hands it, :meth:`.dispatch.outcomes`).
+    step: StepKind | None = None
 
 
 @dataclass
@@ -336,12 +343,32 @@ class LoopProvider(Provider):
                         if kind is StepKind.VARYING:
                             kind = StepKind.CONSTANT  # varying would have matched above
                         break
+            position = step = None
             if kind is None:
-                continue
+                position = self._fixed_position(frame, sub)
+                if position is None:
+                    continue
+                kind = StepKind.CONSTANT  # the same entry at every step, whatever the step
+                step = self._arriving(frame)
             label = ".".join(sub.container)
             hop = self.hop(frame.key, sub.line, f"selects {label}[{sub.index.text}]")
             result.selections.append(LoopSelection(frame.model_class, kind, hops + (hop,), label, frame.entry_method,
-                                                   frame.ctx))
+                                                   frame.ctx, position, step))
+
+    def _arriving(self, frame: _Frame) -> StepKind:
+        """What the function of ``frame`` receives for the first threaded parameter."""
+        p = self.params[0]
+        if p in frame.varying or "self." + p in frame.varying:
+            return StepKind.VARYING
+        return frame.param_kinds.get(p) or frame.attr_kinds.get(p) or StepKind.ABSENT
+
+    def _fixed_position(self, frame: _Frame, sub: SubscriptFact) -> int | None:
+        """The position ``self.<attr>[<constant>]`` reads in a container the class builds from
+        a literal (None: another index, a container of unknown keys, or a key it lacks)."""
+        if frame.ctx is None or len(sub.container) != 2 or not (sub.index.constant and sub.index.has_literal):
+            return None
+        found = self.types.literal_container(frame.ctx, sub.container[1])
+        return found.position(sub.index.literal) if found is not None else None
 
     def entry_groups(self, result: LoopResult, param: str) -> list[EntryGroup]:
         """Entries of one loop grouped by the call site that enters the draft model.

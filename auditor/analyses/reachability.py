@@ -9,7 +9,7 @@ from .base import Analyses, Provider
 from .loops import LoopProvider, LoopResult, StepKind
 from .registry import RegistryProvider
 from .step_inert import StepInert
-from .step_loss import ClassPath, class_path
+from .step_loss import ClassPath, class_path, constant_layer
 from .types import TypeProvider
 
 # A config field whose name carries one of these sizes the MTP layers (when a container
@@ -66,10 +66,18 @@ class ReachabilityProvider(Provider):
         if varying:
             via = ", ".join(sorted({s.method for s in sels if s.kind is StepKind.VARYING}))
             detail = f"step i selects {varying[0].container}[i] (via {via})"
-            others = sorted({s.method for s in sels if s.kind is not StepKind.VARYING})
+            others = sorted({s.method for s in sels if s.kind is not StepKind.VARYING and s.position is None})
             if others:
                 detail += f"; {', '.join(others)} still use(s) step 0"
             return LoopReach(loop_label, True, detail, list(varying[0].hops))
+        if fwd and all(s.position is not None for s in fwd):
+            fixed = fwd[0]
+            layer = constant_layer(fwd)
+            runs = f"layer {layer}" if layer is not None else "different layers (unknown)"
+            detail = (f"every step {fixed.hops[-1].note} at a constant key, an entry of a container built from a "
+                      f"literal, whatever the step: {runs}")
+            return LoopReach(loop_label, False, detail, list(fixed.hops),
+                             ReachVerdict.UNKNOWN if layer is None else None)
         if fwd:
             kinds = "/".join(sorted({s.kind.value for s in fwd}))
             detail = f"every step selects {fwd[0].container} with the default/constant step ({kinds}): layer 0"

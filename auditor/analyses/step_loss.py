@@ -20,6 +20,15 @@ def first_kind(sels: list[LoopSelection] | tuple[LoopSelection, ...]) -> StepKin
     return next((k for k in KIND_ORDER if k in kinds), None)
 
 
+def constant_layer(sels: list[LoopSelection] | tuple[LoopSelection, ...]) -> int | None:
+    """The one layer selections that take no per-step step run: step 0's (layer 0) for a
+    selection by the step, the entry's position for a read at a constant key of a literal
+    container; None when they name different layers (or there are none)."""
+    found = {s.position if s.position is not None else 0 for s in sels
+             if s.kind in (StepKind.CONSTANT, StepKind.ABSENT)}
+    return found.pop() if len(found) == 1 else None
+
+
 @dataclass(frozen=True)
 class PathReading:
     """What a loop hands one model class's layer selections, per draft step."""
@@ -47,14 +56,19 @@ class PathReading:
 def read_path(entries: list[LoopEntry], forward: list[LoopSelection], heads: list[LoopSelection]) -> PathReading:
     """The step is lost in the forward when the loop hands forward a varying step and the
     forward selects with another; in the heads when the forward selects by the step and
-    the heads select with step 0 or a constant (step i runs layer i, its logits layer 0's)."""
+    the heads select with step 0 or a constant (step i runs layer i, its logits layer 0's).
+    A read at a constant key of a literal container (``LoopSelection.position``) selects no
+    layer by the step, in the forward or a head: like a module no step selects (a shared
+    head), it loses nothing."""
     fkind, hkind = first_kind(forward), first_kind(heads)
     entry_varies = any(e.kind is StepKind.VARYING for e in entries if e.method in FORWARD_METHODS)
     lost: list[LoopSelection] = []
     if fkind is not StepKind.VARYING and entry_varies:
-        lost = [s for s in forward if s.kind is not StepKind.VARYING]
+        # A read at a constant key of a literal container selects no layer by the step: the
+        # same entry whatever the loop hands (as a model that never reads the step).
+        lost = [s for s in forward if s.kind is not StepKind.VARYING and s.position is None]
     elif fkind is StepKind.VARYING and hkind not in (None, StepKind.VARYING):
-        lost = [s for s in heads if s.kind is not StepKind.VARYING]
+        lost = [s for s in heads if s.kind is not StepKind.VARYING and s.position is None]
     return PathReading(fkind, hkind, tuple(lost))
 
 

@@ -31,6 +31,31 @@ class Container:
     config_fields: tuple[str, ...]  # config fields read by the value (its size, usually)
     size_attrs: tuple[str, ...]  # self attributes the value reads (self.num_mtp_layers)
     iterated: bool  # the class iterates over it (a stack of layers, not alternatives)
+    # Built from a literal (``nn.ModuleDict({"0": X(...)})``, ``nn.ModuleList([a, b])``), the
+    # one assignment of the attribute in the class's hierarchy, and never
+    # changed there (see :func:`_changed`): its keys in order (a ModuleList's: 0..n-1), so
+    # its layer count. None: any other container.
+    keys: tuple[str | int, ...] | None = None
+
+    @property
+    def count(self) -> int | None:
+        """The number of layers a literal container holds (None: not known from the source)."""
+        return len(self.keys) if self.keys is not None else None
+
+    def position(self, key: object) -> int | None:
+        """The position of the entry ``self.<attr>[key]`` reads, ``key`` a constant: a literal
+        key of a ModuleDict, an int index of a ModuleList within its entries (negative from
+        the end, as ``nn.ModuleList.__getitem__``); None otherwise (a KeyError, an IndexError,
+        a TypeError, or keys not known)."""
+        if self.keys is None or isinstance(key, bool):
+            return None
+        if all(isinstance(k, int) for k in self.keys):
+            if type(key) is int and -len(self.keys) <= key < len(self.keys):
+                return key % len(self.keys)
+            return None
+        if type(key) is str and key in self.keys:
+            return self.keys.index(key)
+        return None
 
 
 class TypeProvider(Provider):
@@ -178,9 +203,19 @@ class TypeProvider(Provider):
                     for st in loop.stores:
                         if len(st) == 2 and st[0] == "self":
                             fills.setdefault(st[1], []).extend(_count_reads(m, loop.iter))
+        methods = [m for c in self.index.mro(cls) for m in self.index.methods(c).values()]
         out: list[Container] = []
         for owner, s in sets:
             attr = s.target[1]
+            keys: tuple[str | int, ...] | None = None
+            # The one assignment of the attribute (in an ``if`` arm or not: whenever the
+            # attribute exists, it holds this container).
+            if len(by_attr[attr]) == 1 and not _changed(methods, attr):
+                kind = s.value.called[-1] if s.value.called else None
+                if kind == "ModuleList" and s.entries is not None and s.keys is None:
+                    keys = tuple(range(s.entries))
+                elif kind == "ModuleDict" and s.keys is not None:
+                    keys = s.keys
             reads = list(s.value.names)
             if not s.value.config_fields and not any(n.startswith("self.") for n in reads):
                 reads += fills.get(attr, [])
@@ -189,10 +224,16 @@ class TypeProvider(Provider):
             for a in size_attrs:
                 for v in by_attr.get(a, []):
                     fields.update(v.config_fields)
-            out.append(Container(owner, attr, s.line, tuple(sorted(fields)), size_attrs, attr in iterated))
+            out.append(Container(owner, attr, s.line, tuple(sorted(fields)), size_attrs, attr in iterated, keys))
         found = tuple(out)
         self._containers[cls] = found
         return found
+
+    def literal_container(self, cls: ClassKey, attr: str) -> Container | None:
+        """The container ``self.<attr>`` of ``cls`` when it is built from a literal (its keys
+        known: :attr:`Container.keys`); None otherwise."""
+        found = [c for c in self.containers(cls) if c.attr == attr]
+        return found[0] if len(found) == 1 and found[0].keys is not None else None
 
 
 def _count_reads(fn: FunctionFact, count: ExprFact) -> list[str]:
@@ -204,3 +245,36 @@ def _count_reads(fn: FunctionFact, count: ExprFact) -> list[str]:
         for v in fn.assigns.get(n, ()):
             out.extend(v.names)
     return out
+
+
+# Methods of ``list``/``dict`` and of ``nn.ModuleList``/``nn.ModuleDict``/``nn.Module`` that
+# add, remove or replace a container's entries.
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "clear", "update", "setdefault", "remove",
+                       "add_module", "register_module", "__setitem__", "__delitem__", "__iadd__", "__init__"})
+# Builtins that only read what they are handed (a container passed to any other call may be changed there).
+_READERS = frozenset({"len", "enumerate", "zip", "iter", "reversed", "list", "tuple", "sorted", "isinstance",
+                      "hasattr", "id", "type", "repr", "str", "print"})
+
+
+def _changed(methods: list[FunctionFact], attr: str) -> bool:
+    """Whether a method may change the entries of ``self.<attr>`` after it is built: a store
+    into it or a ``del`` (``self.layers["1"] = ...``), an augmented assignment, a call of a
+    method that adds or removes entries, the container handed to any call but a reading
+    builtin (``setattr(self.layers, ...)``, a helper), each also through a local that holds it."""
+    for m in methods:
+        aliases = {n: vals for n, vals in m.assigns.items() if any(v.chain == ("self", attr) for v in vals)}
+        if any(len(vals) > 1 for vals in aliases.values()):
+            return True  # a local that also holds another value (``layers += [...]`` among them)
+        names = {("self", attr)} | {(n,) for n in aliases}
+        if names.intersection(m.stores) or names.intersection(m.aug_attrs):
+            return True
+        for call in m.calls:
+            f = call.func
+            if f is not None and len(f) >= 2 and f[:-1] in names and f[-1] in _MUTATORS:
+                return True
+            if f is not None and f in names:
+                continue  # calling the container (an nn.Module's forward) changes no entry
+            handed = [*call.args, *(k.value for k in call.keywords), *call.star_args, *call.star_kwargs]
+            if any(a.chain in names for a in handed) and not (f is not None and len(f) == 1 and f[0] in _READERS):
+                return True
+    return False

@@ -73,9 +73,11 @@ from .statements import (  # re-exported: the statement records are facts of thi
     walk_statements,
     _BLOCK_NODES,
     has_node,
+    element_calls as _element_calls,
+    literal_entries,
 )
 
-FACTS_VERSION = 22  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 23  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -171,6 +173,9 @@ class AttrAssignFact(Struct, frozen=True):
     loops: tuple[int, ...] = ()
     skippable: bool = False
     choice: "PExpr | None" = None
+    # The value is a call of one literal collection (statements.literal_entries): its entries, a dict's keys.
+    entries: int | None = None
+    keys: tuple[str, ...] | None = None
 
 
 class AttrReadFact(Struct, frozen=True):
@@ -316,6 +321,8 @@ class FunctionFact(Struct, frozen=True):
     # Containers the function stores into or deletes from (``x.y[k] = v`` -> ``("x", "y")``):
     # with ``attr_assigns`` and ``calls``, what a call of it may change in its arguments.
     stores: tuple[Chain, ...] = ()
+    # Attribute chains augmented-assigned (``self.layers += [...]``: changed in place).
+    aug_attrs: tuple[Chain, ...] = ()
     # ``self.<attr>`` assigned exactly once, outside loops and ``if`` arms, and its value
     # (a constructor's assert on a field it derived from the config: ``self.n = getattr(
     # config, "f", 1)`` then ``assert self.n == 1``).
@@ -566,6 +573,7 @@ class _FunctionExtractor(_SkippableVisits):
         self.subscripts: list[SubscriptFact] = []
         self.attr_assigns: list[AttrAssignFact] = []
         self.stores: list[Chain] = []
+        self.aug_attrs: list[Chain] = []
         self._loop_writes: dict[int, dict[str, bool]] = {}  # loop id -> assigned name -> carried
         self.returns: list[ExprFact] = []
         self.loops: list[LoopFact] = []
@@ -627,10 +635,12 @@ class _FunctionExtractor(_SkippableVisits):
             if ch and value is not None:
                 choice = pexpr(value, self.src) if isinstance(value, ast.IfExp) else None
                 for alt in _alternatives(value):
+                    entries, keys = literal_entries(alt)
                     self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
                                                             bool(self._branch_stack or self._loop_stack),
                                                             _element_calls(alt), tuple(self._branch_stack),
-                                                            tuple(self._loop_stack), self._skippable > 0, choice))
+                                                            tuple(self._loop_stack), self._skippable > 0, choice,
+                                                            entries, keys))
         elif isinstance(target, ast.Subscript):
             # d["key"] = value  -> dict build
             if (
@@ -696,6 +706,8 @@ class _FunctionExtractor(_SkippableVisits):
         if isinstance(node.target, ast.Name):
             self.assigns.setdefault(node.target.id, []).append(_expr(node.value, self.src))
             self.live.add(node.target.id)
+        elif isinstance(node.target, ast.Attribute):
+            self.aug_attrs.extend(c for c in [chain_of(node.target)] if c)
         self._visit_target(node.target)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
@@ -958,6 +970,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         branches=tuple(ex.branches),
         body=stmt_tree(node.body, src) if _keeps_body(node) else (),
         stores=tuple(dict.fromkeys(ex.stores)),
+        aug_attrs=tuple(dict.fromkeys(ex.aug_attrs)),
         checks=tuple(ex.checks),
         raises=tuple(ex.raises),
         local_defs=local_defs,
@@ -967,31 +980,6 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         appends=tuple(ex.appends),
         attr_reads=tuple(ex.attr_reads.values()),
     )
-
-
-def _element_calls(value: ast.AST) -> tuple[Chain, ...] | None:
-    """The called chains of the elements of ``value``'s one collection argument (see
-    ``AttrAssignFact.items``)."""
-    if not isinstance(value, ast.Call) or len(value.args) != 1 or value.keywords:
-        return None
-    arg = value.args[0]
-    if isinstance(arg, (ast.List, ast.Tuple)):
-        elts: list[ast.expr] = list(arg.elts)
-    elif isinstance(arg, (ast.ListComp, ast.GeneratorExp)):
-        elts = [arg.elt]
-    elif isinstance(arg, ast.Dict) and all(k is not None for k in arg.keys):
-        elts = list(arg.values)
-    elif isinstance(arg, ast.DictComp):
-        elts = [arg.value]
-    else:
-        return None
-    out: list[Chain] = []
-    for e in elts:
-        ch = chain_of(e.func) if isinstance(e, ast.Call) else None
-        if ch is None:
-            return None
-        out.append(ch)
-    return tuple(dict.fromkeys(out))
 
 
 def _arg_only(node: ast.FunctionDef | ast.AsyncFunctionDef, own: set[str]) -> tuple[str, ...]:

@@ -452,3 +452,53 @@ def parse_pexpr(text: str) -> PExpr | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return pexpr(tree.body, _Source(text))
+
+
+# -- collections handed to a call (``AttrAssignFact.items``, ``entries`` and ``keys``) -----
+# ``nn.ModuleDict({"0": X()})``, ``nn.ModuleList([a, b])``, ``nn.ModuleList([X() for ...])``.
+
+
+def literal_entries(value: ast.AST) -> tuple[int | None, tuple[str, ...] | None]:
+    """For a call whose one argument (no keywords) is a literal collection: a list or tuple
+    without starred elements, its number of entries; a dict whose every key is a string
+    constant (no ``**``), its number of keys and the keys in order, each once. (None, None):
+    any other value."""
+    if not isinstance(value, ast.Call) or len(value.args) != 1 or value.keywords:
+        return None, None
+    arg = value.args[0]
+    if isinstance(arg, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in arg.elts):
+        return len(arg.elts), None
+    keys: list[str] = []
+    if isinstance(arg, ast.Dict):
+        for k in arg.keys:
+            if not (isinstance(k, ast.Constant) and type(k.value) is str):
+                return None, None
+            keys.append(k.value)
+        found = tuple(dict.fromkeys(keys))
+        return len(found), found
+    return None, None
+
+
+def element_calls(value: ast.AST) -> tuple[Chain, ...] | None:
+    """The called chains of the elements of ``value``'s one collection argument (see
+    ``AttrAssignFact.items``)."""
+    if not isinstance(value, ast.Call) or len(value.args) != 1 or value.keywords:
+        return None
+    arg = value.args[0]
+    if isinstance(arg, (ast.List, ast.Tuple)):
+        elts: list[ast.expr] = list(arg.elts)
+    elif isinstance(arg, (ast.ListComp, ast.GeneratorExp)):
+        elts = [arg.elt]
+    elif isinstance(arg, ast.Dict) and all(k is not None for k in arg.keys):
+        elts = list(arg.values)
+    elif isinstance(arg, ast.DictComp):
+        elts = [arg.value]
+    else:
+        return None
+    out: list[Chain] = []
+    for e in elts:
+        ch = chain_of(e.func) if isinstance(e, ast.Call) else None
+        if ch is None:
+            return None
+        out.append(ch)
+    return tuple(dict.fromkeys(out))

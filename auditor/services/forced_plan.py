@@ -19,6 +19,7 @@ from typing import Sequence
 
 from ..analyses.dispatch import DispatchProvider, ForcedPlan, ForcedStep, Plan
 from ..analyses.loops import LoopSelection
+from ..analyses.step_loss import constant_layer
 from ..model.findings import Finding, Meaning
 
 __all__ = ["ForcedPlan", "ForcedStep", "forced_plan"]
@@ -68,19 +69,30 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
     fwd_lost = _model_hops_lose(fwd, mro, findings)
     head_lost = _model_hops_lose(heads, mro, findings)
 
-    def layer(present: bool, lost: Finding | None, i: int) -> int | None:
-        if not present:
+    # Reads at a constant key of a literal container select no layer by the step: forcing the
+    # step leaves them as they are (that entry, or unknown where they name different ones).
+    fixed = {"forward": all(s.position is not None for s in fwd), "head": all(s.position is not None for s in heads)}
+
+    def layer(sels: list[LoopSelection], lost: Finding | None, i: int) -> int | None:
+        if not sels:
             return None
+        if all(s.position is not None for s in sels):
+            return constant_layer(sels)
         if lost is not None:
             return 0
         return i % n if n else i
 
-    steps = tuple(ForcedStep(i, layer(bool(fwd), fwd_lost, i), layer(bool(heads), head_lost, i))
+    steps = tuple(ForcedStep(i, layer(fwd, fwd_lost, i), layer(heads, head_lost, i))
                   for i in range(plan.setting.k))
     whys = []
     for what, sel, lost in (("forward", fwd, fwd_lost), ("head", heads, head_lost)):
         if not sel:
             whys.append(f"{what}: no selection ({'one shared head' if what == 'head' else 'unknown'})")
+        elif fixed[what]:
+            at = constant_layer(sel)
+            whys.append(f"{what}: {sel[0].hops[-1].note} at a constant key, an entry of a container built from a "
+                        f"literal -> {'layer ' + str(at) if at is not None else 'different layers (unknown)'}, "
+                        f"whatever the step")
         elif lost is not None:
             whys.append(f"{what}: step lost at {lost.rule} {lost.path}:{lost.line} {lost.function} -> layer 0")
         else:

@@ -76,5 +76,5 @@ class DrafterLoops(DispatchPart):
     def selects_per_step(self, drafter: ClassKey, model: ClassKey) -> bool:
         """A loop of the drafter reaches a layer selection of ``model`` through ``forward``
         (the model picks a layer by the step, so the per-step drafter matters to it)."""
-        return any(s.model_class == model and s.method in FORWARD_METHODS
+        return any(s.model_class == model and s.method in FORWARD_METHODS and s.position is None
                    for r in self.drafter_loops(drafter) for s in r.selections)

@@ -243,7 +243,9 @@ class Outcomes(DispatchPart):
         owners = {c for part in {model, *self.registry.model_parts(model)} for c in self.index.mro(part)}
         found: list[StepRaise] = []
         for sel in selections:
-            values: list[int | None] = list(range(k)) if sel.kind is StepKind.VARYING else [None] * k
+            # A read at a constant key of a literal container: the step the selecting function gets.
+            varying = StepKind.VARYING in (sel.kind, sel.step)
+            values: list[int | None] = list(range(k)) if varying else [None] * k
             funcs = list(dict.fromkeys((h.path, h.function) for h in sel.hops
                                        if self.types.defining_class((h.path, h.function)) in owners))
             hit = self.step_raise(funcs, k, values)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from ...index.index import ClassKey
 from ...model.findings import Hop
 from ..loops import LoopSelection, StepKind
+from ..step_loss import constant_layer
 from ..partial_eval import Obj
 from ..reachability import inert_detail
 from .model import ClosedGates, Verdict, Setting, DecisionRow, StepPlan, Plan
@@ -51,6 +52,9 @@ class Planner(DispatchPart):
         leg = self.provider.route_values.leg(proposer, model) if model else None
         n, layer_field = self._layer_count(leg, hf) if leg else (None, None)
         fixed = fixed_layer_count(self, model) if model else None
+        literal = self._literal_count(leg) if leg else None
+        if literal is not None:  # the selected container is built from a literal: its entries
+            fixed = literal
         if fixed is not None:  # built whatever the config says: the count the selections see
             n, layer_field = fixed[0], None
             notes.append(f"the draft model builds {fixed[0]} MTP layer(s) whatever the config says ({fixed[1]})")
@@ -161,6 +165,27 @@ class Planner(DispatchPart):
         hits = [r for r in (found, missing, lacking) if r is not None]
         return min(hits, key=lambda r: (r.step, r.path, r.line)) if hits else None
 
+    def _literal_count(self, leg: RouteLeg) -> tuple[int, str] | None:
+        """The layer count of the container the leg's forward selects, when every selection
+        that decides the forward layer (those of the forward's kind) selects one container
+        built from a literal (``nn.ModuleDict({"0": X(...)})``): its number of entries, with
+        where it is built. None otherwise (the config-derived count stands)."""
+        kind = leg.reading.forward if leg.reading is not None else None
+        deciding = [s for s in leg.forward if s.kind is kind]
+        found = set()
+        for s in deciding:
+            chain = s.container.split(".")
+            c = self.types.literal_container(s.ctx, chain[1]) if s.ctx is not None and len(chain) == 2 else None
+            if c is None:
+                return None
+            found.add(c)
+        if len(found) != 1:
+            return None
+        c = found.pop()
+        assert c.count is not None
+        return c.count, f"self.{c.attr} built from a literal of {c.count} entr{'y' if c.count == 1 else 'ies'} " \
+                        f"in {c.owner[1]} ({c.owner[0]}:{c.line})"
+
     def _layer_count(self, leg: RouteLeg, hf: Obj) -> tuple[int | None, str | None]:
         """The layer count this configuration gives the route's layer-count fields: on the
         draft config, else on a config nested in it (a multimodal checkpoint keeps the text
@@ -198,12 +223,16 @@ class Planner(DispatchPart):
         fkind, hkind = reading.forward, reading.heads
         loop_label = leg.loop_label
 
-        def layer(kind: StepKind | None, i: int) -> int | None:
+        # The one layer selections that take no per-step step run (a read at a constant key of
+        # a literal container: that entry; else step 0's); None when they disagree.
+        const_f, const_h = constant_layer(fwd), constant_layer(leg.heads)
+
+        def layer(kind: StepKind | None, i: int, const: int | None) -> int | None:
             if kind is None:
                 return None
             if kind is StepKind.VARYING:
                 return i % n if n else i
-            return 0
+            return const if kind in (StepKind.CONSTANT, StepKind.ABSENT) else 0
 
         if fkind is None and not leg.path.selections and self.reach.step_inert.is_inert(model, leg.path.entered):
             # The model only hands the step on (:mod:`..step_inert`): the same layer(s) every step;
@@ -221,11 +250,16 @@ class Planner(DispatchPart):
         lost_at = (loss, loss.site, loss.reason) if loss is not None else None
         steps = []
         for i in range(setting.k):
-            fl, hl = layer(fkind, i), layer(hkind, i)
+            fl, hl = layer(fkind, i, const_f), layer(hkind, i, const_h)
             if fkind is None:
                 verdict, why = Verdict.UNKNOWN, f"{loop_label} reaches {model[1]} but no layer selection on the path"
             elif fkind is StepKind.UNKNOWN or hkind is StepKind.UNKNOWN:
                 verdict, why = Verdict.UNKNOWN, f"{loop_label} hands {model[1]} a {param} the analysis cannot classify per step"
+                fl = hl = None
+            elif (fl is None and fkind is not StepKind.VARYING) or (hl is None and hkind not in (None, StepKind.VARYING)):
+                # only where a read at a constant key of a literal container names another entry
+                verdict, why = Verdict.UNKNOWN, (f"{loop_label} reaches {model[1]}: its selections that take no "
+                                                 f"per-step {param} name different layers")
                 fl = hl = None
             elif lost_at is not None:
                 verdict, why = Verdict.LOST, lost_at[2]
@@ -234,6 +268,11 @@ class Planner(DispatchPart):
                 verdict = Verdict.THREADED
                 why = f"{loop_label} passes {param} per step; {_last(sel)} selects {sel.container}[…]" + (
                     f": step {i} -> layer {fl}" + (f" (mod {n})" if n and i >= n else ""))
+            elif all(s.position is not None for s in fwd):
+                sel = fwd[0]
+                verdict = Verdict.CONSTANT
+                why = (f"{loop_label} reaches {model[1]}: {_last(sel)} {sel.hops[-1].note} at a constant key, entry "
+                       f"{sel.position} of a container built from a literal: layer {fl} at every step, whatever the step")
             else:
                 sel = fwd[0]
                 verdict = Verdict.CONSTANT
