@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from .envs import engine_process_env
 from .runs import RunDir, RuntimeCheckError, _Progress, read_driver_result
 
 ZYGOTE = Path(__file__).resolve().parent / "zygote.py"
@@ -58,7 +59,7 @@ class Zygote:
                 self._proc = subprocess.Popen(
                     [self.py, str(ZYGOTE), "--runner", self.runner, "--work-dir", str(work), "--status-fd", str(w)],
                     stdin=subprocess.PIPE, stdout=logf, stderr=subprocess.STDOUT, pass_fds=(w,),
-                    start_new_session=True)
+                    start_new_session=True, env=engine_process_env())
             except OSError as e:
                 os.close(r)
                 os.close(w)

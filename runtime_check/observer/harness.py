@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..envs import engine_process_env
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 LAUNCHER = HERE / "vllm_serve.py"
@@ -50,7 +52,7 @@ class ServeConfig:
 
 
 def serve_env(py: str, cfg: ServeConfig) -> dict[str, str]:
-    env = dict(os.environ)
+    env = engine_process_env()
     for key in ("MTP_AUDIT_OBSERVE", "MTP_AUDIT_OBSERVE_INTERVAL"):
         env.pop(key, None)
     # This checkout's code first: the entry point comes from the installed mtp-audit
