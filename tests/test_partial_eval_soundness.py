@@ -376,3 +376,19 @@ def f(p, q):
     fn = extract(textwrap.dedent(src), "m.py", "m", False).functions["f"]
     assert set(fn.local_defs) == {"once", "kept"}, fn.local_defs
     assert set(fn.top_defs) == {"kept"}
+
+
+def test_a_walrus_binds_too_and_a_comprehension_variable_is_its_own():
+    """A function with ``:=`` has its expressions walked for bindings; a comprehension's
+    variable is the comprehension's (Python 3), not a second binding of the function's name."""
+    src = """
+def f(q):
+    y = q.first
+    if (y := q.second):
+        pass
+    x = q.third
+    total = [x for x in q.items]
+"""
+    fn = extract(textwrap.dedent(src), "m.py", "m", False).functions["f"]
+    assert "y" not in fn.local_defs
+    assert {"x", "total"} <= set(fn.local_defs), fn.local_defs

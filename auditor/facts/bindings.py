@@ -5,6 +5,7 @@ one value only when nothing else binds it."""
 from __future__ import annotations
 
 import ast
+from typing import Callable
 
 
 def top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
@@ -24,34 +25,72 @@ def top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
     return out
 
 
-def binding_counts(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+def binding_counts(node: ast.FunctionDef | ast.AsyncFunctionDef, walrus: bool = True) -> dict[str, int]:
     """How many times each name is bound anywhere in the function (nested scopes included,
     which only over-counts): a store (an assignment, an unpacking's element, a loop target,
     ``x += 1``, ``with ... as x``, a walrus) or ``del`` once; an ``except ... as``, import,
     nested ``def``/``class``, ``global``/``nonlocal`` or ``match`` capture twice (never one
-    plain assignment)."""
+    plain assignment). ``walrus`` False: the function's text has no ``:=``, so only statements
+    bind and its expressions need not be walked (most of its nodes: a tenth of extraction)."""
     count: dict[str, int] = {}
 
     def bind(name: str, times: int = 1) -> None:
         count[name] = count.get(name, 0) + times
 
-    for sub in ast.walk(node):
-        if sub is node:
-            continue
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-            bind(sub.id)
-        elif isinstance(sub, ast.ExceptHandler) and sub.name:
-            bind(sub.name, 2)
-        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            for a in sub.names:
-                bind((a.asname or a.name).split(".")[0], 2)
-        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bind(sub.name, 2)
-        elif isinstance(sub, (ast.Global, ast.Nonlocal)):
-            for n in sub.names:
-                bind(n, 2)
-        elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
-            bind(sub.name, 2)
-        elif isinstance(sub, ast.MatchMapping) and sub.rest:
-            bind(sub.rest, 2)
+    if walrus:
+        for sub in ast.walk(node):
+            if sub is not node:
+                _count_node(sub, bind)
+        return count
+    stack: list[ast.AST] = list(node.body)
+    while stack:
+        stmt = stack.pop()
+        for target in _targets(stmt):
+            for sub in ast.walk(target):
+                if type(sub) is ast.Name and type(sub.ctx) is not ast.Load:
+                    bind(sub.id)
+        if isinstance(stmt, (ast.Try, ast.TryStar)):
+            for h in stmt.handlers:
+                if h.name:
+                    bind(h.name, 2)
+                stack.extend(h.body)
+        elif isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                for sub in ast.walk(case.pattern):
+                    _count_node(sub, bind)
+                stack.extend(case.body)
+        else:
+            _count_node(stmt, bind)
+        for name in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, name, ()))
     return count
+
+
+def _targets(stmt: ast.AST) -> tuple[ast.AST, ...]:
+    """What a statement stores into or deletes (its names are bindings)."""
+    if isinstance(stmt, (ast.Assign, ast.Delete)):
+        return tuple(stmt.targets)
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+        return (stmt.target,)
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return tuple(i.optional_vars for i in stmt.items if i.optional_vars is not None)
+    return ()
+
+
+def _count_node(sub: ast.AST, bind: Callable[..., None]) -> None:
+    if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+        bind(sub.id)
+    elif isinstance(sub, ast.ExceptHandler) and sub.name:
+        bind(sub.name, 2)
+    elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+        for a in sub.names:
+            bind((a.asname or a.name).split(".")[0], 2)
+    elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        bind(sub.name, 2)
+    elif isinstance(sub, (ast.Global, ast.Nonlocal)):
+        for n in sub.names:
+            bind(n, 2)
+    elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
+        bind(sub.name, 2)
+    elif isinstance(sub, ast.MatchMapping) and sub.rest:
+        bind(sub.rest, 2)

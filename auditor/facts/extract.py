@@ -945,7 +945,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
     own.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
     # A local with one value: assigned once, never otherwise bound (a loop target, ``+=``, an
     # unpacking, ``with``/``except``/import) and no parameter (its value before the assignment).
-    count = binding_counts(node)
+    count = binding_counts(node, walrus=any(":=" in line for line in src.lines[node.lineno - 1:node.end_lineno]))
     local_defs: dict[str, PExpr] = {k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)
                                     and count.get(k) == 1 and k not in own}
     return FunctionFact(
