@@ -386,9 +386,11 @@ def f(q):
     y = q.first
     if (y := q.second):
         pass
+
+def g(q):
     x = q.third
-    total = [x for x in q.items]
+    print([x for x in q.items])
 """
-    fn = extract(textwrap.dedent(src), "m.py", "m", False).functions["f"]
-    assert "y" not in fn.local_defs
-    assert {"x", "total"} <= set(fn.local_defs), fn.local_defs
+    facts = extract(textwrap.dedent(src), "m.py", "m", False)
+    assert "y" not in facts.functions["f"].local_defs
+    assert "x" in facts.functions["g"].local_defs
