@@ -5,7 +5,7 @@ walk the draft-loop analysis (which code proposes draft tokens) and the dispatch
 from __future__ import annotations
 
 from ..facts.extract import FunctionFact
-from .index import ClassKey, Index
+from .index import ClassKey, FuncKey, Index
 
 
 def self_call_closure(index: Index, cls: ClassKey, entries: list[str],
@@ -35,6 +35,24 @@ def self_call_closure(index: Index, cls: ClassKey, entries: list[str],
                 if read.startswith("self."):
                     todo += bound.get(read[5:], [])
     return out
+
+
+def self_callee(index: Index, cls: ClassKey, key: FuncKey,
+                func: tuple[str, ...]) -> tuple[FuncKey, FunctionFact] | None:
+    """The method an instance of ``cls`` runs for a call ``self.<m>(...)`` or
+    ``super().<m>(...)`` in its method ``key``: resolved in ``cls``'s MRO, for ``super()``
+    past the class defining ``key`` (None when that class is not in the MRO, or nothing
+    defines ``m``)."""
+    if len(func) != 2 or func[0] not in ("self", "super()"):
+        return None
+    after = None
+    if func[0] == "super()":
+        owner_name = key[1].rpartition(".")[0]
+        after = (key[0], owner_name) if owner_name else index.patched_owner(key)
+        if after is None or after not in index.mro(cls):
+            return None
+    found = index.method(cls, func[1], after=after)
+    return ((found[0][0], f"{found[0][1]}.{func[1]}"), found[1]) if found else None
 
 
 def bound_methods(index: Index, cls: ClassKey) -> dict[str, list[str]]:

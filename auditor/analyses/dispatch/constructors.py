@@ -14,7 +14,7 @@ import copy
 
 from ...facts.extract import FunctionFact, PConst, PExpr
 from ...index.index import ClassKey, FuncKey
-from ..partial_eval import Evaluator, Obj, Path, Value
+from ..partial_eval import Evaluator, Obj, Path, Unknown, Value
 from ..reachability import COUNT_HINTS
 from .part import DispatchPart
 from .syntax import expr_names as names, self_reads
@@ -22,6 +22,19 @@ from .syntax import expr_names as names, self_reads
 #: how deep a local's definition may go through other locals' (``config`` from
 #: ``draft_model_config`` from ``speculative_config`` from the constructor's parameter)
 LOCAL_DEPTH = 6
+
+
+def constructor_env(fn: FunctionFact, roles: dict[str, str], root: Obj, hf: Obj | None) -> dict[str, Value]:
+    """A draft model constructor's parameters as the build passes them: its ``roles["root"]``
+    parameter (``vllm_config``) the build root, its ``config``/``roles["hf"]`` parameter the
+    draft config (when known); ``self`` unknown."""
+    env: dict[str, Value] = {"self": Unknown("self")}
+    for prm in fn.params:
+        if prm.name == roles["root"]:
+            env[prm.name] = root
+        elif prm.name in ("config", roles["hf"]) and hf is not None:
+            env[prm.name] = hf
+    return env
 
 
 def constructor_path(ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value], test: PExpr,

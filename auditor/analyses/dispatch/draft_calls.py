@@ -35,6 +35,7 @@ import msgspec
 
 from ...facts.extract import AttrAssignFact, AttrReadFact, CallFact, FunctionFact, PExpr
 from ...index.index import ClassKey, FuncKey
+from ...index.self_calls import self_callee
 from ...model.findings import StepRaise
 from ..loops import LoopResult
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, truth
@@ -138,21 +139,6 @@ class DraftCalls(DispatchPart):
                          f"AttributeError(\"'{model[1]}' object has no attribute '{first.method}'\")"), notes
 
     # -- the per-step code ------------------------------------------------------------
-    def _method(self, drafter: ClassKey, name: str) -> tuple[FuncKey, FunctionFact] | None:
-        found = self.index.method(drafter, name)
-        return ((found[0][0], f"{found[0][1]}.{name}"), found[1]) if found else None
-
-    def _callee(self, drafter: ClassKey, key: FuncKey, func: tuple[str, ...]) -> tuple[FuncKey, FunctionFact] | None:
-        """The drafter's method a call ``self.<m>(...)`` or ``super().<m>(...)`` in ``key``
-        runs (``super()``: resolved past the class defining ``key``)."""
-        if func[0] == "self":
-            return self._method(drafter, func[1])
-        owner = (key[0], key[1].rpartition(".")[0])
-        if owner not in self.index.mro(drafter):
-            return None
-        found = self.index.method(drafter, func[1], after=owner)
-        return ((found[0][0], f"{found[0][1]}.{func[1]}"), found[1]) if found else None
-
     def _per_step_calls(self, drafter: ClassKey, key: FuncKey, fn: FunctionFact, depth: int,
                         seen: set[str]) -> list[CallFact]:
         """Every call in ``fn`` and in the drafter's methods it calls on ``self`` or
@@ -161,7 +147,7 @@ class DraftCalls(DispatchPart):
         for c in fn.calls:
             out.append(c)
             if c.func and len(c.func) == 2 and c.func[0] in _SELF_CALLS and depth < _DEPTH:
-                found = self._callee(drafter, key, c.func)
+                found = self_callee(self.index, drafter, key, c.func)
                 if found is not None and found[0][1] not in seen:
                     seen.add(found[0][1])
                     out += self._per_step_calls(drafter, found[0], found[1], depth + 1, seen)
@@ -202,7 +188,7 @@ class DraftCalls(DispatchPart):
                 m = MissingCall(key[0], sites[0].line, key[1], target[1], target[2])
                 (sure if held else maybe if possible else []).append(m)
                 continue
-            found = self._callee(drafter, key, target)
+            found = self_callee(self.index, drafter, key, target)
             if found is None or not possible:
                 continue
             mark = target[1] if target[0] == "self" else f"super:{key[1]}"

@@ -40,8 +40,8 @@ from ...facts.extract import AttrAssignFact, AttrReadFact, CallFact, FunctionFac
 from ...facts.statements import PAttr, PCompare, PConst, PExpr, PName, PSeq
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
-from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text
-from .constructors import constructor_path
+from ..partial_eval import Evaluator, Obj, Path, Unknown, expr_text
+from .constructors import constructor_env, constructor_path
 from .draft_calls import any_arm
 from .forward_reads import _unknown
 from .part import DispatchPart
@@ -168,12 +168,7 @@ class HeadReads(DispatchPart):
     def _path(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, s: AttrAssignFact, root: Obj,
               hf: Obj | None) -> Path:
         """The constructor's path for the tests around ``s`` and its conditional value."""
-        env: dict[str, Value] = {"self": Unknown("self")}
-        for prm in fn.params:
-            if prm.name == self.roles["root"]:
-                env[prm.name] = root
-            elif prm.name in ("config", self.roles["hf"]) and hf is not None:
-                env[prm.name] = hf
+        env = constructor_env(fn, self.roles, root, hf)
         exprs: list[PExpr] = [g for b in s.branches if (g := fn.branches[b].guard) is not None]
         if s.choice is not None:
             exprs.append(s.choice)

@@ -41,6 +41,7 @@ import copy
 
 from ...facts.extract import CallFact, FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
 from ...index.index import ClassKey, FuncKey
+from ...index.self_calls import self_callee
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, truth
 from ..types import REGISTRY
 from .constructors import LOCAL_DEPTH, constructor_path
@@ -114,21 +115,18 @@ class LoadChecks(DispatchPart):
                     continue
                 if c.branches and (c.skippable or any(arms.get(b) is None or arms[b].guard is None for b in c.branches)):
                     continue
-                # ``super().m()``: the next ``m`` in the drafter's MRO after the class defining this method.
-                after = self.types.defining_class(key) if c.func[0] == "super()" else None
-                if c.func[0] == "super()" and after is None:
-                    continue
-                found = self.index.method(drafter, c.func[1], after=after) if after else self.index.method(drafter, c.func[1])
+                # The method the drafter runs for ``self.m()`` (``super().m()``: the next one in its MRO).
+                found = self_callee(self.index, drafter, key, c.func)
                 if found is None or c.func[1] == "__init__":
                     continue
-                owner, callee = found
+                callee_key, callee = found
                 lead: tuple[Test, ...] = tuple((key, fn, g, arms[b].negated, c.line) for b in c.branches
                                                if (g := arms[b].guard) is not None)
                 inner: When = None
                 if when is not None:
                     inner = ((when[0], c.line, (callee,)) if key == ctors[when[0]][0]
                              else (when[0], when[1], (*when[2], callee)))
-                todo.append(((owner[0], f"{owner[1]}.{c.func[1]}"), callee, (*outer, *lead), inner))
+                todo.append((callee_key, callee, (*outer, *lead), inner))
         return out
 
     def _load_methods(self, drafter: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:

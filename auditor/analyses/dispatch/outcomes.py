@@ -29,9 +29,9 @@ from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult, LoopSelection, StepKind
-from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
+from ..partial_eval import Evaluator, Obj, Path, Value, expr_text, truth
 from ..partial_eval.values import structural_key
-from .constructors import constructor_path
+from .constructors import constructor_env, constructor_path
 from .part import DispatchPart
 from .syntax import expr_names as _names, expr_nodes as _walk
 
@@ -180,12 +180,7 @@ class Outcomes(DispatchPart):
                 continue
             owner, fn = found
             key = (owner[0], f"{owner[1]}.__init__")
-            env: dict[str, Value] = {"self": Unknown("self")}
-            for prm in fn.params:
-                if prm.name == self.roles["root"]:
-                    env[prm.name] = root
-                elif prm.name in ("config", self.roles["hf"]):
-                    env[prm.name] = hf
+            env = constructor_env(fn, self.roles, root, hf)
             for c in fn.checks:
                 p = constructor_path(ev, key, fn, copy.deepcopy(env), c.test, c.line)
                 if truth(ev.eval(c.test, p, key)) is False:
