@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from scan_helpers import write_tree
 from test_layers import planned_scan
-from trees import gate_tree
+from trees import sampling_drafter_tree
 
 from auditor.analyses.dispatch import Setting
 
@@ -33,18 +33,7 @@ _MODEL_EXTRA = "\n    def logits(self, x):\n        return x\n"
 
 
 def _files(model_extra: str = "", model_bases: str = "nn.Module", extra_module: str = "") -> dict[str, str]:
-    files = gate_tree()
-    spec = files["vllm/spec_decode/speculators.py"]
-    spec = spec.replace('''    def propose(self, x):
-        for step in range(self.num_speculative_steps):
-            x = self.model(x, spec_step_idx=step)
-        return x
-''', _PROPOSE, 1).replace('''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
-''', '''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
-        self.local_argmax = vllm_config.speculative_config.use_local_argmax_reduction
-''', 1)
-    assert "top_ids" in spec and "self.local_argmax =" in spec
-    files["vllm/spec_decode/speculators.py"] = spec
+    files = sampling_drafter_tree(_PROPOSE)
     model = files["vllm/models/deep_mtp.py"].replace("class DeepMTP(nn.Module):", f"{extra_module}\n\nclass DeepMTP({model_bases}):")
     files["vllm/models/deep_mtp.py"] = model + _MODEL_EXTRA + model_extra
     return files

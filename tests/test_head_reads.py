@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from scan_helpers import write_tree
 from test_layers import planned_scan
-from trees import gate_tree
+from trees import sampling_drafter_tree
 
 from auditor.analyses.dispatch import Setting
 
@@ -65,18 +65,8 @@ _ASSERT = "        assert self.masked is not None\n        return self.masked.ge
 
 
 def _files(store: str = _IF_ELSE, body: str = _USE, model_more: str = "", drafter_more: str = "") -> dict[str, str]:
-    files = gate_tree()
-    spec = files["vllm/spec_decode/speculators.py"]
-    spec = spec.replace('''    def propose(self, x):
-        for step in range(self.num_speculative_steps):
-            x = self.model(x, spec_step_idx=step)
-        return x
-''', _PROPOSE, 1).replace('''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
-''', '''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
-        self.local_argmax = vllm_config.speculative_config.use_local_argmax_reduction
-''', 1)
-    assert "get_top_tokens" in spec and "self.local_argmax =" in spec
-    files["vllm/spec_decode/speculators.py"] = spec + drafter_more
+    files = sampling_drafter_tree(_PROPOSE)
+    files["vllm/spec_decode/speculators.py"] += drafter_more
     model = files["vllm/models/deep_mtp.py"]
     layers = "        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(self.num_mtp_layers)])\n"
     assert layers in model

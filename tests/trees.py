@@ -108,3 +108,22 @@ EAGLE_STYLE_LOOP = "out.append(self.model(input_ids, positions, hidden_states))"
 THREADED_LOOP = "out.append(self.model(input_ids, positions, hidden_states, spec_step_idx=token_index + 1))"
 PASSING_WRAPPER = "return self.model(input_ids, positions, hidden_states, **kwargs)"
 DROPPING_WRAPPER = "return self.model(input_ids, positions, hidden_states)"
+
+
+def sampling_drafter_tree(propose: str) -> dict[str, str]:
+    """:func:`gate_tree` whose multi-module drafter runs ``propose`` (its ``propose`` and the
+    helpers it calls, in place of the plain draft loop) and keeps the speculative config's
+    ``use_local_argmax_reduction`` in ``self.local_argmax``: the shape of a drafter that
+    samples each draft token through a head method chosen by an option."""
+    files = gate_tree()
+    spec = files["vllm/spec_decode/speculators.py"].replace('''    def propose(self, x):
+        for step in range(self.num_speculative_steps):
+            x = self.model(x, spec_step_idx=step)
+        return x
+''', propose, 1).replace('''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+''', '''        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+        self.local_argmax = vllm_config.speculative_config.use_local_argmax_reduction
+''', 1)
+    assert propose in spec and "self.local_argmax =" in spec
+    files["vllm/spec_decode/speculators.py"] = spec
+    return files
