@@ -13,15 +13,7 @@ from trees import sampling_drafter_tree
 
 from auditor.analyses.dispatch import Setting
 
-_PROPOSE = '''
-    def propose(self, x, meta):
-        x = self.model(x, spec_step_idx=0)
-        tok = self._sample(x, meta)
-        for step in range(1, self.num_speculative_steps):
-            x = self.model(x, spec_step_idx=step)
-            tok = self._sample(x, meta)
-        return tok
-
+_SAMPLE = '''
     def _sample(self, x, meta):
         if self.local_argmax or meta.all_greedy:
             if self.local_argmax:
@@ -33,7 +25,7 @@ _MODEL_EXTRA = "\n    def logits(self, x):\n        return x\n"
 
 
 def _files(model_extra: str = "", model_bases: str = "nn.Module", extra_module: str = "") -> dict[str, str]:
-    files = sampling_drafter_tree(_PROPOSE)
+    files = sampling_drafter_tree(_SAMPLE)
     model = files["vllm/models/deep_mtp.py"].replace("class DeepMTP(nn.Module):", f"{extra_module}\n\nclass DeepMTP({model_bases}):")
     files["vllm/models/deep_mtp.py"] = model + _MODEL_EXTRA + model_extra
     return files

@@ -15,15 +15,7 @@ from trees import sampling_drafter_tree
 
 from auditor.analyses.dispatch import Setting
 
-_PROPOSE = '''
-    def propose(self, x, meta):
-        x = self.model(x, spec_step_idx=0)
-        tok = self._sample(x, meta)
-        for step in range(1, self.num_speculative_steps):
-            x = self.model(x, spec_step_idx=step)
-            tok = self._sample(x, meta)
-        return tok
-
+_SAMPLE = '''
     def _sample(self, x, meta):
         if self.local_argmax:
             return self.model.get_top_tokens(x)
@@ -65,7 +57,7 @@ _ASSERT = "        assert self.masked is not None\n        return self.masked.ge
 
 
 def _files(store: str = _IF_ELSE, body: str = _USE, model_more: str = "", drafter_more: str = "") -> dict[str, str]:
-    files = sampling_drafter_tree(_PROPOSE)
+    files = sampling_drafter_tree(_SAMPLE)
     files["vllm/spec_decode/speculators.py"] += drafter_more
     model = files["vllm/models/deep_mtp.py"]
     layers = "        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(self.num_mtp_layers)])\n"

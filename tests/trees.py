@@ -110,12 +110,26 @@ PASSING_WRAPPER = "return self.model(input_ids, positions, hidden_states, **kwar
 DROPPING_WRAPPER = "return self.model(input_ids, positions, hidden_states)"
 
 
-def sampling_drafter_tree(propose: str) -> dict[str, str]:
-    """:func:`gate_tree` whose multi-module drafter runs ``propose`` (its ``propose`` and the
-    helpers it calls, in place of the plain draft loop) and keeps the speculative config's
-    ``use_local_argmax_reduction`` in ``self.local_argmax``: the shape of a drafter that
-    samples each draft token through a head method chosen by an option."""
+# A drafter's propose that samples the first draft token before its draft loop and every
+# later one inside it, through ``self._sample`` (each test writes its own ``_sample``).
+_SAMPLING_PROPOSE = '''
+    def propose(self, x, meta):
+        x = self.model(x, spec_step_idx=0)
+        tok = self._sample(x, meta)
+        for step in range(1, self.num_speculative_steps):
+            x = self.model(x, spec_step_idx=step)
+            tok = self._sample(x, meta)
+        return tok
+'''
+
+
+def sampling_drafter_tree(sample: str) -> dict[str, str]:
+    """:func:`gate_tree` whose multi-module drafter samples each draft token through
+    ``sample`` (the source of its ``_sample`` method) in place of the plain draft loop, and
+    keeps the speculative config's ``use_local_argmax_reduction`` in ``self.local_argmax``:
+    the shape of a drafter that samples through a head method chosen by an option."""
     files = gate_tree()
+    propose = _SAMPLING_PROPOSE + sample
     spec = files["vllm/spec_decode/speculators.py"].replace('''    def propose(self, x):
         for step in range(self.num_speculative_steps):
             x = self.model(x, spec_step_idx=step)
