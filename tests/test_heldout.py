@@ -70,10 +70,6 @@ _MISSING.update({
     "v024-v1-ernie-target-3layers-k3": ("weights renamed by a hand-written function (0.24.0 ErnieMTP._rewrite_spec_layer_name, "
                                         "index 0 only) are not read: only a literal hf_to_vllm_mapper is (weight_names.py)"),
     "v031-v2-gemma4-draft-2layers-k2-localargmax": _NONE_HEAD_V2,
-    "v029-v2-mimo-target-2layers-k2": ("a start-up guard that reads what a call returns (batch_desc = dispatch_cg_and_sync_dp("
-                                       "..., need_eager=is_profile): cg_mode NONE in the profile run) is not evaluated: the "
-                                       "start-up rejection is a note ('depends on not (batch_desc.cg_mode == FULL)'), the "
-                                       "outcome stays raises at step 1"),
     "v032-v1-nemotronh-target-1layer-k2": ("disputed, the unit counted: NemotronHMultiTokenPredictor holds num_mtp_layers x "
                                            "pattern_len sub-layers (nemotron_h_mtp.py:264) and its forward runs the pattern's "
                                            "sub-layers of the one MTP layer; the tool counts MTP layers (one: layer 0 every step), "

@@ -16,7 +16,7 @@ from test_partial_eval import _World
 
 from auditor.analyses.dispatch import Setting
 from auditor.analyses.partial_eval import MAX_PATHS, ClassRef, Evaluator, FuncRef, Obj, Unknown, World
-from auditor.facts.extract import extract
+from auditor.facts.extract import UNPACK, PCall, PConst, PName, PSubscript, extract
 from trees import gate_tree as _tree
 
 
@@ -352,11 +352,13 @@ def f(cfg):
 
 def test_a_local_with_more_than_one_binding_has_no_single_value():
     """``local_defs`` (what the dispatch analyses take a local's value to be anywhere in its
-    function) holds only a local bound once: not an unpacking's element (it is not the whole
-    value), not one a loop, ``+=``, ``with``, ``except`` or import binds again, and no parameter."""
+    function) holds only a local bound once: a flat unpacking's element as that element of the
+    value (``<unpack>(v, n)[i]``), not a starred one, not one a loop, ``+=``, ``with``,
+    ``except`` or import binds again, and no parameter."""
     src = """
 def f(p, q):
     a, b = q.pair
+    c, *rest = q.more
     x = 0
     x += 1
     y = 1
@@ -374,8 +376,11 @@ def f(p, q):
     kept = q.other
 """
     fn = extract(textwrap.dedent(src), "m.py", "m", False).functions["f"]
-    assert set(fn.local_defs) == {"once", "kept"}, fn.local_defs
-    assert set(fn.top_defs) == {"kept"}
+    assert set(fn.local_defs) == {"a", "b", "once", "kept"}, fn.local_defs
+    assert set(fn.top_defs) == {"a", "b", "kept"}
+    b = fn.local_defs["b"]
+    assert isinstance(b, PSubscript) and b.index == PConst(value=1)
+    assert isinstance(b.value, PCall) and b.value.func == PName(id=UNPACK) and b.value.args[1] == PConst(value=2)
 
 
 def test_a_walrus_binds_too_and_a_comprehension_variable_is_its_own():

@@ -232,6 +232,13 @@ _DUMMY_LATER_STEPS = '''
         for _ in range(1, self.num_speculative_steps):
             self.model(x)
 '''
+# The same over a count the caller hands in.
+_DUMMY_HANDED_STEPS = '''
+
+    def dummy_run(self, x, steps=None):
+        for _ in range(1, steps):
+            self.model(x)
+'''
 # A drafter warm-up that never calls the draft model.
 _NO_MODEL_CALL = '''
 
@@ -259,12 +266,23 @@ def test_a_compiled_dummy_run_that_calls_a_forward_that_always_raises_rejects_at
 
 
 def test_a_dummy_run_loop_that_may_not_iterate_leaves_the_start_up_unknown(tmp_path):
-    plan = _plans(tmp_path, call="dummy_run", model=_LACKING_MODEL, method=_DUMMY_LATER_STEPS)
+    plan = _plans(tmp_path, call="dummy_run", model=_LACKING_MODEL, method=_DUMMY_HANDED_STEPS)
     assert plan.outcome == "raises" and plan.raises_at_step == 0
     view = plan.compiled
     assert view is not None and view.outcome is None
     assert [s.verdict for s in view.steps] == ["raises at step 0", "raises at step 0"]
     assert "a start-up pass may call the draft model's forward" in view.why and "inside a loop" in view.why
+
+
+def test_a_dummy_run_loop_over_the_k_the_constructor_copies_runs_at_k_2(tmp_path):
+    # range(1, self.num_speculative_steps): the drafter's __init__ copies K (2 here) from the
+    # speculative config and nothing else writes it, so the loop runs once: the warm-up calls
+    # the forward that always raises.
+    plan = _plans(tmp_path, call="dummy_run", model=_LACKING_MODEL, method=_DUMMY_LATER_STEPS)
+    view = plan.compiled
+    assert view is not None and view.outcome == "rejected"
+    (r,) = view.rejections
+    assert (r.function, r.when) == ("BaseLayer.forward", "startup")
 
 
 def test_a_warm_up_that_never_calls_the_draft_model_keeps_the_raise(tmp_path):

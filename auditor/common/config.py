@@ -127,12 +127,15 @@ class Config:
     engine_mode_fields: dict[str, str] = field(default_factory=lambda: {
         "enforce_eager": "model_config.enforce_eager", "compilation_mode": "compilation_config.mode"})
     # What the start-up judgement assumes of state the code reads at run time (JSON values):
-    # one pipeline stage (vLLM's default pipeline_parallel_size = 1), a text-only target (its
-    # model config has no multimodal config: vLLM sets one only for a multimodal model). A
-    # key is a field of ``self`` or, dotted, of the config object it names (under
-    # ``vllm_config``). A judgement that used one says so.
+    # one pipeline stage (vLLM's default pipeline_parallel_size = 1), one data-parallel rank
+    # (its default data_parallel_size = 1), a text-only target (its model config has no
+    # multimodal config: vLLM sets one only for a multimodal model). A key is a field of
+    # ``self`` or, dotted, of the config object it names (under ``vllm_config``; also read
+    # through a ``self`` attribute the constructor copies it into). A judgement that used one
+    # says so.
     startup_assumptions: dict[str, str] = field(default_factory=lambda: {
-        "is_first_pp_rank": "true", "is_last_pp_rank": "true", "model_config.multimodal_config": "null"})
+        "is_first_pp_rank": "true", "is_last_pp_rank": "true", "model_config.multimodal_config": "null",
+        "parallel_config.data_parallel_size": "1"})
     # Modules whose attributes are environment variables read from a table of lambdas (vLLM's
     # ``envs``): planned with every variable unset, each is the default its lambda computes
     # (read, never run).

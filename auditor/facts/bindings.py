@@ -11,17 +11,21 @@ from typing import Callable
 def top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
               count: dict[str, int] | None = None) -> dict[str, int]:
     """:attr:`FunctionFact.top_defs`: a name bound once (:func:`binding_counts`), by a
-    top-level ``x = v`` or ``x: T = v``, and no parameter, is kept with its line."""
+    top-level ``x = v``, ``x: T = v`` or flat unpacking ``x, y = v``, and no parameter, is
+    kept with its line."""
     count = binding_counts(node) if count is None else count
     out: dict[str, int] = {}
     for stmt in node.body:
-        target = None
+        targets: list[ast.expr] = []
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target = stmt.targets[0]
+            flat = isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts)
+            targets = list(target.elts) if flat else [target]  # type: ignore[attr-defined]
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            target = stmt.target
-        if isinstance(target, ast.Name) and count.get(target.id) == 1 and target.id not in params:
-            out[target.id] = stmt.lineno
+            targets = [stmt.target]
+        for target in targets:
+            if isinstance(target, ast.Name) and count.get(target.id) == 1 and target.id not in params:
+                out[target.id] = stmt.lineno
     return out
 
 

@@ -46,6 +46,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     PBinOp as PBinOp,
     PNamed as PNamed,
     POpaque as POpaque,
+    UNPACK as UNPACK,
     PExpr as PExpr,
     StmtBase as StmtBase,
     SIf as SIf,
@@ -77,7 +78,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     literal_entries,
 )
 
-FACTS_VERSION = 23  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 24  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -605,9 +606,12 @@ class _FunctionExtractor(_SkippableVisits):
             writes = self._loop_writes.setdefault(loop_id, {})
             writes[name] = writes.get(name, False) or carried
 
-    def _bind(self, target: ast.AST, value: ast.AST | None, line: int, opaque: bool = False) -> None:
+    def _bind(self, target: ast.AST, value: ast.AST | None, line: int, opaque: bool = False,
+              element: tuple[int, int] | None = None) -> None:
         """``opaque``: the name is bound to something other than ``value`` itself (an element of
-        an unpacking, what a ``with`` item's ``__enter__`` returns)."""
+        an unpacking, what a ``with`` item's ``__enter__`` returns). ``element``: the name is
+        element ``i`` of a flat unpacking of ``value`` into ``n`` names (``(i, n)``; ``a, b = v``:
+        ``<unpack>(v, 2)[i]``, :data:`UNPACK`)."""
         if isinstance(target, ast.Name) and self._loop_stack:
             self._loop_write(target.id, value is not None and target.id in _names(value))
         elif isinstance(target, ast.Attribute) and self._loop_stack:
@@ -616,19 +620,27 @@ class _FunctionExtractor(_SkippableVisits):
                 self._loop_write("self." + ch[1], value is not None and "self." + ch[1] in _names(value))
         if isinstance(target, ast.Name):
             defs = self._defs.setdefault(target.id, [])
-            known = value is not None and not self._loop_stack and not opaque
-            defs.append(pexpr(value, self.src) if known and value is not None else POpaque(""))
+            known = value is not None and not self._loop_stack and (not opaque or element is not None)
+            if known and value is not None:
+                whole = pexpr(value, self.src)
+                if element is not None:
+                    of = PCall(func=PName(id=UNPACK), args=(whole, PConst(value=element[1])), text=self.src.segment(value))
+                    whole = PSubscript(value=of, index=PConst(value=element[0]))
+                defs.append(whole)
+            else:
+                defs.append(POpaque(""))
             values = self.assigns.setdefault(target.id, [])
             if value is not None:
                 for alt in _alternatives(value):
                     values.append(_expr(alt, self.src))
                     self._maybe_dict(target.id, alt)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
+            flat = not any(isinstance(elt, ast.Starred) for elt in target.elts)
+            for i, elt in enumerate(target.elts):
                 inner = elt.value if isinstance(elt, ast.Starred) else elt
                 # Unpacking: each element depends on the whole value.
                 _attr_def(self, inner, None)  # (not the whole value: it is one element of it)
-                self._bind(inner, value, line, opaque=True)
+                self._bind(inner, value, line, opaque=True, element=(i, len(target.elts)) if flat and isinstance(inner, ast.Name) else None)
         elif isinstance(target, ast.Attribute):
             ch = chain_of(target)
             _attr_def(self, target, value)
@@ -943,8 +955,9 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str, src: 
         ex.live.update(_names(dflt))
     own = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
     own.update(a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None)
-    # A local with one value: assigned once, never otherwise bound (a loop target, ``+=``, an
-    # unpacking, ``with``/``except``/import) and no parameter (its value before the assignment).
+    # A local with one value: assigned once, never otherwise bound (a loop target, ``+=``, a
+    # starred unpacking, ``with``/``except``/import) and no parameter (its value before the
+    # assignment). An element of a flat unpacking ``a, b = v`` is ``v[i]``.
     count = binding_counts(node, walrus=any(":=" in line for line in src.lines[node.lineno - 1:node.end_lineno]))
     local_defs: dict[str, PExpr] = {k: v[0] for k, v in ex._defs.items() if len(v) == 1 and not isinstance(v[0], POpaque)
                                     and count.get(k) == 1 and k not in own}

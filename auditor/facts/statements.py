@@ -30,6 +30,11 @@ class Struct(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fie
 # trees; anything it cannot evaluate is kept as its text only (``POpaque``).
 
 
+#: The callee name of an unpacking's value (``a, b = v``: ``a`` is ``<unpack>(v, 2)[0]``), which
+#: no source can call: the evaluator takes the elements of a list or tuple of that length only.
+UNPACK = "<unpack>"
+
+
 class PExprBase(Struct, tag_field="k", frozen=True):
     """Base of the expression tree nodes (tagged so a union decodes unambiguously)."""
 

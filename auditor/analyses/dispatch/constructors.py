@@ -13,11 +13,12 @@ from __future__ import annotations
 import copy
 
 from ...facts.extract import FunctionFact, PConst, PExpr
-from ...index.index import ClassKey, FuncKey
+from ...index.index import ClassKey, FuncKey, Index
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value
+from ..partial_eval.values import _Absent
 from ..reachability import COUNT_HINTS
 from .part import DispatchPart
-from .syntax import expr_names as names, self_reads
+from .syntax import expr_names as names, name_chain, self_reads
 
 #: how deep a local's definition may go through other locals' (``config`` from
 #: ``draft_model_config`` from ``speculative_config`` from the constructor's parameter)
@@ -59,6 +60,40 @@ def constructor_path(ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[st
     if attrs:
         p.env["self"] = Obj("self", {a: ev.eval(fn.attr_defs[a], Path(copy.deepcopy(p.env)), key) for a in attrs})
     return p
+
+
+def config_copies(index: Index, root: str, cls: ClassKey, config: Obj) -> dict[str, tuple[str, Value]]:
+    """The attributes of ``cls`` its constructor copies from the configuration and nothing else
+    writes, with the field chain each copies and its value in ``config`` (the ``root``
+    parameter's object, ``vllm_config``) where that is known: the one assignment to
+    ``self.<attr>`` in the whole MRO is a statement of an ``__init__`` body that runs (each
+    ``__init__`` before it in the MRO calls an ``__init__``), its value an attribute chain on
+    the ``root`` parameter (``self.dp_size = vllm_config.parallel_config.data_parallel_size``)."""
+    mro = index.mro(cls)
+    count: dict[str, int] = {}
+    for c in mro:
+        for m in index.methods(c).values():
+            for a in m.attr_assigns:
+                if len(a.target) == 2 and a.target[0] == "self":
+                    count[a.target[1]] = count.get(a.target[1], 0) + 1
+    out: dict[str, tuple[str, Value]] = {}
+    for c in mro:
+        init = index.methods(c).get("__init__")
+        if init is None:
+            continue
+        if any(prm.name == root for prm in init.params):
+            for attr, e in init.attr_defs.items():
+                chain = name_chain(e)
+                if count.get(attr) != 1 or chain is None or chain[0] != root:
+                    continue
+                held: Value | _Absent = config
+                for part in chain[1:]:
+                    held = held.get(part) if isinstance(held, Obj) else Unknown(part)
+                if not isinstance(held, (Unknown, Obj, _Absent)):
+                    out.setdefault(attr, (".".join(chain[1:]), held))
+        if not any(x.func and x.func[-1] == "__init__" for x in init.calls):
+            break  # the bases' constructors do not run from this one
+    return out
 
 
 def fixed_layer_count(part: DispatchPart, model: ClassKey) -> tuple[int, str] | None:

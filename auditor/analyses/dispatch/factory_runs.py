@@ -336,7 +336,8 @@ class FactoryRuns(DispatchPart):
     def _drafter_of(self, path: Path) -> tuple[ClassKey, int] | None:
         found: tuple[ClassKey, int] | None = None
         for _target, value, line in path.built:
-            if isinstance(value, Instance) and self.provider.location.is_drafter(value.cls):
+            # (an Obj of a class: a drafter the evaluator built as a data record)
+            if isinstance(value, (Instance, Obj)) and value.cls is not None and self.provider.location.is_drafter(value.cls):
                 found = (value.cls, line)
         if isinstance(path.returned, Instance) and self.provider.location.is_drafter(path.returned.cls):
             found = (path.returned.cls, path.returned.line)

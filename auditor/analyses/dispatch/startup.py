@@ -56,6 +56,7 @@ from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from ..partial_eval.values import structural_key
+from .constructors import config_copies
 from .env_defaults import env_defaults
 from .outcomes import Rejection
 from .part import DispatchPart
@@ -138,7 +139,7 @@ class _StartupWorld(TreeWorld):
     def class_attr(self, cls: tuple[str, str], name: str) -> Value | None:
         cf = self.index.class_fact(cls)
         if cf is None or not any(b and b[-1] in _INT_ENUMS for b in cf.bases):
-            return None
+            return super().class_attr(cls, name)
         e = cf.class_attrs.get(name)
         if e is None or not e.has_literal or not isinstance(e.literal, int) or isinstance(e.literal, bool):
             return None
@@ -154,6 +155,7 @@ class StartupPasses(DispatchPart):
         self._memo: dict[tuple[Any, ...], tuple[int, StartupReach | None]] = {}
         self._attrs: dict[tuple[ClassKey, str], tuple[int, dict[str, list[ClassKey]]]] = {}
         self._chain_memo: dict[tuple[Any, ...], tuple[int, list[_Chain]]] = {}
+        self._derived: dict[str, str] = {}  # the judged chain's ``self.<attr>`` copied from a config field
 
     # -- loading (before the index is frozen) ---------------------------------------
     def load(self) -> None:
@@ -337,6 +339,7 @@ class StartupPasses(DispatchPart):
         """Whether the chain's calls are made (to the target function ``end``, or the last
         edge's target call when None), what an unknown answer depends on, the assumptions."""
         ev = Evaluator(_StartupWorld(self), lambda _name: None)
+        self._derived = {}
         assumed: list[str] = []
         unknown = ""
         bound: dict[str, Value] = {}
@@ -424,10 +427,12 @@ class StartupPasses(DispatchPart):
         return out, reads
 
     def _assumption(self, read: str) -> str | None:
-        """The ``startup-assumptions`` key a field read is: ``self.<key>``, or a dotted key
-        read on the object it names (``model_config.multimodal_config``)."""
+        """The ``startup-assumptions`` key a field read is: ``self.<key>``, a dotted key read
+        on the object it names (``model_config.multimodal_config``), or ``self.<attr>`` a
+        constructor copied from one (:func:`.constructors.config_copies`)."""
+        copied = self._derived.get(read[5:]) if read.startswith("self.") else None
         for key in self.config.startup_assumptions:
-            if read == f"self.{key}" or ("." in key and read == key):
+            if read == f"self.{key}" or ("." in key and (read == key or copied == key)):
                 return key
         return None
 
@@ -485,6 +490,10 @@ class StartupPasses(DispatchPart):
                     sub = holder.roles[part] = Obj(part)
                 holder = sub
             holder.fields[last] = value
+        for attr, (chain, value) in config_copies(self.index, self.roles["root"], ctx, vllm).items():
+            if attr not in fields:
+                fields[attr] = value
+                self._derived[attr] = chain
         return Obj("self", fields, cls=ctx, roles={**vllm.roles, self.roles["root"]: vllm})
 
     @staticmethod

@@ -9,7 +9,7 @@ import msgspec
 
 from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
 from ...index.index import Index, SymbolKind
-from ..partial_eval import ClassRef, FuncRef, Obj, Value, World, module_constant
+from ..partial_eval import ClassRef, EnumMember, FuncRef, Obj, Unknown, Value, World, module_constant
 
 
 class TreeWorld(World):
@@ -32,6 +32,63 @@ class TreeWorld(World):
 
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         return self.index.function(key)
+
+    def class_attr(self, cls: tuple[str, str], name: str) -> Value | None:
+        """A member of a plain ``enum.Enum`` class (its only base, imported from ``enum``),
+        read through the class: an :class:`EnumMember` (a private or dunder name is no member)."""
+        cf = self.index.class_fact(cls)
+        if cf is None or name.startswith("_") or name not in cf.class_attrs or not _plain_enum(self.index, cls[0], cf.bases):
+            return None
+        e = cf.class_attrs[name]
+        value: Value = e.literal if e.has_literal and isinstance(e.literal, (int, str, float, bool)) else Unknown(f"{cls[1]}.{name}")
+        return EnumMember(cls, name, value)
+
+    def record_fields(self, cls: tuple[str, str]) -> dict[str, Value] | None:
+        return _record_fields(self.index, cls)
+
+
+# Methods that would change what a plain dataclass's construction, truth or attribute reads are.
+_RECORD_OVERRIDES = frozenset({"__init__", "__post_init__", "__new__", "__bool__", "__len__", "__getattr__",
+                               "__getattribute__", "__setattr__", "__init_subclass__"})
+
+
+def _record_fields(index: Index, cls: tuple[str, str]) -> dict[str, Value] | None:
+    """The literal defaults of a plain ``@dataclass`` (its one decorator, imported from
+    ``dataclasses``, without arguments that change ``__init__``), which has no base and
+    writes none of :data:`_RECORD_OVERRIDES`; None: any other class."""
+    cf = index.class_fact(cls)
+    if cf is None or cf.bases or len(cf.decorators) != 1 or _RECORD_OVERRIDES & set(cf.methods):
+        return None
+    deco = cf.decorators[0].replace(" ", "")
+    head, _, args = deco.partition("(")
+    if args and any(flag in args for flag in ("init=False", "kw_only")):
+        return None
+    facts = index.lookup(cls[0])
+    imports = facts.imports if facts is not None else ()
+    if head == "dataclass":
+        ok = any(i.local == "dataclass" and i.module == "dataclasses" and i.name == "dataclass" for i in imports)
+    elif head == "dataclasses.dataclass":
+        ok = any(i.local == "dataclasses" and i.module == "dataclasses" and i.name is None for i in imports)
+    else:
+        ok = False
+    if not ok:
+        return None
+    return {k: e.literal for k, e in cf.field_defaults.items()
+            if e.has_literal and (e.literal is None or isinstance(e.literal, (bool, int, float, str)))}
+
+
+def _plain_enum(index: Index, path: str, bases: tuple[Chain, ...]) -> bool:
+    """The class's one base is ``enum.Enum`` (``import enum`` or ``from enum import Enum``)."""
+    if len(bases) != 1:
+        return False
+    facts = index.lookup(path)
+    imports = facts.imports if facts is not None else ()
+    base = bases[0]
+    if base == ("enum", "Enum"):
+        return any(i.local == "enum" and i.module == "enum" and i.name is None for i in imports)
+    if base == ("Enum",):
+        return any(i.local == "Enum" and i.module == "enum" and i.name == "Enum" for i in imports)
+    return False
 
 
 

@@ -8,6 +8,7 @@ from .values import (
     ABSENT,
     ClassRef,
     Decision,
+    EnumMember,
     FuncRef,
     Instance,
     Obj,
@@ -20,6 +21,6 @@ from .values import (
 )
 
 __all__ = [
-    "ABSENT", "ClassRef", "Decision", "Evaluator", "FuncRef", "Instance", "MAX_CALL_DEPTH", "MAX_PATHS", "Obj",
+    "ABSENT", "ClassRef", "Decision", "EnumMember", "Evaluator", "FuncRef", "Instance", "MAX_CALL_DEPTH", "MAX_PATHS", "Obj",
     "Path", "Unknown", "Value", "World", "describe", "expr_text", "module_constant", "truth",
 ]

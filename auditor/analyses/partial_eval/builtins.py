@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...facts.extract import PCall
+from ...facts.extract import UNPACK, PCall
 from .state import havoc
 from .values import ABSENT, Obj, Path, Unknown, Value, _Absent, describe, truth
 
@@ -22,6 +22,13 @@ def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: t
     """A call of a Python builtin the evaluator models (never the real one), or
     :data:`NOT_BUILTIN` for any other name."""
     args = e.args
+    if name == UNPACK and len(args) == 2:
+        # ``a, b = v`` (facts: ``<unpack>(v, 2)[i]``): only a list or tuple of that length unpacks
+        # as its elements here (a dict unpacks its keys, a string its characters).
+        whole, count = ev.eval(args[0], p, key, depth), ev.eval(args[1], p, key, depth)
+        if isinstance(whole, (list, tuple)) and isinstance(count, int) and len(whole) == count:
+            return whole
+        return whole if isinstance(whole, Unknown) else Unknown(f"{e.text} (unpacked)")
     if name == "getattr" and len(args) in (2, 3):
         owner = ev.eval(args[0], p, key, depth)
         attr = ev.eval(args[1], p, key, depth)

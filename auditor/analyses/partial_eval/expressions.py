@@ -73,6 +73,11 @@ class World:
         world knows it; None: unknown."""
         return None
 
+    def record_fields(self, cls: tuple[str, str]) -> dict[str, Value] | None:
+        """When ``cls`` is a data record whose construction the evaluator models (a plain
+        ``@dataclass``), its fields' literal defaults; None: any other class."""
+        return None
+
 class ExpressionEvaluator:
     """Evaluates expressions on one path; :class:`~.evaluator.Evaluator` adds statements."""
 
@@ -330,6 +335,9 @@ class ExpressionEvaluator:
             return self._opaque_call(e, p, key, depth, [owner], text)
         callee = self.eval(f, p, key, depth)
         if isinstance(callee, ClassRef):
+            record = self._record(callee.cls, e, p, key, depth)
+            if record is not None:
+                return record
             init = self.world.method(callee.cls, "__init__")
             if init is not None and init[1].body:
                 (ckey, fn) = init
@@ -343,6 +351,25 @@ class ExpressionEvaluator:
             if target_fn is not None:
                 return self._invoke(callee.key, target_fn, e, p, key, depth, callee.self_obj)
         return self._opaque_call(e, p, key, depth, [callee], text)
+
+    def _record(self, cls: tuple[str, str], e: PCall, p: Path, key: tuple[str, str], depth: int) -> Obj | None:
+        """``C(f=v, ...)`` of a data record (:meth:`World.record_fields`: a ``@dataclass``
+        that writes no ``__init__``/``__post_init__`` and compares, hashes and tests true as
+        a dataclass does): an object of ``C`` holding what the call's keywords bind, and the
+        literal defaults of the fields it leaves out when every argument is a keyword.
+        Anything else of it (a field bound positionally, a base's field) is unknown."""
+        defaults = self.world.record_fields(cls)
+        if defaults is None or any(kw.name is None for kw in e.keywords):
+            return None
+        fields: dict[str, Value] = {}
+        for a in e.args:  # which field a positional argument binds is not modelled
+            self.eval(a, p, key, depth)
+        if not e.args:
+            fields.update(defaults)
+        for kw in e.keywords:
+            assert kw.name is not None
+            fields[kw.name] = self.eval(kw.value, p, key, depth)
+        return Obj(f"{cls[1]}(...)", fields, cls=cls)
 
     def _mapping_get(self, owner: Obj, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value | object:
         """``d.get("k"[, default])`` on a config object of no class of the tree: a nested mapping

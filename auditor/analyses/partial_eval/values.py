@@ -113,6 +113,30 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class EnumMember:
+    """A member of a plain ``enum.Enum`` class of the scanned tree, read through its class
+    (``Mode.FULL``). ``value`` is the member's literal value, or :class:`Unknown` when it is
+    not a literal. Two members of one class are one member when their names agree, or when
+    both values are known and equal (an alias); anything else about them is unknown."""
+
+    cls: tuple[str, str]
+    name: str
+    value: "Value"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "EnumMember":
+        return self  # immutable: a literal or an Unknown
+
+    def same_member(self, other: "EnumMember") -> bool | None:
+        if self.cls != other.cls:
+            return None  # another class (a mixin's ``__eq__`` may decide): not modelled
+        if self.name == other.name:
+            return True
+        if isinstance(self.value, Unknown) or isinstance(other.value, Unknown):
+            return None
+        return type(self.value) is type(other.value) and self.value == other.value
+
+
+@dataclass(frozen=True)
 class FuncRef:
     key: tuple[str, str]  # (path, qualname) of a function or method of the tree
     self_obj: "Obj | None" = None
@@ -131,7 +155,7 @@ class ClassRef:
 
 Value = Union[
     None, bool, int, float, str, "tuple[Any, ...]", "list[Any]", "frozenset[Any]", "dict[Any, Any]",
-    Obj, Instance, FuncRef, ClassRef, Unknown,
+    Obj, Instance, EnumMember, FuncRef, ClassRef, Unknown,
 ]
 
 
@@ -198,7 +222,7 @@ def _structural(v: Any, seen: dict[int, int]) -> Hashable:
         return ("dict", tuple((_structural(k, seen), _structural(x, seen)) for k, x in v.items()))
     if isinstance(v, FuncRef):
         return ("funcref", v.key, _structural(v.self_obj, seen))
-    if v is None or isinstance(v, (bool, int, float, str, frozenset, Unknown, Instance, ClassRef, _Absent)):
+    if v is None or isinstance(v, (bool, int, float, str, frozenset, Unknown, Instance, EnumMember, ClassRef, _Absent)):
         return (type(v).__name__, v)
     raise _NoKey(type(v).__name__)
 
@@ -207,6 +231,8 @@ def truth(v: Value) -> bool | None:
     """Python truthiness, three-valued."""
     if isinstance(v, Unknown):
         return v.known_truth
+    if isinstance(v, EnumMember):
+        return None  # truthy unless its class defines ``__bool__``: not modelled
     if isinstance(v, (Obj, Instance, FuncRef, ClassRef)):
         return True
     return bool(v)
@@ -219,6 +245,8 @@ def describe(v: Value) -> str:
         return v.label
     if isinstance(v, Instance):
         return f"{v.cls[1]}(...)"
+    if isinstance(v, EnumMember):
+        return f"{v.cls[1]}.{v.name}"
     return repr(v)
 
 
@@ -230,6 +258,12 @@ def _same(a: Value, b: Value) -> bool:
 
 
 def _compare_values(op: str, a: Value, b: Value) -> bool | None:
+    if isinstance(a, EnumMember) or isinstance(b, EnumMember):
+        # Members are singletons: ``==`` and ``is`` agree for two members of one class.
+        same = a.same_member(b) if isinstance(a, EnumMember) and isinstance(b, EnumMember) else None
+        if same is None or op not in ("==", "!=", "is", "is not"):
+            return None
+        return same if op in ("==", "is") else not same
     if op in ("is", "is not"):
         if isinstance(a, Unknown) or isinstance(b, Unknown):
             return None
@@ -253,8 +287,8 @@ def _compare_values(op: str, a: Value, b: Value) -> bool | None:
         return found if op == "in" else not found
     if isinstance(a, Unknown) or isinstance(b, Unknown):
         return _compare_bounded(op, a, b)
-    if isinstance(a, Obj) or isinstance(b, Obj):
-        return None
+    if isinstance(a, (Obj, Instance)) or isinstance(b, (Obj, Instance)):
+        return None  # its class's ``__eq__`` decides: not modelled
     try:
         if op == "==":
             return bool(a == b)
