@@ -25,6 +25,8 @@ CASES = HERE / "data" / "heldout" / "heldout_cases.json"
 CASES_S5 = HERE / "data" / "heldout" / "heldout_cases_s5.json"
 #: The fifth reader's cases (session 11: releases 0.24.0-0.32.0; README beside it).
 CASES_S11 = HERE / "data" / "heldout" / "heldout_cases_s11.json"
+#: The sixth reader's cases (session 12: releases 0.23.0-0.32.0; README beside it).
+CASES_S12 = HERE / "data" / "heldout" / "heldout_cases_s12.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 
@@ -40,8 +42,12 @@ def setting_of(case: dict[str, Any]) -> Any:
     inp = case["input"]
     kwargs: dict[str, Any] = {"runner": case["runner"], "k": int(spec["num_speculative_tokens"]),
                               "method": spec.get("method", "mtp")}
-    if "target_config" in inp:
+    if "target_config" in inp and "draft_config" not in inp:
         kwargs["target_config"] = json.dumps(inp["target_config"])
+    elif "draft_config" in inp and "arch" not in inp:
+        # A draft checkpoint's own config (the speculative config's ``model``): the config vLLM's
+        # override runs over, as ``layers --hf-config`` takes it (the target's, beside it, is not read).
+        kwargs["target_config"] = json.dumps(inp["draft_config"])
     else:
         kwargs["architecture"] = inp["arch"]
         kwargs["fields"] = tuple(sorted(inp.get("draft_config", {}).items()))

@@ -44,8 +44,12 @@ _ERNIE_WEIGHTS = ("disputed: ErnieMTP's hf_to_vllm_mapper renames only index 0 o
                   "(ernie_mtp.py, model.mtp_block.0. -> model.layers.{num_hidden_layers}.) while the model builds 3 "
                   "layers here: layers 1 and 2 take no weights and vLLM rejects the model at load (the strict check, "
                   "default_loader.py); the engine rejects every N >= 2 cell on 0.32.0 (bench/runtime/agreement-0.32.0.jsonl); "
-                  "the reader traced the steps. 0.23.0 renames in a hand-written function, which the tool does not read")
-for _id in ("0.25.1-v1-ErnieMTP-EagleProposer-SpecDecodeBaseProposer.propose",
+                  "the reader traced the steps. 0.23.0 renames in a hand-written function, _rewrite_spec_layer_name, "
+                  "which also renames only the .0. blocks (read as literal replaces, weight_names.py; the sixth reader, "
+                  "heldout_cases_s12.json, traces the same load failing on 0.24.0)")
+for _id in ("0.23.0-v1-ErnieMTP-EagleProposer-SpecDecodeBaseProposer.propose",
+            "0.23.0-v2-ErnieMTP-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode",
+            "0.25.1-v1-ErnieMTP-EagleProposer-SpecDecodeBaseProposer.propose",
             "0.25.1-v2-ErnieMTP-MTPSpeculator-AutoRegressiveSpeculator._multi_step_decode",
             "0.28.0-v1-ErnieMTP-EagleProposer-SpecDecodeBaseProposer.propose",
             "0.28.0-v2-ErnieMTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"):

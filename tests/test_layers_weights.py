@@ -106,3 +106,124 @@ def test_what_the_mapper_does_not_say_literally_claims_nothing(tmp_path):
 def test_a_mapper_the_loader_is_not_handed_or_a_tree_without_the_check_claims_nothing(tmp_path):
     assert _plans(tmp_path / "a", [2], hand_on=False)[0].outcome == "plan"
     assert _plans(tmp_path / "b", [2], strict=False)[0].outcome == "plan"
+
+
+def _renaming_model(rename: str) -> str:
+    """A model without a mapper whose own ``load_weights`` runs a hand-written renaming
+    method on each checkpoint name (vLLM 0.23/0.24 ERNIE's shape)."""
+    return f'''
+import torch.nn as nn
+
+
+class DeepMTP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.num_mtp_layers = config.num_nextn_predict_layers
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(self.num_mtp_layers)])
+
+    def forward(self, x, spec_step_idx: int = 0):
+        return self.layers[spec_step_idx % self.num_mtp_layers](x)
+
+    def load_weights(self, weights):
+        params_dict = dict(self.named_parameters())
+        for name, loaded_weight in weights:
+            if "mtp" in name:
+                name = self._rewrite(self.config, name)
+            params_dict[name].copy_(loaded_weight)
+
+{rename}'''
+
+
+_RENAME_ZERO = '''    def _rewrite(self, config, name):
+        start = config.num_hidden_layers
+        for weight_name in ["mtp_norm", "mtp_proj"]:
+            if weight_name in name:
+                name = name.replace(f"model.{weight_name}.0.", f"layers.{start}.{weight_name}.")
+                return name
+        name = name.replace("model.mtp_block.0.", f"layers.{start}.block.")
+        return name
+'''
+
+
+def _renaming_plans(tmp_path, rename: str, ns: list[int]):
+    files = gate_tree()
+    files["vllm/models/deep_mtp.py"] = _renaming_model(rename)
+    files["vllm/model_executor/model_loader/default_loader.py"] = _STRICT
+    root = write_tree(tmp_path / "t", files)
+    settings = [Setting("v2", 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", n),)) for n in ns]
+    return planned_scan(root, settings)[1]
+
+
+def test_a_hand_written_renaming_of_layer_0_only_rejects_more_layers_at_load(tmp_path):
+    two, one = _renaming_plans(tmp_path, _RENAME_ZERO, [2, 1])
+    assert two.outcome == "rejected", two.steps
+    (r,) = two.rejections
+    assert (r.function, r.when) == ("DefaultModelLoader.track_weights_loading", "weights")
+    assert "DeepMTP._rewrite (hand-written, run by load_weights) renames only" in r.condition
+    assert "1 of the 2 layer(s)" in r.condition
+    assert one.outcome != "rejected"
+
+
+def test_a_renaming_that_does_more_than_literal_replaces_claims_nothing(tmp_path):
+    # A source the function computes (not a literal, nor an f-string over a literal list), or
+    # a rewrite other than ``name.replace``: what it renames is not known.
+    computed = _RENAME_ZERO.replace('"model.mtp_block.0."', 'config.prefix')
+    regex = _RENAME_ZERO.replace('        name = name.replace("model.mtp_block.0.", f"layers.{start}.block.")\n',
+                                 '        name = re.sub(r"mtp_block\\.(\\d+)\\.", r"layers.\\1.", name)\n')
+    # No per-layer index in any source: every layer's names are renamed.
+    every = _RENAME_ZERO.replace('"model.mtp_block.0."', '"model.mtp_block."').replace('.0."', '."')
+    for i, rename in enumerate((computed, regex)):
+        (two,) = _renaming_plans(tmp_path / str(i), rename, [2])
+        assert two.outcome != "rejected", (i, two.rejections)
+    (two,) = _renaming_plans(tmp_path / "every", every, [2])
+    assert two.outcome != "rejected"
+
+
+_COUNTED_BY_A_HELPER = '''
+import torch.nn as nn
+
+
+def _depths(n, k):
+    if n <= 0:
+        raise ValueError("no depth")
+    return min(n, k)
+
+
+class DeepMTP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.num_mtp_layers = _depths(config.num_nextn_predict_layers, 4)
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(self.num_mtp_layers)])
+
+    def forward(self, x, spec_step_idx: int = 0):
+        return self.layers[spec_step_idx % self.num_mtp_layers](x)
+'''
+
+
+def test_a_threaded_step_over_an_unknown_layer_count_names_only_step_0s_layer(tmp_path):
+    # The container is sized by what a helper returns: the count is unknown, so step i > 0
+    # runs layer i mod n for an n the analysis cannot tell (never "layer i").
+    files = gate_tree()
+    files["vllm/models/deep_mtp.py"] = _COUNTED_BY_A_HELPER
+    root = write_tree(tmp_path / "t", files)
+    (plan,) = planned_scan(root, [Setting("v2", 3, architecture="DeepMTPModel",
+                                          fields=(("num_nextn_predict_layers", 2),))])[1]
+    assert plan.num_mtp_layers is None
+    assert [s.forward_layer for s in plan.steps] == [0, None, None]
+    assert [s.verdict for s in plan.steps] == ["threaded"] * 3
+    assert "depends on the layer count, which is unknown" in plan.steps[1].why
+
+
+def test_a_count_bounded_by_min_or_max_of_literals_is_evaluated(tmp_path):
+    # max(getattr(config, "f", 1), 1): the field's value where it is at least 1; min(f, 2) caps it.
+    for i, (size, n, want) in enumerate((('max(getattr(config, "num_nextn_predict_layers", 1), 1)', 3, 3),
+                                         ("min(config.num_nextn_predict_layers, 2)", 3, 2))):
+        files = gate_tree()
+        files["vllm/models/deep_mtp.py"] = _COUNTED_BY_A_HELPER.replace(
+            "_depths(config.num_nextn_predict_layers, 4)", size)
+        root = write_tree(tmp_path / str(i), files)
+        (plan,) = planned_scan(root, [Setting("v2", 3, architecture="DeepMTPModel",
+                                              fields=(("num_nextn_predict_layers", n),))])[1]
+        assert plan.num_mtp_layers == want, (size, plan.notes)
+        assert [s.forward_layer for s in plan.steps] == [i % want for i in range(3)]

@@ -26,6 +26,7 @@ from ...facts.statements import PAttr, PCall, PConst, PExpr, PName
 from ...index.index import ClassKey
 from .constructors import LOCAL_DEPTH
 from .part import DispatchPart
+from .syntax import expr_nodes
 
 
 def read_chain(fn: FunctionFact, e: PExpr, depth: int = 0) -> tuple[str, ...] | None:
@@ -85,6 +86,72 @@ class CountHolder(DispatchPart):
                                 return chain[i + 1:-1]
                     return ()
         return None
+
+
+    def sized(self, model: ClassKey, count_field: str, n: int) -> tuple[int | None, str | None]:
+        """The layer count ``model`` builds when ``count_field`` holds ``n``: ``n`` when every
+        definition of a size attribute of its layer containers that reads the field is a plain
+        read of it (``self.n = config.f``, ``getattr(config, "f", d)``, through locals), the
+        value of ``min``/``max`` of such a read and int literals; else None, with the
+        definition (``self.n = helper(config.f, k)``: the count is not the field's value)."""
+        out: int | None = n
+        for part in sorted(self.registry.model_parts(model)):
+            for c in self.types.containers(part):
+                if count_field not in c.config_fields:
+                    continue
+                found = self.index.method(c.owner, "__init__")
+                if found is None:
+                    continue
+                fn = found[1]
+                for a in c.size_attrs:
+                    v = fn.attr_defs.get(a)
+                    if v is None or isinstance(v, PConst) or _plain_read(fn, v, count_field):
+                        continue
+                    bounded = _min_max(fn, v, count_field, n)
+                    if bounded is not None:
+                        out = bounded
+                    elif count_field in _names_read(fn, v):
+                        return None, f"self.{a} in {found[0][1]}.__init__"
+        return out, None
+
+
+def _plain_read(fn: FunctionFact, e: PExpr, field: str, depth: int = 0) -> bool:
+    """``e`` is the field's value: ``<x>.field`` (of whatever config ``x`` is), ``getattr(x,
+    "field", d)``, or a local defined as one."""
+    if isinstance(e, PName) and e.id in fn.local_defs and depth < LOCAL_DEPTH:
+        return _plain_read(fn, fn.local_defs[e.id], field, depth + 1)
+    return (isinstance(e, PAttr) and e.attr == field) or _getattr_of(e, field)
+
+
+def _min_max(fn: FunctionFact, e: PExpr, field: str, n: int) -> int | None:
+    """``min``/``max`` of plain reads of the field and int literals, evaluated at ``n``."""
+    if not (isinstance(e, PCall) and isinstance(e.func, PName) and e.func.id in ("min", "max") and len(e.args) >= 2
+            and not e.keywords):
+        return None
+    values: list[int] = []
+    for a in e.args:
+        if _plain_read(fn, a, field):
+            values.append(n)
+        elif isinstance(a, PConst) and type(a.value) is int:
+            values.append(a.value)
+        else:
+            return None
+    return min(values) if e.func.id == "min" else max(values)
+
+
+def _names_read(fn: FunctionFact, e: PExpr, depth: int = 0) -> set[str]:
+    """The attribute and local names ``e`` reads, locals followed to their definitions."""
+    out: set[str] = set()
+    for node in expr_nodes(e):
+        if isinstance(node, PAttr):
+            out.add(node.attr)
+        elif isinstance(node, PName):
+            out.add(node.id)
+            if node.id in fn.local_defs and depth < LOCAL_DEPTH:
+                out |= _names_read(fn, fn.local_defs[node.id], depth + 1)
+        elif isinstance(node, PConst) and isinstance(node.value, str):
+            out.add(node.value)  # getattr(x, "f")
+    return out
 
 
 def _getattr_of(e: PExpr | None, name: str) -> bool:

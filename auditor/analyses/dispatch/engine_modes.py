@@ -69,7 +69,10 @@ class EngineModes(DispatchPart):
         steps: list[StepPlan] = []
         changed: list[int] = []
         for s in plan.steps:
-            fl = first.forward_layer if fwd and s.forward_layer is not None else s.forward_layer
+            # A threaded step whose eager layer the unknown layer count leaves open still runs
+            # step 0's kernels where the forward is frozen.
+            open_layer = s.forward_layer is None and s.verdict == Verdict.THREADED.value
+            fl = first.forward_layer if fwd and (s.forward_layer is not None or open_layer) else s.forward_layer
             hl = first.head_layer if head and s.head_layer is not None else s.head_layer
             # A graph freeze that may or may not apply: a layer it would change is unknown.
             unknown = ((fwd_maybe and fl is not None and fl != first.forward_layer)

@@ -16,6 +16,7 @@ from ...model.findings import Hop
 from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
 from .model import CUT, Setting
 from .syntax import to_obj
+from .outcomes import Rejection
 from .part import DispatchPart
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ class FactoryRuns(DispatchPart):
         # the derivation made): settings that differ elsewhere (v1 and v2 of one
         # architecture) share one derivation, and each counts its cuts as its own run would.
         self._derived_memo: dict[tuple[object, ...], tuple[int, DraftConfig, Counter[str]]] = {}
+        # Per draft-config source: the override raises on every path for it (vLLM rejects it).
+        self._override_raises: dict[tuple[object, ...], tuple["Rejection", ...]] = {}
+        self._raised_now: list[Rejection] = []
         # factory -> (files held, its dispatch lines, its pruned body): what a run evaluates does
         # not depend on the configuration (the load routes run each factory per architecture)
         self._pruned: dict[FuncKey, tuple[int, FunctionFact, set[int], FunctionFact]] = {}
@@ -58,12 +62,27 @@ class FactoryRuns(DispatchPart):
             self._draft_memo[setting] = (held, shared[1])
             return copy.deepcopy(shared[1])
         before = Counter(self.limits.hits)
+        self._raised_now = []
         made = self._draft_config(setting)
+        self._override_raises[source] = tuple(self._raised_now)
         if len(self.index.facts) == held:
             kept = copy.deepcopy(made)
             self._draft_memo[setting] = (held, kept)
             self._derived_memo[source] = (held, kept, self.limits.hits - before)
         return made
+
+    def override_rejections(self, setting: Setting) -> tuple["Rejection", ...]:
+        """The override function's raise when it raises on every path for ``setting``'s
+        config (vLLM fails building the draft config: the configuration is rejected)."""
+        source = (setting.architecture, setting.fields, setting.target_config, self._own_checkpoint(setting))
+        try:
+            hash(source)
+        except TypeError:  # a --set value that is a list or an object: not kept, made again
+            self._raised_now = []
+            self._draft_config(setting)
+            return tuple(self._raised_now)
+        self.draft_config(setting)
+        return self._override_raises.get(source, ())
 
     def _own_checkpoint(self, setting: Setting) -> bool:
         """Whether the speculative config names a draft model of its own (``model``): a given
@@ -129,6 +148,12 @@ class FactoryRuns(DispatchPart):
                              f"the draft architecture is unknown")
             if p.raised:
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
+                # Every path raised (run_joined keeps a raising path only then): the raise it took.
+                said = p.raised.removeprefix("raise ").strip()
+                for r in fn.raises:
+                    if r.exc and (said == r.exc or said.startswith(r.exc.rstrip(".…")) or r.exc.startswith(said)):
+                        self._raised_now.append(Rejection(okey[0], r.line, okey[1], r.exc, "validation"))
+                        break
         notes += ev.notes
         return hf, decisions
 

@@ -51,6 +51,10 @@ class Planner(DispatchPart):
         # The route's leg for this drafter and class: its loop, layer-count fields and per-step reading.
         leg = self.provider.route_values.leg(proposer, model) if model else None
         n, layer_field = self._layer_count(leg, hf) if leg else (None, None)
+        if n is not None and model is not None and layer_field:
+            n, computed = self.provider.count_holder.sized(model, layer_field.rpartition(".")[2], n)
+            if computed is not None:  # the container is sized by something computed from the field
+                notes.append(f"the layer count is computed from {layer_field} ({computed}), not its value: unknown")
         fixed = fixed_layer_count(self, model) if model else None
         literal = self._literal_count(leg) if leg else None
         if literal is not None:  # the selected container is built from a literal: its entries
@@ -90,6 +94,8 @@ class Planner(DispatchPart):
         draft_hf = draft.fields.get(self.roles["hf"]) if isinstance(draft, Obj) else None
         rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
                                                                   model)
+        # The override that rewrites the config into the draft config raises for it: that comes first.
+        rejections = [*self.provider.factory_runs.override_rejections(plan.setting), *rejections]
         if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
             rejections = self.provider.runner_checks.rejections(setting.runner, spec)
         drafter_notes: list[str] = []
@@ -231,7 +237,8 @@ class Planner(DispatchPart):
             if kind is None:
                 return None
             if kind is StepKind.VARYING:
-                return i % n if n else i
+                # With the layer count unknown only step 0's layer is known (0 modulo any count).
+                return i % n if n else (0 if i == 0 else None)
             return const if kind in (StepKind.CONSTANT, StepKind.ABSENT) else 0
 
         if fkind is None and not leg.path.selections and self.reach.step_inert.is_inert(model, leg.path.entered):
@@ -267,7 +274,9 @@ class Planner(DispatchPart):
                 sel = next(s for s in fwd if s.kind is StepKind.VARYING)
                 verdict = Verdict.THREADED
                 why = f"{loop_label} passes {param} per step; {_last(sel)} selects {sel.container}[…]" + (
-                    f": step {i} -> layer {fl}" + (f" (mod {n})" if n and i >= n else ""))
+                    f": step {i} -> layer {fl}" + (f" (mod {n})" if n and i >= n else "") if fl is not None else
+                    f": step {i} -> a layer that depends on the layer count, which is unknown (layer {i} when the model "
+                    f"builds more than {i})")
             elif all(s.position is not None for s in fwd):
                 sel = fwd[0]
                 verdict = Verdict.CONSTANT

@@ -16,6 +16,13 @@ stem is not its path). vLLM then rejects the model while loading it: its strict 
 parameters not initialised from the checkpoint (``weight-load-checks``, read from the tree with
 its message and file:line) or the model loader's raise for a name no module has.
 
+A model without such a mapper whose ``load_weights`` runs a hand-written method on each name
+(``name = self._rewrite_spec_layer_name(self.config, name)``, vLLM 0.23/0.24 ERNIE) is read the
+same way when that method only rewrites with ``str.replace`` (:func:`_replace_entries`: each
+source a literal or an f-string over a loop's literal list, every return the name): each
+replace is a substring entry. (Such a loader may raise first for the name it leaves as it is,
+``params_dict[name]``; the checks named are where vLLM's own checks reject it.)
+
 The conclusion depends on the checkpoint's names, so the rejection carries that condition; a
 mapper that is not a literal (a comprehension, a class attribute, a positional argument, a
 regex or renaming field), a target that does not address a container, or a tree without the
@@ -27,7 +34,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ...facts.extract import PCall, PConst, PDict, PExpr, POpaque, PSeq
+from ...facts.extract import ExprFact, FunctionFact, PCall, PConst, PDict, PExpr, POpaque, PSeq, parse_pexpr
 from ...index.index import ClassKey
 from ..types import REGISTRY
 from .outcomes import Rejection
@@ -43,9 +50,14 @@ class WeightNames(DispatchPart):
         if n is None or n < 2:
             return []
         mapper = self._mapper(model)
-        if mapper is None:
+        renamer = self._renamer(model) if mapper is None else None
+        if mapper is not None:
+            entries, by, whose = _literal_fields(mapper, self.config.weight_mapper_fields), "the mapper", "the mapper's"
+        elif renamer is not None:
+            entries, by, whose = (_replace_entries(renamer[1], renamer[2]),
+                                  f"{renamer[0]} (hand-written, run by load_weights)", "its")
+        else:
             return []
-        entries = _literal_fields(mapper, self.config.weight_mapper_fields)
         if entries is None:
             return []
         paths = self._container_paths(model)
@@ -63,8 +75,8 @@ class WeightNames(DispatchPart):
                 continue
             if not all(_survives(f"{stem}{j}.", entries) for j in missing):
                 continue
-            cond = (f"when the checkpoint names its MTP layers as the mapper's source prefixes "
-                    f"({stem}{{i}}., i < {n}): the mapper renames only {stem}"
+            cond = (f"when the checkpoint names its MTP layers as {whose} source prefixes "
+                    f"({stem}{{i}}., i < {n}): {by} renames only {stem}"
                     f"{'/'.join(str(i) for i in sorted(covered))}., so {len(missing)} of the {n} layer(s) "
                     f"take no weights under {stem}{{i}}. (and the model is unquantized: vLLM's strict check "
                     f"runs by default only then)")
@@ -85,6 +97,30 @@ class WeightNames(DispatchPart):
                 v = fn.attr_defs.get(attr)
                 if v is not None:
                     return v if isinstance(v, PCall) else None
+        return None
+
+    def _renamer(self, model: ClassKey) -> tuple[str, FunctionFact, str] | None:
+        """A hand-written method of the model that ``load_weights`` runs on each checkpoint
+        name (``name = self._rewrite(self.config, name)`` with ``name`` a target of one of its
+        loops): its qualified name, facts and the parameter taking the name."""
+        found = self.index.method(model, "load_weights")
+        if found is None:
+            return None
+        lw = found[1]
+        loop_names = {t for lp in lw.loops for t in lp.targets}
+        for c in lw.calls:
+            if not (c.func and len(c.func) == 2 and c.func[0] == "self") or c.keywords or c.star_args:
+                continue
+            at = [i for i, a in enumerate(c.args) if a.chain is not None and len(a.chain) == 1 and a.chain[0] in loop_names]
+            if len(at) != 1:
+                continue
+            name = c.args[at[0]].chain[0]  # type: ignore[index]
+            if not any(e.called == c.func for e in lw.assigns.get(name, ())):
+                continue
+            renamer = self.index.method(model, c.func[1])
+            params = [q.name for q in renamer[1].params if q.name != "self"] if renamer is not None else []
+            if renamer is not None and at[0] < len(params):
+                return renamer[1].qualname, renamer[1], params[at[0]]
         return None
 
     def _container_paths(self, model: ClassKey) -> set[str]:
@@ -129,6 +165,74 @@ def _literal_fields(call: PCall, fields: dict[str, str]) -> list[Entry] | None:
                 return None
             out.append((kind, k.value, _target_start(v)))
     return out
+
+
+_MAX_SOURCES = 64
+
+
+def _replace_entries(fn: FunctionFact, name: str) -> list[Entry] | None:
+    """A renaming function of ``name`` that only rewrites it with ``str.replace`` (every
+    assignment to ``name`` is ``name.replace(a, b)``, no loop binds it, every return is
+    ``name``) as ``("substr", a, start of b)`` entries: ``a`` a string literal, or an f-string
+    whose substitutions are targets of the function's loops over a literal list of strings
+    (one entry per element); None when a source is anything else."""
+    if not fn.returns or any(e.chain != (name,) for e in fn.returns) or any(name in lp.targets for lp in fn.loops):
+        return None
+    if any(e.called != (name, "replace") for e in fn.assigns.get(name, ())):
+        return None
+    out: list[Entry] = []
+    for c in fn.calls:
+        if c.func != (name, "replace"):
+            continue
+        if len(c.args) != 2 or c.keywords or c.star_args or c.star_kwargs:
+            return None
+        sources = _sources(fn, c.args[0])
+        if sources is None:
+            return None
+        target = c.args[1]
+        start = target.literal if target.has_literal and isinstance(target.literal, str) else _target_start(POpaque(target.text))
+        out.extend(("substr", src, start) for src in sources)
+    return out
+
+
+def _sources(fn: FunctionFact, e: ExprFact) -> list[str] | None:
+    """Every string ``e`` can be: a literal, or an f-string over loop targets each ranging
+    over a literal list of strings the function binds once (None: anything else)."""
+    if e.has_literal:
+        return [e.literal] if isinstance(e.literal, str) else None
+    try:
+        node = ast.parse(e.text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    out = [""]
+    for part in node.values:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            out = [o + part.value for o in out]
+            continue
+        if not (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+                and part.conversion == -1 and part.format_spec is None):
+            return None
+        values = _loop_strings(fn, part.value.id)
+        if values is None or len(out) * len(values) > _MAX_SOURCES:
+            return None
+        out = [o + v for o in out for v in values]
+    return out
+
+
+def _loop_strings(fn: FunctionFact, target: str) -> list[str] | None:
+    """The strings a ``for target in xs`` loop of ``fn`` takes: ``xs`` a literal list or tuple
+    of strings, written in the loop or bound once to a local."""
+    loops = [lp for lp in fn.loops if lp.targets == (target,)]
+    if len(loops) != 1:
+        return None
+    it = loops[0].iter
+    seq: PExpr | None = fn.local_defs.get(it.chain[0]) if it.chain is not None and len(it.chain) == 1 else parse_pexpr(it.text)
+    if not isinstance(seq, PSeq) or seq.kind not in ("list", "tuple"):
+        return None
+    values = [x.value for x in seq.elts if isinstance(x, PConst) and isinstance(x.value, str)]
+    return values if len(values) == len(seq.elts) else None
 
 
 def _target_start(v: PExpr) -> str | None:
