@@ -1,7 +1,8 @@
 """`layers` against the held-out cases (issue 18): per-configuration answers independent
 readers derived by hand from vLLM source, without looking at this tool
-(``tests/data/heldout/README.md`` says how they were made): ``heldout_cases.json`` (0.24.0-0.31.0)
-and ``heldout_cases_s5.json`` (0.25.0, 0.26.0, 0.27.0), each a copy of its reader's file. The comparison is :mod:`heldout_score`'s, field by field: outcome, drafter,
+(``tests/data/heldout/README.md`` says how they were made): ``heldout_cases.json`` (0.24.0-0.31.0),
+``heldout_cases_s5.json`` (0.25.0, 0.26.0, 0.27.0), ``heldout_cases_s11.json`` and ``heldout_cases_s12.json``
+(0.23.0-0.32.0), each a copy of its reader's file. The comparison is :mod:`heldout_score`'s, field by field: outcome, drafter,
 draft model class, forward and head layer per step, the step an assert raises at.
 
 Cases the tool still answers differently are listed below with the class of defect behind
@@ -56,7 +57,8 @@ _MISSING.update({"v027-v2-ernie-arch-2layers-k2-no-raise": _ERNIE_WEIGHTS,
                  "v029-v2-ernie-arch-2layers-k4-raises": _ERNIE_WEIGHTS})
 
 # The fifth reader (heldout_cases_s11.json), after this session's analyses: 20/26 agree (13/26 before);
-# 22/26 with a head method's None use read (dispatch/head_reads.py).
+# 22/26 with a head method's None use read (dispatch/head_reads.py); 24/26 in session 12 (a hand-written
+# renaming read, a start-up guard that reads a call's return evaluated).
 # V2: the head method's None use is read (dispatch/head_reads.py, as for the V1 cases), but the
 # call is not placed: the step-0 sample is in AutoRegressiveSpeculator._prefill, a sibling the
 # caller runs before the draft loop's function (only calls before the loop in its own function
@@ -67,8 +69,6 @@ _NONE_HEAD_V2 = ("a head method's None use (Gemma4MTP.get_top_tokens on masked_e
                  "the draft loop's function, under an undecided cg_mode test, and gated by its draft_logits parameter: "
                  "not placed, no raise (V2: at the start-up dummy propose, rejected)")
 _MISSING.update({
-    "v024-v1-ernie-target-3layers-k3": ("weights renamed by a hand-written function (0.24.0 ErnieMTP._rewrite_spec_layer_name, "
-                                        "index 0 only) are not read: only a literal hf_to_vllm_mapper is (weight_names.py)"),
     "v031-v2-gemma4-draft-2layers-k2-localargmax": _NONE_HEAD_V2,
     "v032-v1-nemotronh-target-1layer-k2": ("disputed, the unit counted: NemotronHMultiTokenPredictor holds num_mtp_layers x "
                                            "pattern_len sub-layers (nemotron_h_mtp.py:264) and its forward runs the pattern's "
