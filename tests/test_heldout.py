@@ -76,7 +76,7 @@ _MISSING.update({
                                            "the reader counts the container's entries ([0, 1])"),
 })
 
-# The sixth reader (heldout_cases_s12.json): 33/40 at the start of session 12, 34/40 after it.
+# The sixth reader (heldout_cases_s12.json): 33/40 at the start of session 12, 35/40 after it.
 _MISSING.update({
     "v031-v2-gemma4-draft-4layers-k2-localargmax-noordered": _NONE_HEAD_V2,
     "v028-v2-gemma4-draft-4layers-k2-localargmax-noordered": _NONE_HEAD_V2,
@@ -85,11 +85,6 @@ _MISSING.update({
     # does for the same configuration on 0.29.0, v029-v2-mimo-target-2layers-k2), the reader `raises`.
     "v030-v2-mimo-target-2layers-k4": ("disputed, the vocabulary: a step's assert that fails in the start-up profile "
                                        "run is `rejected` at start-up (docs/layers.md), the reader writes `raises`"),
-    "v028-v2-kimik3-target-2layers-k2-toplevel": (
-        "a config.json is read as exactly its fields: vLLM loads it into the config class its registry names for "
-        "the model type (KimiK3Config, whose text_config becomes a KimiLinearConfig with num_nextn_predict_layers=0 "
-        "by default), so the override's n_predict is 0 and the divisibility check divides by it (ZeroDivisionError); "
-        "the tool reads no config class defaults and evaluates no exception an expression raises"),
     "v027-v1-nemotronh-target-1layers-k3": ("disputed, the unit counted (as v032-v1-nemotronh-target-1layer-k2): the "
                                             "reader lists the container's sub-layers, the tool counts MTP layers"),
     "v030-v2-inkling-target-2layers-k4": ("the layer count a helper computes (self.num_mtp_layers = "

@@ -102,6 +102,16 @@ SRC = textwrap.dedent('''
         return a == "x"
 
 
+    def divides(k, n):
+        return k > n and k % n != 0
+
+
+    def branch_divides(k, n):
+        if k % n == 1:
+            return Desc(mode=Mode.FULL, n=k)
+        return Desc(mode=Mode.NONE, n=k)
+
+
     def unpack_short():
         a, b = pick(True, 1)[0], 5
         return b == 5
@@ -168,3 +178,18 @@ def test_a_member_is_an_enum_member_and_a_record_an_object_of_its_class(world):
     paths = Evaluator(world).run((PATH, "pick"), fn, {"eager": True, "dp": 1})
     (desc, sync), = [p.returned for p in paths]
     assert isinstance(desc, Obj) and desc.cls == (PATH, "Desc") and sync is None
+
+
+def test_an_expression_that_raises_is_unknown_and_says_what_python_raises(world):
+    # k % 0 with both operands known: CPython raises ZeroDivisionError; the evaluator's value is
+    # unknown and carries that exception, and an ``and`` whose first operand is false never
+    # evaluates it (as Python).
+    with pytest.raises(ZeroDivisionError) as exc:
+        _cpython("divides", k=2, n=0)
+    got = _evaluate(world, "divides", k=2, n=0)
+    assert isinstance(got, Unknown) and got.raises == f"ZeroDivisionError: {exc.value}"
+    assert _evaluate(world, "divides", k=0, n=0) is False is _cpython("divides", k=0, n=0)
+    # A test that raises ends its path raising (no fork on it).
+    fn = world.index.function((PATH, "branch_divides"))
+    (path,) = Evaluator(world).run((PATH, "branch_divides"), fn, {"k": 2, "n": 0})
+    assert path.raised is not None and path.raised.startswith("ZeroDivisionError: integer modulo by zero")

@@ -136,6 +136,12 @@ class Config:
     startup_assumptions: dict[str, str] = field(default_factory=lambda: {
         "is_first_pp_rank": "true", "is_last_pp_rank": "true", "model_config.multimodal_config": "null",
         "parallel_config.data_parallel_size": "1"})
+    # Issue 18: where vLLM names the config class it loads a checkpoint's config.json into, per
+    # model type ("<file>:<table>", a table of strings: vLLM's ``_CONFIG_REGISTRY``), and the
+    # package the class names resolve in (its imports, or a table naming each class's module).
+    # A config.json of such a model type takes the class's literal ``__init__`` defaults.
+    config_registries: dict[str, str] = field(default_factory=lambda: {
+        "vllm/transformers_utils/config.py:_CONFIG_REGISTRY": "vllm/transformers_utils/configs/__init__.py"})
     # Modules whose attributes are environment variables read from a table of lambdas (vLLM's
     # ``envs``): planned with every variable unset, each is the default its lambda computes
     # (read, never run).
@@ -178,6 +184,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "plugin_register_calls", "pure_methods", "graph_capture_sizes", "worker_class_fields",
               "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions",
+                  "config_registries",
                   "weight_mapper_fields"}
 _LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}

@@ -78,7 +78,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     literal_entries,
 )
 
-FACTS_VERSION = 24  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 25  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -391,6 +391,9 @@ class ModuleFacts(Struct, frozen=True):
     classes: dict[str, ClassFact] = {}
     functions: dict[str, FunctionFact] = {}
     tables: dict[str, dict[str, TableEntry]] = {}
+    # Module-level tables of strings (issue 18: vLLM's config registry, model type -> config
+    # class name, and a lazy package's class name -> module).
+    name_tables: dict[str, dict[str, str]] = {}
     module_assigns: dict[str, tuple[ExprFact, ...]] = {}
     # --- issue 13 (platform plugins): what runs at import time -----------------------
     # ``Owner.attr = value`` statements at module level (also under if/try), and the
@@ -1043,6 +1046,25 @@ def _str_pair_table(value: ast.AST) -> dict[str, TableEntry] | None:
     return table or None
 
 
+def _str_table(value: ast.AST) -> dict[str, str] | None:
+    """A table of strings: the ``str -> str`` entries of a dict literal, or the ``name="str"``
+    keywords of a call without positional arguments (``LazyConfigDict(kimi_k3="KimiK3Config",
+    ...)``); entries of any other value are not in it."""
+    table: dict[str, str] = {}
+    if isinstance(value, ast.Dict) and value.keys:
+        for k, v in zip(value.keys, value.values):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Constant) \
+                    and isinstance(v.value, str):
+                table[k.value] = v.value
+    elif isinstance(value, ast.Call) and value.keywords and not value.args:
+        for kw in value.keywords:
+            if kw.arg is not None and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                table[kw.arg] = kw.value.value
+            elif kw.arg is None:  # ``**{"a-b": "C"}``: a name no keyword can spell
+                table.update(_str_table(kw.value) or {})
+    return table or None
+
+
 class _ModuleExtractor:
     def __init__(self, src: _Source, module: str, is_package: bool) -> None:
         self.src = src
@@ -1052,6 +1074,7 @@ class _ModuleExtractor:
         self.classes: dict[str, ClassFact] = {}
         self.functions: dict[str, FunctionFact] = {}
         self.tables: dict[str, dict[str, TableEntry]] = {}
+        self.name_tables: dict[str, dict[str, str]] = {}
         self.module_assigns: dict[str, list[ExprFact]] = {}
         self.module_attr_assigns: list[AttrAssignFact] = []  # issue 13
         self.module_calls: list[CallFact] = []  # issue 13
@@ -1116,6 +1139,9 @@ class _ModuleExtractor:
                     table = _str_pair_table(node.value)
                     if table:
                         self.tables[t.id] = table
+                    names = _str_table(node.value)
+                    if names:
+                        self.name_tables[t.id] = names
                     self.module_assigns.setdefault(t.id, []).append(_expr(node.value, self.src))
                 elif isinstance(t, ast.Attribute):  # issue 13: a monkeypatch at import
                     ch = chain_of(t)
@@ -1156,6 +1182,7 @@ def extract(text: str, path: str, module: str, is_package: bool) -> ModuleFacts:
         classes=ex.classes,
         functions=ex.functions,
         tables=ex.tables,
+        name_tables=ex.name_tables,
         module_assigns={k: tuple(v) for k, v in ex.module_assigns.items()},
         module_attr_assigns=tuple(ex.module_attr_assigns),
         module_calls=tuple(ex.module_calls),

@@ -113,11 +113,13 @@ class FactoryRuns(DispatchPart):
                 # target's config.json): run through the override as vLLM loads it.
                 given = Obj(hf_label, {k: to_obj(f"{hf_label}.{k}", v) if isinstance(v, dict) else v
                                        for k, v in fields.items()}, closed=True)
+                self.provider.config_classes.apply(given)
                 hf, decisions = self._overridden(given, notes)
                 return hf, decisions, notes
             return self._derived(given, notes), [], notes
         data = json.loads(setting.target_config)
         hf = to_obj(hf_label, data)
+        self.provider.config_classes.apply(hf)  # as vLLM loads it: its config class's defaults
         hf.fields = set_fields(hf.fields, setting.fields)
         hf, decisions = self._overridden(hf, notes)
         return hf, decisions, notes

@@ -29,7 +29,7 @@ from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult, LoopSelection, StepKind
-from ..partial_eval import Evaluator, Obj, Path, Value, expr_text, truth
+from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
 from ..partial_eval.values import structural_key
 from .constructors import constructor_env, constructor_path
 from .part import DispatchPart
@@ -105,11 +105,15 @@ class Outcomes(DispatchPart):
         return order
 
     def _holds(self, ev: Evaluator, key: FuncKey, p: Path, guards: tuple[PExpr, ...],
-               negated: tuple[bool, ...]) -> bool | None:
-        """Whether every guard is decided the way that reaches the raise (None: unknown)."""
+               negated: tuple[bool, ...]) -> bool | None | tuple[PExpr, str]:
+        """Whether every guard is decided the way that reaches the raise (None: unknown), or
+        the guard whose own test raises, with the exception, when every guard before it holds."""
         unknown = False
         for g, neg in zip(guards, negated):
-            t = truth(ev.eval(g, p, key))
+            v = ev.eval(g, p, key)
+            if isinstance(v, Unknown) and v.raises:
+                return None if unknown else (g, v.raises)
+            t = truth(v)
             if t is None:
                 unknown = True
                 continue
@@ -161,7 +165,13 @@ class Outcomes(DispatchPart):
                 for r in fn.raises:
                     p = self._env(ev, key, fn, {"self": copy.deepcopy(spec)}, r.guards)
                     held = self._holds(ev, key, p, r.guards, r.negated)
-                    if held:
+                    if isinstance(held, tuple):  # a test on the way raises first
+                        guard, exc = held
+                        line = next((b.line for b in fn.branches if b.guard == guard), r.line)
+                        found_at = Rejection(key[0], line, key[1], exc, "validation")
+                        if found_at not in out:
+                            out.append(found_at)
+                    elif held:
                         out.append(Rejection(key[0], r.line, key[1], r.exc, "validation"))
                     elif held is None:
                         undecided += 1

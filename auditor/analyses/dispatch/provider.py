@@ -31,6 +31,7 @@ from .engine_modes import EngineModes
 from .startup import StartupPasses
 from .stepless import StepFree
 from .count_holder import CountHolder
+from .config_classes import ConfigClasses
 from .load_checks import LoadChecks
 from .weight_names import WeightNames
 from .draft_calls import DraftCalls
@@ -67,6 +68,7 @@ class DispatchProvider(Provider):
         self.startup = StartupPasses(self)
         self.step_free = StepFree(self)
         self.count_holder = CountHolder(self)
+        self.config_classes = ConfigClasses(self)
         self.load_checks = LoadChecks(self)
         self.weight_names = WeightNames(self)
         self.draft_calls = DraftCalls(self)

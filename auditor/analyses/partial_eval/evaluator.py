@@ -133,6 +133,9 @@ class Evaluator(ExpressionEvaluator):
         if isinstance(stmt, SIf):
             p.reads = []
             value = self.eval(stmt.test, p, key, depth)
+            if isinstance(value, Unknown) and value.raises:  # the test itself raises
+                p.raised, p.done = f"{value.raises} (in the test {stmt.text})", True
+                return [p]
             t = truth(value)
             fields = tuple(dict.fromkeys(p.reads))
             dep = value.reason if isinstance(value, Unknown) else ""

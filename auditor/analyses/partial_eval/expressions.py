@@ -134,7 +134,10 @@ class ExpressionEvaluator:
                     out[kv] = vv
             return bad if bad is not None else out
         if isinstance(e, PNot):
-            t = truth(self.eval(e.operand, p, key, depth))
+            operand = self.eval(e.operand, p, key, depth)
+            if isinstance(operand, Unknown) and operand.raises:
+                return operand
+            t = truth(operand)
             return Unknown(f"not {_text(e.operand)}") if t is None else not t
         if isinstance(e, PBool):
             return self._boolop(e, p, key, depth)
@@ -180,6 +183,8 @@ class ExpressionEvaluator:
         and the later operands' code run on one side of a fork only."""
         for i, sub in enumerate(e.values):
             v = self.eval(sub, p, key, depth)
+            if isinstance(v, Unknown) and v.raises:
+                return v  # it raises: the later operands never run
             t = truth(v)
             if t is None:
                 rest = e.values[i + 1:]
@@ -285,8 +290,8 @@ class ExpressionEvaluator:
                 return Unknown(_text(e))
             if e.op in ("|", "&") and isinstance(a, frozenset) and isinstance(b, frozenset):
                 return a | b if e.op == "|" else a & b
-        except ZeroDivisionError:
-            pass
+        except ZeroDivisionError as exc:  # (our arithmetic on the known operands, never scanned code)
+            return Unknown(_text(e), raises=f"ZeroDivisionError: {exc}")
         return Unknown(_text(e))
 
     def _call(self, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value:
@@ -335,7 +340,7 @@ class ExpressionEvaluator:
             return self._opaque_call(e, p, key, depth, [owner], text)
         callee = self.eval(f, p, key, depth)
         if isinstance(callee, ClassRef):
-            record = self._record(callee.cls, e, p, key, depth)
+            record = _record(self, callee.cls, e, p, key, depth)
             if record is not None:
                 return record
             init = self.world.method(callee.cls, "__init__")
@@ -351,25 +356,6 @@ class ExpressionEvaluator:
             if target_fn is not None:
                 return self._invoke(callee.key, target_fn, e, p, key, depth, callee.self_obj)
         return self._opaque_call(e, p, key, depth, [callee], text)
-
-    def _record(self, cls: tuple[str, str], e: PCall, p: Path, key: tuple[str, str], depth: int) -> Obj | None:
-        """``C(f=v, ...)`` of a data record (:meth:`World.record_fields`: a ``@dataclass``
-        that writes no ``__init__``/``__post_init__`` and compares, hashes and tests true as
-        a dataclass does): an object of ``C`` holding what the call's keywords bind, and the
-        literal defaults of the fields it leaves out when every argument is a keyword.
-        Anything else of it (a field bound positionally, a base's field) is unknown."""
-        defaults = self.world.record_fields(cls)
-        if defaults is None or any(kw.name is None for kw in e.keywords):
-            return None
-        fields: dict[str, Value] = {}
-        for a in e.args:  # which field a positional argument binds is not modelled
-            self.eval(a, p, key, depth)
-        if not e.args:
-            fields.update(defaults)
-        for kw in e.keywords:
-            assert kw.name is not None
-            fields[kw.name] = self.eval(kw.value, p, key, depth)
-        return Obj(f"{cls[1]}(...)", fields, cls=cls)
 
     def _mapping_get(self, owner: Obj, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value | object:
         """``d.get("k"[, default])`` on a config object of no class of the tree: a nested mapping
@@ -478,6 +464,26 @@ class ExpressionEvaluator:
         return result if not isinstance(result, Unknown) else Unknown(deps[0] if deps else text)
 
 
+
+
+def _record(ev: "ExpressionEvaluator", cls: tuple[str, str], e: PCall, p: Path, key: tuple[str, str], depth: int) -> Obj | None:
+    """``C(f=v, ...)`` of a data record (:meth:`World.record_fields`: a ``@dataclass``
+    that writes no ``__init__``/``__post_init__`` and compares, hashes and tests true as
+    a dataclass does): an object of ``C`` holding what the call's keywords bind, and the
+    literal defaults of the fields it leaves out when every argument is a keyword.
+    Anything else of it (a field bound positionally, a base's field) is unknown."""
+    defaults = ev.world.record_fields(cls)
+    if defaults is None or any(kw.name is None for kw in e.keywords):
+        return None
+    fields: dict[str, Value] = {}
+    for a in e.args:  # which field a positional argument binds is not modelled
+        ev.eval(a, p, key, depth)
+    if not e.args:
+        fields.update(defaults)
+    for kw in e.keywords:
+        assert kw.name is not None
+        fields[kw.name] = ev.eval(kw.value, p, key, depth)
+    return Obj(f"{cls[1]}(...)", fields, cls=cls)
 
 
 # Python builtins that never change their arguments.

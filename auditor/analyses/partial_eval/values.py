@@ -39,6 +39,9 @@ class Unknown:
     # (A NaN among the arguments breaks ordering: see :func:`_compare_bounded`.)
     upper: int | float | None = None
     lower: int | float | None = None
+    # The expression raises (its operands known: ``k % 0``): the exception, as Python words it.
+    # Every other use of the value is unknown; a test or guard that evaluates it raises.
+    raises: str | None = None
 
     def __repr__(self) -> str:
         return f"Unknown({self.reason!r})"
@@ -48,7 +51,7 @@ class Unknown:
     # mutable parts copied through the memo), without its reduce/reconstruct round trip:
     # the fork of a runner's state dominated planning ``layers --all``.
     def __deepcopy__(self, memo: dict[int, Any]) -> "Unknown":
-        return Unknown(self.reason, self.maybe_absent, self.known_truth, self.upper, self.lower)
+        return Unknown(self.reason, self.maybe_absent, self.known_truth, self.upper, self.lower, self.raises)
 
 
 _UIDS = itertools.count(1)

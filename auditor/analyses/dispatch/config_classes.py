@@ -1,0 +1,147 @@
+"""The config class vLLM loads a checkpoint's ``config.json`` into (issue 18: a config.json read
+as exactly its fields misses what the class supplies; vLLM 0.28.0 loads a ``kimi_k3``
+checkpoint into ``KimiK3Config``, which wraps its ``text_config`` as a ``KimiLinearConfig``
+whose ``num_nextn_predict_layers`` defaults to 0).
+
+The class is the one vLLM's config registry names for the config's ``model_type``
+(``config-registries``: ``"<file>:<table>"``, a module-level table of strings, and the package
+its class names resolve in: by the package's imports, or a table of the package mapping the
+name to the module defining it, as a lazy ``__getattr__`` reads it). What the class gives a
+config is read from its ``__init__`` (the one its MRO resolves), never run:
+
+* a parameter with a literal default that the constructor stores unchanged, once and
+  unconditionally (``self.p = p``, :attr:`FunctionFact.attr_defs`), is that default when the
+  config.json lacks the field;
+* a parameter the constructor turns into another class of the tree, ``self.p = C(**p)`` (in
+  any arm), is a sub-config: a nested object of the config.json gets ``C``'s defaults the same
+  way; ``self.p = C()`` builds one with only its defaults when the config.json lacks it.
+
+Anything else the class does (a field computed from others, a base outside the tree such as
+transformers' ``PretrainedConfig``) is not read: the config keeps what the file says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...facts.extract import FunctionFact, PCall, PConst, PName, parse_pexpr
+from ...index.index import ClassKey, SymbolKind
+from ..partial_eval import Obj, Value
+from .part import DispatchPart
+
+MAX_NESTING = 3
+
+
+@dataclass(frozen=True)
+class ClassDefaults:
+    """What a config class's constructor gives a config: literal defaults, and sub-configs
+    (parameter -> (class, built when the file lacks it))."""
+
+    cls: ClassKey
+    fields: dict[str, Value] = field(default_factory=dict)
+    subs: dict[str, tuple[ClassKey, bool]] = field(default_factory=dict)
+
+
+class ConfigClasses(DispatchPart):
+    def __init__(self, provider: Any) -> None:
+        super().__init__(provider)
+        self._classes: dict[str, ClassKey | None] = {}
+        self._defaults: dict[ClassKey, ClassDefaults | None] = {}
+
+    def apply(self, hf: Obj) -> ClassKey | None:
+        """Give ``hf`` (a config.json as read, closed) the defaults of the config class its
+        model type loads into, nested sub-configs included; the class (None: no registered
+        class of the tree)."""
+        model_type = hf.fields.get("model_type")
+        cls = self.class_for(model_type) if isinstance(model_type, str) else None
+        if cls is None:
+            return None
+        self._fill(hf, cls, 0)
+        return cls
+
+    def class_for(self, model_type: str) -> ClassKey | None:
+        """The config class of the tree the registry names for ``model_type``."""
+        if model_type in self._classes:
+            return self._classes[model_type]
+        found: ClassKey | None = None
+        for where, package in sorted(self.config.config_registries.items()):
+            path, _, table = where.partition(":")
+            facts = self.index.lookup(path) if path in self.index.files else None
+            name = facts.name_tables.get(table, {}).get(model_type) if facts is not None else None
+            if name is not None:
+                found = self._resolve(package, name)
+                if found is not None:
+                    break
+        if not self.index.frozen or found is not None:
+            self._classes[model_type] = found
+        return found
+
+    def _fill(self, obj: Obj, cls: ClassKey, depth: int) -> None:
+        got = self.defaults(cls)
+        if got is None or depth >= MAX_NESTING:
+            return
+        for name, value in got.fields.items():
+            if name not in obj.fields and name not in obj.roles:
+                obj.fields[name] = value
+        for name, (sub, when_absent) in got.subs.items():
+            held = obj.fields.get(name)
+            if isinstance(held, Obj):
+                self._fill(held, sub, depth + 1)
+            elif name not in obj.fields and name not in obj.roles and when_absent:
+                built = Obj(f"{obj.label}.{name}", closed=True)
+                self._fill(built, sub, depth + 1)
+                obj.fields[name] = built
+
+    def _resolve(self, package: str, name: str) -> ClassKey | None:
+        if package not in self.index.files:
+            return None
+        for sym in self.index.resolve(package, name):
+            if sym.kind is SymbolKind.CLASS:
+                return (sym.path, sym.name)
+        facts = self.index.lookup(package)
+        for table in (facts.name_tables.values() if facts is not None else ()):
+            module = table.get(name)
+            path = self.index.path_of_module.get(module) if module is not None else None
+            if path is not None and path in self.index.files and self.index.lookup(path) is not None \
+                    and self.index.class_fact((path, name)) is not None:
+                return (path, name)
+        return None
+
+    def defaults(self, cls: ClassKey) -> ClassDefaults | None:
+        if cls in self._defaults:
+            return self._defaults[cls]
+        self._defaults[cls] = None  # (a class that nests itself)
+        found = self.index.method(cls, "__init__")
+        got = _read_init(self, found[0], found[1]) if found is not None else None
+        self._defaults[cls] = got
+        return got
+
+
+def _read_init(part: ConfigClasses, owner: ClassKey, fn: FunctionFact) -> ClassDefaults:
+    fields: dict[str, Value] = {}
+    subs: dict[str, tuple[ClassKey, bool]] = {}
+    params = {p.name: p for p in fn.params if p.name != "self"}
+    for name, p in params.items():
+        v = fn.attr_defs.get(name)
+        if p.default is not None and isinstance(v, PName) and v.id == name:
+            default = parse_pexpr(p.default)
+            if isinstance(default, PConst) and (default.value is None or isinstance(default.value, (bool, int, float, str))):
+                fields[name] = default.value
+    for a in fn.attr_assigns:
+        if len(a.target) != 2 or a.target[0] != "self" or a.target[1] not in params:
+            continue
+        call = parse_pexpr(a.value.text)
+        if not isinstance(call, PCall) or call.args or not isinstance(call.func, PName):
+            continue
+        name = a.target[1]
+        if call.keywords and not (len(call.keywords) == 1 and call.keywords[0].name is None
+                                  and call.keywords[0].value == PName(id=name)):
+            continue
+        cls = next(((s.path, s.name) for s in part.index.resolve(owner[0], call.func.id)
+                    if s.kind is SymbolKind.CLASS), None)
+        if cls is None:
+            continue
+        _, absent = subs.get(name, (cls, False))
+        subs[name] = (cls, absent or not call.keywords)
+    return ClassDefaults(owner, fields, subs)

@@ -1,0 +1,140 @@
+"""A config.json as vLLM loads it (``auditor/analyses/dispatch/config_classes.py``): the config
+class its config registry names for the model type gives the fields the file lacks their
+literal ``__init__`` defaults, nested sub-configs too; and a validation test that raises
+itself (``K % 0``) rejects the configuration with Python's exception. Small trees written here
+(:mod:`trees` shape), never vLLM's code."""
+
+from __future__ import annotations
+
+import json
+
+from scan_helpers import write_tree
+from test_layers import planned_scan
+from trees import gate_tree
+
+from auditor.analyses.dispatch import DispatchProvider, Setting
+from auditor.analyses.partial_eval import Obj
+from auditor.analyses.dispatch.syntax import to_obj
+
+_REGISTRY = '''
+class LazyConfigDict(dict):
+    def __getitem__(self, key):
+        import vllm.transformers_utils.configs as configs
+
+        return getattr(configs, super().__getitem__(key))
+
+
+_CONFIG_REGISTRY = LazyConfigDict(
+    deep="DeepConfig",
+    **{"deep-other": "DeepTextConfig"},
+)
+'''
+
+_PACKAGE = '''
+import importlib
+
+_CLASS_TO_MODULE = {
+    "DeepConfig": "vllm.transformers_utils.configs.deep",
+    "DeepTextConfig": "vllm.transformers_utils.configs.deep",
+}
+
+
+def __getattr__(name):
+    return getattr(importlib.import_module(_CLASS_TO_MODULE[name]), name)
+'''
+
+_CLASSES = '''
+from transformers import PretrainedConfig
+
+
+class DeepTextConfig(PretrainedConfig):
+    def __init__(self, num_nextn_predict_layers=0, hidden_size=8, computed=None, **kwargs):
+        self.num_nextn_predict_layers = num_nextn_predict_layers
+        self.hidden_size = hidden_size
+        self.computed = hidden_size * 2
+        super().__init__(**kwargs)
+
+
+class DeepConfig(PretrainedConfig):
+    def __init__(self, text_config=None, num_nextn_predict_layers={top}, **kwargs):
+        if text_config is None:
+            self.text_config = DeepTextConfig()
+        elif isinstance(text_config, dict):
+            self.text_config = DeepTextConfig(**text_config)
+        else:
+            self.text_config = text_config
+        self.num_nextn_predict_layers = num_nextn_predict_layers
+        super().__init__(**kwargs)
+'''
+
+_VALIDATION = '''
+    def __post_init__(self):
+        n_predict = getattr(self.draft_model_config.hf_config, "n_predict", None)
+        if n_predict is not None:
+            if self.num_speculative_tokens > n_predict and self.num_speculative_tokens % n_predict != 0:
+                raise ValueError("num_speculative_tokens must be divisible by n_predict")
+'''
+
+
+def _tree(tmp_path, top: int = 1):
+    files = gate_tree()
+    files["vllm/config/speculative.py"] = files["vllm/config/speculative.py"].replace(
+        "    def use_multi_module_mtp(self):", _VALIDATION.strip("\n") + "\n\n    def use_multi_module_mtp(self):")
+    files["vllm/transformers_utils/config.py"] = _REGISTRY
+    files["vllm/transformers_utils/configs/__init__.py"] = _PACKAGE
+    files["vllm/transformers_utils/configs/deep.py"] = _CLASSES.replace("{top}", str(top))
+    return write_tree(tmp_path / "t", files)
+
+
+def _target(**fields) -> str:
+    return json.dumps({"architectures": ["DeepForCausalLM"], "model_type": "deep", **fields})
+
+
+def test_a_field_the_config_json_lacks_takes_the_config_class_default(tmp_path):
+    root = _tree(tmp_path, top=1)
+    lacking, given = planned_scan(root, [Setting("v2", 2, target_config=_target()),
+                                         Setting("v2", 2, target_config=_target(num_nextn_predict_layers=3))])[1]
+    assert lacking.num_mtp_layers == 1, lacking.notes  # DeepConfig's default, not "absent"
+    assert given.num_mtp_layers == 3  # the file's own value wins
+
+
+def test_a_validation_test_that_divides_by_zero_rejects_with_pythons_exception(tmp_path):
+    root = _tree(tmp_path, top=0)  # the class's default: 0 MTP layers, and K % 0 in the check
+    (plan,) = planned_scan(root, [Setting("v2", 2, target_config=_target())])[1]
+    assert plan.outcome == "rejected", plan.notes
+    (r,) = plan.rejections
+    assert (r.path, r.function, r.when) == ("vllm/config/speculative.py", "SpeculativeConfig.__post_init__", "validation")
+    assert r.message == "ZeroDivisionError: integer modulo by zero"
+    # The line is the test's, not the raise's: Python raises while testing.
+    assert "%" in (root / r.path).read_text().splitlines()[r.line - 1]
+
+
+def test_nested_sub_configs_take_their_class_defaults_and_computed_fields_stay_out(tmp_path):
+    root = _tree(tmp_path)
+    seen: dict[str, Obj] = {}
+
+    class Apply:  # asked in the loading phase, as a plan is
+        def ask(self, analysis):
+            classes = analysis.get(DispatchProvider).config_classes
+            for name, data in (("nested", {"model_type": "deep", "text_config": {"hidden_size": 4}}),
+                               ("absent", {"model_type": "deep"}),
+                               ("quoted", {"model_type": "deep-other"}),
+                               ("unregistered", {"model_type": "other", "text_config": {}})):
+                obj = to_obj("hf_config", data)
+                classes.apply(obj)
+                seen[name] = obj
+
+    from auditor.common.config import Config
+    from auditor.engine.scan import run_scan
+    from auditor.facts.cache import FactsCache
+    from auditor.source.trees import DirectoryTree
+    from rules import all_rules
+
+    run_scan(DirectoryTree(root), Config(), all_rules(), FactsCache(None), 1, queries=[Apply()])
+    nested = seen["nested"].fields["text_config"]
+    assert isinstance(nested, Obj) and nested.fields == {"hidden_size": 4, "num_nextn_predict_layers": 0}
+    assert seen["nested"].fields["num_nextn_predict_layers"] == 1
+    built = seen["absent"].fields["text_config"]  # text_config=None builds DeepTextConfig()
+    assert isinstance(built, Obj) and built.closed and built.fields == {"hidden_size": 8, "num_nextn_predict_layers": 0}
+    assert seen["quoted"].fields == {"model_type": "deep-other", "hidden_size": 8, "num_nextn_predict_layers": 0}
+    assert seen["unregistered"].fields["text_config"].fields == {}  # no class: exactly the file
