@@ -57,19 +57,10 @@ _MISSING.update({"v027-v2-ernie-arch-2layers-k2-no-raise": _ERNIE_WEIGHTS,
                  "v029-v2-ernie-arch-2layers-k4-raises": _ERNIE_WEIGHTS})
 
 # The fifth reader (heldout_cases_s11.json), after this session's analyses: 20/26 agree (13/26 before);
-# 22/26 with a head method's None use read (dispatch/head_reads.py); 24/26 in session 12 (a hand-written
-# renaming read, a start-up guard that reads a call's return evaluated).
-# V2: the head method's None use is read (dispatch/head_reads.py, as for the V1 cases), but the
-# call is not placed: the step-0 sample is in AutoRegressiveSpeculator._prefill, a sibling the
-# caller runs before the draft loop's function (only calls before the loop in its own function
-# are), under an undecided cg_mode test, and sample_draft reaches get_top_tokens only when its
-# draft_logits parameter (self.draft_logits, None unless probabilistic) is None.
-_NONE_HEAD_V2 = ("a head method's None use (Gemma4MTP.get_top_tokens on masked_embedding; 0.28.0: the None "
-                 "attribute's own method) is read, but the V2 step-0 sample_draft call is in _prefill, called before "
-                 "the draft loop's function, under an undecided cg_mode test, and gated by its draft_logits parameter: "
-                 "not placed, no raise (V2: at the start-up dummy propose, rejected)")
+# 22/26 with a head method's None use read (dispatch/head_reads.py); 25/26 in session 12 (a hand-written
+# renaming read, a start-up guard that reads a call's return evaluated, a start-up pass that calls a
+# head method every call of which raises: Gemma 4 V2 local argmax).
 _MISSING.update({
-    "v031-v2-gemma4-draft-2layers-k2-localargmax": _NONE_HEAD_V2,
     "v032-v1-nemotronh-target-1layer-k2": ("disputed, the unit counted: NemotronHMultiTokenPredictor holds num_mtp_layers x "
                                            "pattern_len sub-layers (nemotron_h_mtp.py:264) and its forward runs the pattern's "
                                            "sub-layers of the one MTP layer; the tool counts MTP layers (one: layer 0 every step), "
@@ -77,14 +68,22 @@ _MISSING.update({
 })
 
 # The sixth reader (heldout_cases_s12.json): 33/40 at the start of session 12, 35/40 after it.
+_STARTUP_WORD = ("disputed, the vocabulary: a raise in the start-up profile run is `rejected` at start-up "
+                 "(docs/layers.md), the reader writes `raises` while its evidence says the engine fails before serving")
 _MISSING.update({
-    "v031-v2-gemma4-draft-4layers-k2-localargmax-noordered": _NONE_HEAD_V2,
-    "v028-v2-gemma4-draft-4layers-k2-localargmax-noordered": _NONE_HEAD_V2,
-    # The reader's evidence: step 1's assert fires in the start-up profile run, "the engine fails at
-    # start-up before serving"; `layers` calls that `rejected` at start-up (as the fifth reader
-    # does for the same configuration on 0.29.0, v029-v2-mimo-target-2layers-k2), the reader `raises`.
-    "v030-v2-mimo-target-2layers-k4": ("disputed, the vocabulary: a step's assert that fails in the start-up profile "
-                                       "run is `rejected` at start-up (docs/layers.md), the reader writes `raises`"),
+    # The reader's evidence: the assert (MiMo: step 1's; Gemma 4: the step-0 head call's) fires in the
+    # start-up profile run, "the engine fails at start-up before serving"; `layers` calls that
+    # `rejected` at start-up (as the fifth reader does for the same configurations,
+    # v029-v2-mimo-target-2layers-k2 and v031-v2-gemma4-draft-2layers-k2-localargmax), the reader `raises`.
+    "v030-v2-mimo-target-2layers-k4": _STARTUP_WORD,
+    "v028-v2-mimo-target-2layers-k2": _STARTUP_WORD,
+    # The first reader traces serving only; the fifth and sixth readers trace the start-up profile
+    # run that runs step 1 first on this runner (0.28.0-0.30.0).
+    "v028-v2-mimo-target-2layers-k4-raises": ("disputed: step 1's assert fires in the V2 start-up profile run "
+                                              "(rejected at start-up, as the fifth and sixth readers trace); the first "
+                                              "reader traces serving only (raises at step 1)"),
+    "v031-v2-gemma4-draft-4layers-k2-localargmax-noordered": _STARTUP_WORD,
+    "v028-v2-gemma4-draft-4layers-k2-localargmax-noordered": _STARTUP_WORD,
     "v027-v1-nemotronh-target-1layers-k3": ("disputed, the unit counted (as v032-v1-nemotronh-target-1layer-k2): the "
                                             "reader lists the container's sub-layers, the tool counts MTP layers"),
     "v030-v2-inkling-target-2layers-k4": ("the layer count a helper computes (self.num_mtp_layers = "

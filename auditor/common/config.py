@@ -94,10 +94,11 @@ class Config:
     weight_load_checks: list[str] = field(default_factory=lambda: [
         "DefaultModelLoader.track_weights_loading", "AutoWeightsLoader._load_module"])
     # Base classes outside the tree that define none of the head methods (torch's nn.Module,
-    # typing's Protocol and Generic, object): a draft model whose other bases are all in the
-    # tree has a head method only if they do.
+    # typing's Protocol and Generic, abc's ABC, object): a draft model whose other bases are all
+    # in the tree has a head method only if they do.
     head_free_bases: list[str] = field(default_factory=lambda: [
-        "nn.Module", "torch.nn.Module", "Protocol", "typing.Protocol", "Generic", "typing.Generic", "object"])
+        "nn.Module", "torch.nn.Module", "Protocol", "typing.Protocol", "Generic", "typing.Generic", "ABC", "abc.ABC",
+        "object"])
     # Depth and size limits of the searches (auditor.search_limits: names as the note prints them).
     search_limits: dict[str, int] = field(default_factory=dict)
     # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
@@ -129,13 +130,14 @@ class Config:
     # What the start-up judgement assumes of state the code reads at run time (JSON values):
     # one pipeline stage (vLLM's default pipeline_parallel_size = 1), one data-parallel rank
     # (its default data_parallel_size = 1), a text-only target (its model config has no
-    # multimodal config: vLLM sets one only for a multimodal model). A key is a field of
+    # multimodal config: vLLM sets one only for a multimodal model), a decoder target (not
+    # encoder-only: a draft proposes tokens a decoder verifies). A key is a field of
     # ``self`` or, dotted, of the config object it names (under ``vllm_config``; also read
     # through a ``self`` attribute the constructor copies it into). A judgement that used one
     # says so.
     startup_assumptions: dict[str, str] = field(default_factory=lambda: {
         "is_first_pp_rank": "true", "is_last_pp_rank": "true", "model_config.multimodal_config": "null",
-        "parallel_config.data_parallel_size": "1"})
+        "parallel_config.data_parallel_size": "1", "is_encoder_only": "false"})
     # Issue 18: where vLLM names the config class it loads a checkpoint's config.json into, per
     # model type ("<file>:<table>", a table of strings: vLLM's ``_CONFIG_REGISTRY``), and the
     # package the class names resolve in (its imports, or a table naming each class's module).

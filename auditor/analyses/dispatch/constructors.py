@@ -68,7 +68,9 @@ def config_copies(index: Index, root: str, cls: ClassKey, config: Obj) -> dict[s
     parameter's object, ``vllm_config``) where that is known: the one assignment to
     ``self.<attr>`` in the whole MRO is a statement of an ``__init__`` body that runs (each
     ``__init__`` before it in the MRO calls an ``__init__``), its value an attribute chain on
-    the ``root`` parameter (``self.dp_size = vllm_config.parallel_config.data_parallel_size``)."""
+    the ``root`` parameter (``self.dp_size = vllm_config.parallel_config.data_parallel_size``),
+    or on ``self.<sub>`` where ``config`` holds that sub-config as a role (``self.x =
+    self.speculative_config.x``: the caller's ``self`` shares it)."""
     mro = index.mro(cls)
     count: dict[str, int] = {}
     for c in mro:
@@ -84,7 +86,10 @@ def config_copies(index: Index, root: str, cls: ClassKey, config: Obj) -> dict[s
         if any(prm.name == root for prm in init.params):
             for attr, e in init.attr_defs.items():
                 chain = name_chain(e)
-                if count.get(attr) != 1 or chain is None or chain[0] != root:
+                # On the root parameter, or on a ``self`` attribute holding one of its
+                # sub-configs (``self.speculative_config.use_local_argmax_reduction``).
+                via_self = chain is not None and len(chain) > 2 and chain[0] == "self" and chain[1] in config.roles
+                if count.get(attr) != 1 or chain is None or not (chain[0] == root or via_self):
                     continue
                 held: Value | _Absent = config
                 for part in chain[1:]:

@@ -92,19 +92,7 @@ class DraftCalls(DispatchPart):
         fn = self.index.function(loop.func)
         if not attrs or fn is None:
             return None, []
-        calls = [c.func for c in self._per_step_calls(drafter, loop.func, fn, 0, set())
-                 if c.func and len(c.func) == 3 and c.func[1] in attrs]
-        lacks = {f[2] for f in calls if not self._present(model, drafter, f[1], f[2])}
-        # Head methods the model defines whose body uses an attribute its constructors set to
-        # None for this configuration (:mod:`.head_reads`): calling one raises too.
-        holders = tuple((drafter, a) for a in sorted(attrs))
-        heads: dict[str, StepRaise] = {}
-        head_notes: list[str] = []
-        for name in dict.fromkeys(f[2] for f in calls if f[2] not in lacks and f[2] in self.config.head_methods):
-            hit, more = self.provider.head_reads.head_raise(model, name, root, holders)
-            head_notes += [n for n in more if n not in head_notes]
-            if hit is not None:
-                heads[name] = hit
+        lacks, heads, head_notes = self._failing(drafter, model, loop, root)
         if not lacks and not heads:
             return None, head_notes
         lacks |= set(heads)
@@ -137,6 +125,37 @@ class DraftCalls(DispatchPart):
             return heads[first.method], notes
         return StepRaise(0, first.path, first.line, first.function,
                          f"AttributeError(\"'{model[1]}' object has no attribute '{first.method}'\")"), notes
+
+    def head_raises(self, drafter: ClassKey, model: ClassKey, loop: LoopResult, root: Obj) -> dict[str, StepRaise]:
+        """The head methods the per-step code calls on the model whose every call raises for
+        this configuration (:mod:`.head_reads`), each with its raise (at step 0), with the
+        drafter's attributes that hold the model."""
+        return self._failing(drafter, model, loop, root)[1]
+
+    def model_attrs(self, drafter: ClassKey) -> set[str]:
+        return self._model_attrs(drafter)
+
+    def _failing(self, drafter: ClassKey, model: ClassKey, loop: LoopResult,
+                 root: Obj) -> tuple[set[str], dict[str, StepRaise], list[str]]:
+        """The methods the per-step code calls on the model that it lacks, the head methods
+        it defines whose body uses an attribute its constructors set to None for this
+        configuration (calling one raises too), and notes on undecided ones."""
+        attrs = self._model_attrs(drafter)
+        fn = self.index.function(loop.func)
+        if not attrs or fn is None:
+            return set(), {}, []
+        calls = [c.func for c in self._per_step_calls(drafter, loop.func, fn, 0, set())
+                 if c.func and len(c.func) == 3 and c.func[1] in attrs]
+        lacks = {f[2] for f in calls if not self._present(model, drafter, f[1], f[2])}
+        holders = tuple((drafter, a) for a in sorted(attrs))
+        heads: dict[str, StepRaise] = {}
+        head_notes: list[str] = []
+        for name in dict.fromkeys(f[2] for f in calls if f[2] not in lacks and f[2] in self.config.head_methods):
+            hit, more = self.provider.head_reads.head_raise(model, name, root, holders)
+            head_notes += [n for n in more if n not in head_notes]
+            if hit is not None:
+                heads[name] = hit
+        return lacks, heads, head_notes
 
     # -- the per-step code ------------------------------------------------------------
     def _per_step_calls(self, drafter: ClassKey, key: FuncKey, fn: FunctionFact, depth: int,

@@ -227,11 +227,30 @@ class FactoryRuns(DispatchPart):
         field_name = self.config.override_field[0]
         if field_name in hf.fields:
             draft.fields[field_name] = hf.fields[field_name]
-        spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft},
-                   cls=self.provider.location.spec_config_class())
+        spec_cls = self.provider.location.spec_config_class()
+        spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft}, cls=spec_cls)
         spec.fields.update(dict(setting.options))
+        for name, value in self._spec_defaults(spec_cls).items():
+            spec.fields.setdefault(name, value)
         root = Obj(r["root"], roles={r["speculative"]: spec})
         return {"speculative": spec, "root": root}
+
+    def _spec_defaults(self, cls: ClassKey | None) -> dict[str, Value]:
+        """The speculative config's fields a user leaves unset, as its class declares them: the
+        literal default of an annotated field (``draft_sample_method: ... = "greedy"``) that
+        no method of the class's hierarchy assigns (its validation never rewrites it)."""
+        if cls is None:
+            return {}
+        mro = self.index.mro(cls)
+        written = {a.target[1] for c in mro for m in self.index.methods(c).values() for a in m.attr_assigns
+                   if len(a.target) == 2 and a.target[0] == "self"}
+        out: dict[str, Value] = {}
+        for c in mro:
+            cf = self.index.class_fact(c)
+            for name, e in (cf.field_defaults.items() if cf is not None else ()):
+                if name not in written and e.has_literal and name not in out:
+                    out[name] = e.literal
+        return out
 
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         """Drafters the runner's factory can build for this configuration, each with the

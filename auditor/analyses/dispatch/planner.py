@@ -127,7 +127,38 @@ class Planner(DispatchPart):
             steps = tuple(s if s.step < raise_at.step else StepPlan(s.step, None, None, f"raises at step {raise_at.step}", why)
                           for s in plan.steps)
             return replace(plan, steps=steps, outcome="raises", step_raise=raise_at, notes=tuple(notes))
+        # A head method every call of which raises, called where the draft loop's own code does
+        # not place it (before the loop's function): a start-up pass that makes the call rejects.
+        for head_raise, start in self._heads_at_startup(plan, build_root):
+            if start.reached:
+                return replace(plan, steps=plan.rejected_steps(start.rejected_why(head_raise)), outcome="rejected",
+                               rejections=(start.rejection(head_raise),), step_raise=head_raise, notes=tuple(notes))
+            if start.reached is None and start.note(head_raise) not in notes:
+                notes.append(start.note(head_raise))
         return replace(plan, notes=tuple(notes))
+
+    def _heads_at_startup(self, plan: Plan, root: Obj) -> list[tuple[StepRaise, StartupReach]]:
+        """The eager start-up passes that may call a head method of the draft model whose every
+        call raises for this configuration (:meth:`.draft_calls.DraftCalls.head_raises`)."""
+        model, proposer = plan.model_class, plan.proposer
+        if model is None or proposer is None or not plan.steps:
+            return []
+        leg = self.provider.route_values.leg(proposer, model)
+        if leg.path is None:
+            return []
+        heads = self.provider.draft_calls.head_raises(proposer, model, leg.path.loop, root)
+        if not heads:
+            return []
+        s = plan.setting
+        hf = self.provider.factory_runs.draft_config(s)[0]
+        spec = self.provider.factory_runs.world(s, hf)["speculative"] if hf is not None else None
+        attrs = self.provider.draft_calls.model_attrs(proposer)
+        out: list[tuple[StepRaise, StartupReach]] = []
+        for head, sr in sorted(heads.items()):
+            start = self.provider.startup.reaches_head(s.platform, s.runner, proposer, attrs, head, "eager", spec)
+            if start is not None:
+                out.append((sr, start))
+        return sorted(out, key=lambda x: {True: 0, None: 1, False: 2}[x[1].reached])
 
     def startup_reach(self, plan: Plan, raise_at: StepRaise, mode: str) -> StartupReach | None:
         """Whether a start-up pass of ``mode`` runs the plan's draft loop up to the failing step,

@@ -60,7 +60,7 @@ from .constructors import config_copies
 from .env_defaults import env_defaults
 from .outcomes import Rejection
 from .part import DispatchPart
-from .startup_targets import StartupTarget, forward_target, iterates
+from .startup_targets import StartupTarget, forward_target, head_target, iterates
 from .syntax import TreeWorld, expr_names
 
 MAX_DEPTH = 10  # calls from a start-up method to the draft loop
@@ -81,17 +81,22 @@ class StartupReach:
     chain: tuple[Hop, ...]
     depends_on: str = ""
     assumed: tuple[str, ...] = ()
-    target: str = "loop"  # "loop": the draft loop; "forward": the draft model's forward (:mod:`.startup_targets`)
+    target: str = "loop"  # "loop": the draft loop; "forward"/"head:<m>": the draft model's forward or head (:mod:`.startup_targets`)
 
     def route(self) -> str:
         return " -> ".join(f"{h.function} ({h.path}:{h.line})" for h in self.chain)
 
+    def _what(self) -> str:
+        """What the pass calls (a target other than the loop)."""
+        head = self.target.partition(":")[2]
+        return f"the draft model's {head}" if head else "the draft model's forward"
+
     def _runs(self) -> str:
-        return "runs the draft loop over every step" if self.target == "loop" else "calls the draft model's forward"
+        return "runs the draft loop over every step" if self.target == "loop" else f"calls {self._what()}"
 
     def rejected_why(self, sr: StepRaise) -> str:
         assumed = f" (assuming {', '.join(self.assumed)})" if self.assumed else ""
-        fails = f"step {sr.step} fails" if self.target == "loop" else "the draft model's forward fails"
+        fails = f"step {sr.step} fails" if self.target == "loop" else f"{self._what()} fails"
         return (f"rejected at start-up: {self.route()} {self._runs()} before serving{assumed}; "
                 f"{fails} at {sr.path}:{sr.line} {sr.function}: {sr.message}")
 
@@ -104,7 +109,7 @@ class StartupReach:
         if self.target == "loop":
             return (f"{self.mode}: a start-up pass may run the draft loop before serving{where}, and step {sr.step}'s "
                     f"assert would reject the configuration at start-up: depends on {self.depends_on}")
-        return (f"{self.mode}: a start-up pass may call the draft model's forward before serving{where}, and its raise "
+        return (f"{self.mode}: a start-up pass may call {self._what()} before serving{where}, and its raise "
                 f"at {sr.path}:{sr.line} would reject the configuration at start-up: depends on {self.depends_on}")
 
 
@@ -203,6 +208,13 @@ class StartupPasses(DispatchPart):
         with), which the chain's ``self`` holds; None: unknown."""
         target = StartupTarget("loop", frozenset({((loop.path, loop.function), loop.line)}))
         return self._reach_memo(platform, runner, proposer, target, mode, spec)
+
+    def reaches_head(self, platform: str, runner: str, proposer: ClassKey, attrs: set[str], head: str,
+                     mode: str, spec: Obj | None = None) -> StartupReach | None:
+        """Whether a start-up pass of ``mode`` calls the draft model's ``head`` through one of
+        ``proposer``'s ``attrs`` (:func:`.startup_targets.head_target`)."""
+        target = head_target(self, proposer, attrs, head)
+        return self._reach_memo(platform, runner, proposer, target, mode, spec) if target is not None else None
 
     def reaches_forward(self, platform: str, runner: str, proposer: ClassKey, model: ClassKey,
                         mode: str, spec: Obj | None = None) -> StartupReach | None:
@@ -505,22 +517,26 @@ class StartupPasses(DispatchPart):
             env[p.name] = bound[p.name] if p.name in bound else Unknown(p.name)
         return env
 
-    @staticmethod
-    def _args(e: _Edge, env: dict[str, Value], callee: FunctionFact | None) -> dict[str, Value]:
+    def _args(self, e: _Edge, env: dict[str, Value], callee: FunctionFact | None) -> dict[str, Value]:
         """The callee's parameters as the call binds them: a literal or a known value the
-        caller holds under that name; a parameter the call leaves out has its literal
-        default. Anything else is unknown."""
+        caller holds under that name; a drafter's ``self.<a>`` that its constructors leave
+        None for this configuration (:meth:`.head_reads.HeadReads.is_none`), or surely not
+        None (an object); a parameter the call leaves out has its literal default. Anything
+        else is unknown."""
         if callee is None:
             return {}
         c = e.call
         params = [p for p in callee.params if p.name != "self"]
         out: dict[str, Value] = {}
+        this = env.get("self")
 
         def value(x: Any) -> Value:
             if x.has_literal:
                 return x.literal  # type: ignore[no-any-return]
             if x.chain and len(x.chain) == 1 and x.chain[0] in env and not isinstance(env[x.chain[0]], (Unknown, Obj)):
                 return env[x.chain[0]]
+            if x.chain and len(x.chain) == 2 and x.chain[0] == "self" and isinstance(this, Obj):
+                return _self_attr(self, e, this, x.chain[1], x.text)
             return Unknown(x.text)
 
         for p, a in zip(params, c.args):
@@ -535,6 +551,21 @@ class StartupPasses(DispatchPart):
                 pe = parse_pexpr(p.default)
                 out[p.name] = pe.value if isinstance(pe, PConst) else Unknown(p.name)
         return out
+
+
+def _self_attr(part: StartupPasses, e: _Edge, this: Obj, attr: str, text: str) -> Value:
+    """``self.<attr>`` handed on by a call on the chain: what ``self`` holds, else, on the
+    drafter, None where its constructors leave it None for this configuration, an object
+    where they surely do not (:meth:`.head_reads.HeadReads.is_none`); else unknown."""
+    held = this.fields.get(attr)
+    if held is not None and not isinstance(held, (Unknown, Obj)):
+        return held
+    root = this.roles.get(part.roles["root"])
+    if e.role == "drafter" and held is None and isinstance(root, Obj):
+        none = part.provider.head_reads.is_none(e.ctx, attr, root, None)
+        if none is not None:
+            return None if none else Obj(text)  # (an object: surely not None)
+    return Unknown(text)
 
 
 def _conjuncts(b: BranchFact) -> list[PExpr | None]:

@@ -2,6 +2,9 @@
 
 * The draft loop (``loop``): the pass runs the loop function, the loop then runs steps
   0..K-1 as while serving (an assert that fails at step *i*).
+* A head method of the draft model (``head:<m>``) every call of which raises for the
+  configuration (:mod:`.head_reads`): the pass makes a call ``self.<attr>.<m>(...)`` of the
+  attribute holding the model in a method of the drafter.
 * The draft model's forward (``forward``), for a raise every call of the forward makes
   whatever it is handed (:attr:`StepRaise.any_call`, a read of an attribute the per-layer
   module lacks): the pass reaches
@@ -43,7 +46,7 @@ class StartupTarget:
     """The functions a pass reaching is a hit (each with the line the route's hop names
     there: the loop's, or the entry's call), and the call sites a pass making is a hit."""
 
-    kind: str  # "loop" or "forward"
+    kind: str  # "loop", "forward" or "head:<method>"
     functions: frozenset[tuple[FuncKey, int]]
     calls: frozenset[CallSite] = frozenset()
 
@@ -80,6 +83,15 @@ def forward_target(part: "StartupPasses", proposer: ClassKey, model: ClassKey) -
     for key, fn in _methods(part, proposer):
         calls |= {(key, c.line, c.col) for c in fn.calls if c.func and _model_call(c.func) and c.func[:2] in attrs}
     return StartupTarget("forward", frozenset(functions.items()), frozenset(calls))
+
+
+def head_target(part: "StartupPasses", proposer: ClassKey, attrs: set[str], head: str) -> StartupTarget | None:
+    """The calls ``self.<attr>.<head>(...)`` in the methods ``proposer`` resolves, for the
+    attributes that hold the draft model (a head method every call of which raises: a pass
+    making one rejects at start-up); None when there is none."""
+    calls = {(key, c.line, c.col) for key, fn in _methods(part, proposer) for c in fn.calls
+             if c.func and len(c.func) == 3 and c.func[0] == "self" and c.func[1] in attrs and c.func[2] == head}
+    return StartupTarget(f"head:{head}", frozenset(), frozenset(calls)) if calls else None
 
 
 def _model_call(func: tuple[str, ...]) -> bool:
