@@ -398,3 +398,84 @@ def test_0_33_cpu_v2_mimo_is_rejected_at_start_up_compiled_and_raises_eager():
     why = v2.compiled.steps[0].why
     assert why.startswith("rejected at start-up: CPUWorker.determine_available_memory (vllm/v1/worker/cpu_worker.py:")
     assert "MultiModuleMTPSpeculator._generate_drafts" in why and "mimo_mtp.py" in why
+
+
+# A draft model whose head method fails whenever it is called for this configuration (its
+# constructor leaves the attribute the method asserts on None), and a drafter whose step-0 sample
+# runs in a method its warm-up calls before the draft loop, reaching the head method only for
+# greedy local-argmax sampling (V2's _prefill -> sample_draft, vLLM 0.28-0.31).
+_HEAD_MODEL = _ONE_STEP_MODEL.replace('        assert spec_step_idx == 0, "one step only"\n', "").replace(
+    "        super().__init__()\n", "        super().__init__()\n        self.masked = None\n") + '''
+    def compute_logits(self, x):
+        return x
+
+    def get_top_tokens(self, x):
+        assert self.masked is not None
+        return x
+'''
+_PREFILL_SAMPLE = '''
+
+    def __init__(self, vllm_config):
+        self.speculative_config = vllm_config.speculative_config
+        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+        self.local_argmax = self.speculative_config.use_local_argmax_reduction
+        self.logits = None
+        if self.speculative_config.draft_sample_method == "probabilistic":
+            self.logits = make_cache()
+
+    def sample(self, x, logits):
+        if logits is not None:
+            return self.model.compute_logits(x)
+        elif self.local_argmax:
+            return self.model.get_top_tokens(x)
+        return self.model.compute_logits(x)
+
+    def prefill(self, x):
+        return self.sample(self.model(x), self.logits)
+
+    def dummy_run(self, x):
+        self.prefill(x)
+        for step in range(1, self.num_speculative_steps):
+            x = self.sample(self.model(x, spec_step_idx=step), self.logits)
+        return x
+'''
+
+
+def _head_plans(tmp_path, options):
+    files = gate_tree()
+    files["vllm/config/speculative.py"] = files["vllm/config/speculative.py"].replace(
+        "class SpeculativeConfig:\n", 'class SpeculativeConfig:\n    draft_sample_method: str = "greedy"\n'
+        "    use_local_argmax_reduction: bool = False\n")
+    files["vllm/models/deep_mtp.py"] = _HEAD_MODEL
+    head, sep, tail = files["vllm/spec_decode/speculators.py"].partition("\n\nclass EagleStyleSpeculator")
+    loop = "    def propose(self, x):\n        for step in range(self.num_speculative_steps):\n" \
+           "            x = self.model(x, spec_step_idx=step)\n        return x\n"
+    head = head.replace(loop, "    def propose(self, x):\n        return self.dummy_run(x)\n")
+    files["vllm/spec_decode/speculators.py"] = head + _PREFILL_SAMPLE + sep + tail
+    files["vllm/platforms/cpu.py"] = _PLATFORM
+    files["vllm/envs.py"] = _ENVS
+    files["vllm/config/compilation.py"] = _COMPILATION
+    files["vllm/worker/cpu_worker.py"] = _WORKER.replace("{gate}", COMPILED_GATE) + _EITHER_WAY
+    files["vllm/worker/model_runner.py"] = _RUNNER.replace("{dispatch}", _DIRECT).replace("{call}", "dummy_run")
+    root = write_tree(tmp_path / "t", files)
+    settings = [Setting("v2", 2, platform="cpu", architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),),
+                        options=o) for o in options]
+    return planned_scan(root, settings)[1]
+
+
+def test_a_warm_up_calling_a_raising_head_method_before_the_loop_rejects_at_start_up(tmp_path):
+    greedy, probabilistic, plain = _head_plans(tmp_path, [
+        (("use_local_argmax_reduction", True),),
+        (("use_local_argmax_reduction", True), ("draft_sample_method", "probabilistic")),
+        (),
+    ])
+    assert greedy.outcome == "rejected", greedy.notes
+    (r,) = greedy.rejections
+    assert (r.path, r.function, r.when) == ("vllm/models/deep_mtp.py", "DeepMTP.get_top_tokens", "startup")
+    why = greedy.steps[0].why
+    assert why.startswith("rejected at start-up: CPUWorker.compile_or_warm_up_model") and "calls the draft model's " \
+        "get_top_tokens before serving" in why and "MultiModuleSpeculator.sample" in why
+    # Probabilistic sampling hands the cache on (self.logits is not None): compute_logits, no raise.
+    assert probabilistic.outcome != "rejected" and not probabilistic.rejections
+    # Without local argmax the head method is never called.
+    assert plain.outcome != "rejected"
