@@ -143,8 +143,8 @@ def test_a_draft_checkpoints_own_config_is_run_through_the_override(tmp_path):
     scan, (p_own, p_taken) = planned_scan(root, [own, taken])
     assert scan.analysis is not None
     runs = scan.analysis.get(DispatchProvider).factory_runs
-    hf_own, decisions, _ = runs.draft_config(own)
-    hf_taken, _, _ = runs.draft_config(taken)
+    hf_own, decisions = runs.draft_config(own)[:2]
+    hf_taken = runs.draft_config(taken).hf
     # Rewritten by the override as vLLM loads the checkpoint; taken as given without one.
     assert hf_own is not None and hf_own.fields["model_type"] == "flat_mtp"
     assert hf_taken is not None and hf_taken.fields["model_type"] == "flat_assistant"
@@ -161,6 +161,6 @@ def test_an_object_value_of_a_checkpoints_config_is_a_sub_config(tmp_path):
     own = Setting("v2", 2, architecture="FlatMTPModel", fields=fields, options=(("model", "assistant-ckpt"),))
     scan, (plan,) = planned_scan(root, [own])
     assert scan.analysis is not None
-    hf, _, _ = scan.analysis.get(DispatchProvider).factory_runs.draft_config(own)
+    hf = scan.analysis.get(DispatchProvider).factory_runs.draft_config(own).hf
     assert hf is not None and hf.fields["text_config"].fields == {"num_nextn_predict_layers": 2}
     assert plan.num_mtp_layers == 2 and plan.layer_field == "hf_config.text_config.num_nextn_predict_layers"

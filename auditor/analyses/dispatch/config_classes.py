@@ -38,7 +38,6 @@ class ClassDefaults:
     """What a config class's constructor gives a config: literal defaults, and sub-configs
     (parameter -> (class, built when the file lacks it))."""
 
-    cls: ClassKey
     fields: dict[str, Value] = field(default_factory=dict)
     subs: dict[str, tuple[ClassKey, bool]] = field(default_factory=dict)
 
@@ -142,6 +141,6 @@ def _read_init(part: ConfigClasses, owner: ClassKey, fn: FunctionFact) -> ClassD
                     if s.kind is SymbolKind.CLASS), None)
         if cls is None:
             continue
-        _, absent = subs.get(name, (cls, False))
-        subs[name] = (cls, absent or not call.keywords)
-    return ClassDefaults(owner, fields, subs)
+        # Built with no arguments in some arm: the constructor makes one when the file has none.
+        subs[name] = (cls, not call.keywords or subs.get(name, (cls, False))[1])
+    return ClassDefaults(fields, subs)

@@ -11,6 +11,7 @@ assert (``FunctionFact.attr_defs``). Everything else ``self`` has stays unknown.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 
 from ...facts.extract import FunctionFact, PConst, PExpr
 from ...index.index import ClassKey, FuncKey, Index
@@ -62,6 +63,12 @@ def constructor_path(ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[st
     return p
 
 
+def self_assignments(index: Index, cls: ClassKey) -> Counter[str]:
+    """How many ``self.<attr> = ...`` statements the methods of ``cls``'s MRO hold, per attribute."""
+    return Counter(a.target[1] for c in index.mro(cls) for m in index.methods(c).values() for a in m.attr_assigns
+                   if len(a.target) == 2 and a.target[0] == "self")
+
+
 def config_copies(index: Index, root: str, cls: ClassKey, config: Obj) -> dict[str, tuple[str, Value]]:
     """The attributes of ``cls`` its constructor copies from the configuration and nothing else
     writes, with the field chain each copies and its value in ``config`` (the ``root``
@@ -71,15 +78,9 @@ def config_copies(index: Index, root: str, cls: ClassKey, config: Obj) -> dict[s
     the ``root`` parameter (``self.dp_size = vllm_config.parallel_config.data_parallel_size``),
     or on ``self.<sub>`` where ``config`` holds that sub-config as a role (``self.x =
     self.speculative_config.x``: the caller's ``self`` shares it)."""
-    mro = index.mro(cls)
-    count: dict[str, int] = {}
-    for c in mro:
-        for m in index.methods(c).values():
-            for a in m.attr_assigns:
-                if len(a.target) == 2 and a.target[0] == "self":
-                    count[a.target[1]] = count.get(a.target[1], 0) + 1
+    count = self_assignments(index, cls)
     out: dict[str, tuple[str, Value]] = {}
-    for c in mro:
+    for c in index.mro(cls):
         init = index.methods(c).get("__init__")
         if init is None:
             continue

@@ -82,19 +82,31 @@ class MissingCall:
 
 class DraftCalls(DispatchPart):
     def step_raise(self, drafter: ClassKey, model: ClassKey, loop: LoopResult, root: Obj,
-                   k: int | None = None) -> tuple[StepRaise | None, list[str]]:
+                   k: int | None = None) -> tuple[StepRaise | None, list[str], dict[str, StepRaise]]:
         """The step the first surely-reached call of a method ``model`` lacks (or of a head
-        method that raises, :mod:`.head_reads`) raises at, and notes for those reached only
-        under tests the evaluator cannot decide (``k``: the plan's K, what a drafter attribute
-        named as a draft-loop count holds at draft time when it is set outside its
-        constructors)."""
+        method that raises, :mod:`.head_reads`) raises at, notes for those reached only under
+        tests the evaluator cannot decide (``k``: the plan's K, what a drafter attribute named
+        as a draft-loop count holds at draft time when it is set outside its constructors), and
+        the head methods the per-step code calls whose every call raises, placed or not."""
         attrs = self._model_attrs(drafter)
         fn = self.index.function(loop.func)
         if not attrs or fn is None:
-            return None, []
-        lacks, heads, head_notes = self._failing(drafter, model, loop, root)
+            return None, [], {}
+        calls = [c.func for c in self._per_step_calls(drafter, loop.func, fn, 0, set())
+                 if c.func and len(c.func) == 3 and c.func[1] in attrs]
+        lacks = {f[2] for f in calls if not self._present(model, drafter, f[1], f[2])}
+        # Head methods the model defines whose body uses an attribute its constructors set to
+        # None for this configuration (:mod:`.head_reads`): calling one raises too.
+        holders = tuple((drafter, a) for a in sorted(attrs))
+        heads: dict[str, StepRaise] = {}
+        head_notes: list[str] = []
+        for name in dict.fromkeys(f[2] for f in calls if f[2] not in lacks and f[2] in self.config.head_methods):
+            hit, more = self.provider.head_reads.head_raise(model, name, root, holders)
+            head_notes += [n for n in more if n not in head_notes]
+            if hit is not None:
+                heads[name] = hit
         if not lacks and not heads:
-            return None, head_notes
+            return None, head_notes, heads
         lacks |= set(heads)
         ev = self.evaluator()
         root = self._with_defaults(root)
@@ -119,43 +131,15 @@ class DraftCalls(DispatchPart):
                          f"raises ({'; '.join(f'{heads[m].message} at {heads[m].path}:{heads[m].line}' for _, m in raising)})"
                          ": the step it first runs at is not placed")
         if not sure:
-            return None, notes
+            return None, notes, heads
         first = sure[0]
         if first.method in heads:  # the head method's own use of a None attribute, at step 0
-            return heads[first.method], notes
+            return heads[first.method], notes, heads
         return StepRaise(0, first.path, first.line, first.function,
-                         f"AttributeError(\"'{model[1]}' object has no attribute '{first.method}'\")"), notes
-
-    def head_raises(self, drafter: ClassKey, model: ClassKey, loop: LoopResult, root: Obj) -> dict[str, StepRaise]:
-        """The head methods the per-step code calls on the model whose every call raises for
-        this configuration (:mod:`.head_reads`), each with its raise (at step 0), with the
-        drafter's attributes that hold the model."""
-        return self._failing(drafter, model, loop, root)[1]
+                         f"AttributeError(\"'{model[1]}' object has no attribute '{first.method}'\")"), notes, heads
 
     def model_attrs(self, drafter: ClassKey) -> set[str]:
         return self._model_attrs(drafter)
-
-    def _failing(self, drafter: ClassKey, model: ClassKey, loop: LoopResult,
-                 root: Obj) -> tuple[set[str], dict[str, StepRaise], list[str]]:
-        """The methods the per-step code calls on the model that it lacks, the head methods
-        it defines whose body uses an attribute its constructors set to None for this
-        configuration (calling one raises too), and notes on undecided ones."""
-        attrs = self._model_attrs(drafter)
-        fn = self.index.function(loop.func)
-        if not attrs or fn is None:
-            return set(), {}, []
-        calls = [c.func for c in self._per_step_calls(drafter, loop.func, fn, 0, set())
-                 if c.func and len(c.func) == 3 and c.func[1] in attrs]
-        lacks = {f[2] for f in calls if not self._present(model, drafter, f[1], f[2])}
-        holders = tuple((drafter, a) for a in sorted(attrs))
-        heads: dict[str, StepRaise] = {}
-        head_notes: list[str] = []
-        for name in dict.fromkeys(f[2] for f in calls if f[2] not in lacks and f[2] in self.config.head_methods):
-            hit, more = self.provider.head_reads.head_raise(model, name, root, holders)
-            head_notes += [n for n in more if n not in head_notes]
-            if hit is not None:
-                heads[name] = hit
-        return lacks, heads, head_notes
 
     # -- the per-step code ------------------------------------------------------------
     def _per_step_calls(self, drafter: ClassKey, key: FuncKey, fn: FunctionFact, depth: int,

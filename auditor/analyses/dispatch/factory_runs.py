@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -14,6 +14,7 @@ from ...facts.extract import FunctionFact, PCall, PName, SAssign, SIf, SRaise, S
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
 from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
+from .constructors import self_assignments
 from .model import CUT, Setting
 from .syntax import to_obj
 from .outcomes import Rejection
@@ -23,7 +24,14 @@ if TYPE_CHECKING:
     from .provider import DispatchProvider
 
 
-DraftConfig = tuple[Obj | None, list[Decision], list[str]]
+class DraftConfig(NamedTuple):
+    """The draft's hf config, the override's decisions and notes, and its raise when it raises
+    on every path for the config (vLLM fails building the draft config: rejected)."""
+
+    hf: Obj | None
+    decisions: list[Decision]
+    notes: list[str]
+    rejections: tuple[Rejection, ...] = ()
 
 
 class FactoryRuns(DispatchPart):
@@ -37,9 +45,7 @@ class FactoryRuns(DispatchPart):
         # the derivation made): settings that differ elsewhere (v1 and v2 of one
         # architecture) share one derivation, and each counts its cuts as its own run would.
         self._derived_memo: dict[tuple[object, ...], tuple[int, DraftConfig, Counter[str]]] = {}
-        # Per draft-config source: the override raises on every path for it (vLLM rejects it).
-        self._override_raises: dict[tuple[object, ...], tuple["Rejection", ...]] = {}
-        self._raised_now: list[Rejection] = []
+        self._spec_memo: dict[ClassKey, tuple[int, dict[str, Value]]] = {}
         # factory -> (files held, its dispatch lines, its pruned body): what a run evaluates does
         # not depend on the configuration (the load routes run each factory per architecture)
         self._pruned: dict[FuncKey, tuple[int, FunctionFact, set[int], FunctionFact]] = {}
@@ -62,27 +68,12 @@ class FactoryRuns(DispatchPart):
             self._draft_memo[setting] = (held, shared[1])
             return copy.deepcopy(shared[1])
         before = Counter(self.limits.hits)
-        self._raised_now = []
         made = self._draft_config(setting)
-        self._override_raises[source] = tuple(self._raised_now)
         if len(self.index.facts) == held:
             kept = copy.deepcopy(made)
             self._draft_memo[setting] = (held, kept)
             self._derived_memo[source] = (held, kept, self.limits.hits - before)
         return made
-
-    def override_rejections(self, setting: Setting) -> tuple["Rejection", ...]:
-        """The override function's raise when it raises on every path for ``setting``'s
-        config (vLLM fails building the draft config: the configuration is rejected)."""
-        source = (setting.architecture, setting.fields, setting.target_config, self._own_checkpoint(setting))
-        try:
-            hash(source)
-        except TypeError:  # a --set value that is a list or an object: not kept, made again
-            self._raised_now = []
-            self._draft_config(setting)
-            return tuple(self._raised_now)
-        self.draft_config(setting)
-        return self._override_raises.get(source, ())
 
     def _own_checkpoint(self, setting: Setting) -> bool:
         """Whether the speculative config names a draft model of its own (``model``): a given
@@ -114,22 +105,23 @@ class FactoryRuns(DispatchPart):
                 given = Obj(hf_label, {k: to_obj(f"{hf_label}.{k}", v) if isinstance(v, dict) else v
                                        for k, v in fields.items()}, closed=True)
                 self.provider.config_classes.apply(given)
-                hf, decisions = self._overridden(given, notes)
-                return hf, decisions, notes
-            return self._derived(given, notes), [], notes
+                return self._overridden(given, notes)
+            return DraftConfig(self._derived(given, notes), [], notes)
         data = json.loads(setting.target_config)
         hf = to_obj(hf_label, data)
         self.provider.config_classes.apply(hf)  # as vLLM loads it: its config class's defaults
         hf.fields = set_fields(hf.fields, setting.fields)
-        hf, decisions = self._overridden(hf, notes)
-        return hf, decisions, notes
+        return self._overridden(hf, notes)
 
-    def _overridden(self, hf: Obj, notes: list[str]) -> tuple[Obj, list[Decision]]:
+    def _overridden(self, hf: Obj, notes: list[str]) -> DraftConfig:
         """A checkpoint's config (the target's, or a draft model's own) run through the
-        override functions, every path joined, as vLLM rewrites it into the draft config."""
+        override functions, every path joined, as vLLM rewrites it into the draft config;
+        the raise of an override that raises on every path (``run_joined`` keeps a raising
+        path only then) rejects it."""
         hf_label = self.roles["hf"]
         field_name = self.config.override_field[0]
         decisions: list[Decision] = []
+        rejections: list[Rejection] = []
         ev = self.evaluator()
         for okey in self.provider.location.overrides():
             fn = self.index.function(okey)
@@ -150,14 +142,11 @@ class FactoryRuns(DispatchPart):
                              f"the draft architecture is unknown")
             if p.raised:
                 notes.append(f"{okey[1]} raises for this config: {p.raised}")
-                # Every path raised (run_joined keeps a raising path only then): the raise it took.
-                said = p.raised.removeprefix("raise ").strip()
-                for r in fn.raises:
-                    if r.exc and (said == r.exc or said.startswith(r.exc.rstrip(".…")) or r.exc.startswith(said)):
-                        self._raised_now.append(Rejection(okey[0], r.line, okey[1], r.exc, "validation"))
-                        break
+                if p.raised_at is not None:
+                    rejections.append(Rejection(okey[0], p.raised_at, okey[1], p.raised.removeprefix("raise "),
+                                                "validation"))
         notes += ev.notes
-        return hf, decisions
+        return DraftConfig(hf, decisions, notes, tuple(rejections))
 
     def _family_computed(self, arch: str, given: dict[str, Value], notes: list[str]) -> dict[str, Value]:
         """The fields the override branch that picks ``arch`` writes from other fields
@@ -241,15 +230,18 @@ class FactoryRuns(DispatchPart):
         no method of the class's hierarchy assigns (its validation never rewrites it)."""
         if cls is None:
             return {}
-        mro = self.index.mro(cls)
-        written = {a.target[1] for c in mro for m in self.index.methods(c).values() for a in m.attr_assigns
-                   if len(a.target) == 2 and a.target[0] == "self"}
+        held = len(self.index.facts)
+        hit = self._spec_memo.get(cls)
+        if hit is not None and hit[0] == held:  # (asked by every world: once per class while the files stay)
+            return hit[1]
+        written = self_assignments(self.index, cls)
         out: dict[str, Value] = {}
-        for c in mro:
+        for c in self.index.mro(cls):
             cf = self.index.class_fact(c)
             for name, e in (cf.field_defaults.items() if cf is not None else ()):
                 if name not in written and e.has_literal and name not in out:
                     out[name] = e.literal
+        self._spec_memo[cls] = (held, out)
         return out
 
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
@@ -260,7 +252,7 @@ class FactoryRuns(DispatchPart):
 
     def dispatch_cuts(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str], list[str]]:
         """:meth:`dispatch`, with the cuts of the factory runs apart from the other notes."""
-        hf, _, notes = self.draft_config(setting)
+        hf, _, notes, _ = self.draft_config(setting)
         assert hf is not None
         world = self.world(setting, hf)
         factories = self.provider.location.factories().get(setting.runner, [])

@@ -23,7 +23,7 @@ from .route_values import RouteLeg
 
 class Planner(DispatchPart):
     def plan(self, setting: Setting) -> Plan:
-        hf, override_decisions, notes = self.provider.factory_runs.draft_config(setting)
+        hf, override_decisions, notes, _ = self.provider.factory_runs.draft_config(setting)
         assert hf is not None
         field_name = self.config.override_field[0]
         archs = hf.fields.get(field_name)
@@ -95,7 +95,7 @@ class Planner(DispatchPart):
         rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
                                                                   model)
         # The override that rewrites the config into the draft config raises for it: that comes first.
-        rejections = [*self.provider.factory_runs.override_rejections(plan.setting), *rejections]
+        rejections = [*self.provider.factory_runs.draft_config(plan.setting).rejections, *rejections]
         if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
             rejections = self.provider.runner_checks.rejections(setting.runner, spec)
         drafter_notes: list[str] = []
@@ -114,7 +114,7 @@ class Planner(DispatchPart):
             r = rejections[0]
             why = f"rejected at {r.path}:{r.line} {r.function}: {r.message}" + (f" ({r.condition})" if r.condition else "")
             return replace(plan, steps=plan.rejected_steps(why), outcome="rejected", rejections=tuple(rejections), notes=tuple(notes))
-        raise_at = self._step_raise(plan, build_root, notes)
+        raise_at, heads = self._step_raise(plan, build_root, notes)
         if raise_at is not None:
             start = self.startup_reach(plan, raise_at, "eager")
             if start is not None and start.reached:
@@ -129,7 +129,7 @@ class Planner(DispatchPart):
             return replace(plan, steps=steps, outcome="raises", step_raise=raise_at, notes=tuple(notes))
         # A head method every call of which raises, called where the draft loop's own code does
         # not place it (before the loop's function): a start-up pass that makes the call rejects.
-        for head_raise, start in self._heads_at_startup(plan, build_root):
+        for head_raise, start in self._heads_at_startup(plan, heads):
             if start.reached:
                 return replace(plan, steps=plan.rejected_steps(start.rejected_why(head_raise)), outcome="rejected",
                                rejections=(start.rejection(head_raise),), step_raise=head_raise, notes=tuple(notes))
@@ -137,21 +137,14 @@ class Planner(DispatchPart):
                 notes.append(start.note(head_raise))
         return replace(plan, notes=tuple(notes))
 
-    def _heads_at_startup(self, plan: Plan, root: Obj) -> list[tuple[StepRaise, StartupReach]]:
+    def _heads_at_startup(self, plan: Plan, heads: dict[str, StepRaise]) -> list[tuple[StepRaise, StartupReach]]:
         """The eager start-up passes that may call a head method of the draft model whose every
-        call raises for this configuration (:meth:`.draft_calls.DraftCalls.head_raises`)."""
-        model, proposer = plan.model_class, plan.proposer
-        if model is None or proposer is None or not plan.steps:
-            return []
-        leg = self.provider.route_values.leg(proposer, model)
-        if leg.path is None:
-            return []
-        heads = self.provider.draft_calls.head_raises(proposer, model, leg.path.loop, root)
-        if not heads:
+        call raises for this configuration (``heads``: :meth:`.draft_calls.DraftCalls.step_raise`'s)."""
+        proposer = plan.proposer
+        if not heads or proposer is None:
             return []
         s = plan.setting
-        hf = self.provider.factory_runs.draft_config(s)[0]
-        spec = self.provider.factory_runs.world(s, hf)["speculative"] if hf is not None else None
+        spec = self._startup_spec(s)
         attrs = self.provider.draft_calls.model_attrs(proposer)
         out: list[tuple[StepRaise, StartupReach]] = []
         for head, sr in sorted(heads.items()):
@@ -167,10 +160,7 @@ class Planner(DispatchPart):
         if plan.proposer is None or raise_at.step >= plan.setting.k:
             return None
         s = plan.setting
-        # The speculative config the route was judged with (the factory runs'): the start-up
-        # pass's ``self.speculative_config``.
-        hf = self.provider.factory_runs.draft_config(s)[0]
-        spec = self.provider.factory_runs.world(s, hf)["speculative"] if hf is not None else None
+        spec = self._startup_spec(s)
         found = [self.provider.startup.reaches(s.platform, s.runner, plan.proposer, plan.loop, mode, spec)
                  if plan.loop is not None else None]
         if raise_at.step == 0 and raise_at.any_call and plan.model_class is not None:
@@ -182,25 +172,32 @@ class Planner(DispatchPart):
                 return hit
         return None
 
-    def _step_raise(self, plan: Plan, root: Obj, notes: list[str]) -> StepRaise | None:
+    def _startup_spec(self, s: Setting) -> Obj | None:
+        """The speculative config the route was judged with (the factory runs'): a start-up
+        pass's ``self.speculative_config``."""
+        hf = self.provider.factory_runs.draft_config(s).hf
+        return self.provider.factory_runs.world(s, hf)["speculative"] if hf is not None else None
+
+    def _step_raise(self, plan: Plan, root: Obj, notes: list[str]) -> tuple[StepRaise | None, dict[str, StepRaise]]:
+        """The first step that raises, and the head methods whose every call raises (placed or not)."""
         model, proposer = plan.model_class, plan.proposer
         if model is None or proposer is None or not plan.steps:
-            return None
+            return None, {}
         leg = self.provider.route_values.leg(proposer, model)
         if leg.path is None:
-            return None
+            return None, {}
         # The forward's and the heads' selections of the route's leg (the reachability rows ask
         # the same of every selection a loop reaches in the class).
         found = self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.k)
         # A draft-time call of a method the draft model lacks (:mod:`.draft_calls`).
-        missing, more = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root,
-                                                             plan.setting.k)
+        missing, more, heads = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root,
+                                                                    plan.setting.k)
         notes += [n for n in more if n not in notes]
         # A per-step read of an attribute the per-layer module's sub-module lacks (:mod:`.forward_reads`).
         lacking, more = self.provider.forward_reads.step_raise(plan)
         notes += [n for n in more if n not in notes]
         hits = [r for r in (found, missing, lacking) if r is not None]
-        return min(hits, key=lambda r: (r.step, r.path, r.line)) if hits else None
+        return (min(hits, key=lambda r: (r.step, r.path, r.line)) if hits else None), heads
 
     def _literal_count(self, leg: RouteLeg) -> tuple[int, str] | None:
         """The layer count of the container the leg's forward selects, when every selection

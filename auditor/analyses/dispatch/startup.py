@@ -56,7 +56,7 @@ from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from ..partial_eval.values import structural_key
-from .constructors import config_copies
+from .constructors import config_copies, self_assignments
 from .env_defaults import env_defaults
 from .outcomes import Rejection
 from .part import DispatchPart
@@ -308,8 +308,7 @@ class StartupPasses(DispatchPart):
         hit = self._attrs.get((worker, runner))
         if hit is not None and hit[0] == held:
             return hit[1]
-        attrs = sorted({a.target[1] for c in self.index.mro(worker) for m in self.index.methods(c).values()
-                        for a in m.attr_assigns if len(a.target) == 2 and a.target[0] == "self"})
+        attrs = sorted(self_assignments(self.index, worker))
         out: dict[str, list[ClassKey]] = {}
         for attr in attrs:
             classes = [t for t in self.types.attr_types(worker, attr) if self._runs_factory(t, runner)]

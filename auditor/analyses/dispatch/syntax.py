@@ -63,15 +63,7 @@ def _record_fields(index: Index, cls: tuple[str, str]) -> dict[str, Value] | Non
     head, _, args = deco.partition("(")
     if args and any(flag in args for flag in ("init=False", "kw_only")):
         return None
-    facts = index.lookup(cls[0])
-    imports = facts.imports if facts is not None else ()
-    if head == "dataclass":
-        ok = any(i.local == "dataclass" and i.module == "dataclasses" and i.name == "dataclass" for i in imports)
-    elif head == "dataclasses.dataclass":
-        ok = any(i.local == "dataclasses" and i.module == "dataclasses" and i.name is None for i in imports)
-    else:
-        ok = False
-    if not ok:
+    if not _names(index, cls[0], tuple(head.split(".")), "dataclasses", "dataclass"):
         return None
     return {k: e.literal for k, e in cf.field_defaults.items()
             if e.has_literal and (e.literal is None or isinstance(e.literal, (bool, int, float, str)))}
@@ -79,17 +71,17 @@ def _record_fields(index: Index, cls: tuple[str, str]) -> dict[str, Value] | Non
 
 def _plain_enum(index: Index, path: str, bases: tuple[Chain, ...]) -> bool:
     """The class's one base is ``enum.Enum`` (``import enum`` or ``from enum import Enum``)."""
-    if len(bases) != 1:
-        return False
-    facts = index.lookup(path)
-    imports = facts.imports if facts is not None else ()
-    base = bases[0]
-    if base == ("enum", "Enum"):
-        return any(i.local == "enum" and i.module == "enum" and i.name is None for i in imports)
-    if base == ("Enum",):
-        return any(i.local == "Enum" and i.module == "enum" and i.name == "Enum" for i in imports)
-    return False
+    return len(bases) == 1 and _names(index, path, bases[0], "enum", "Enum")
 
+
+def _names(index: Index, path: str, chain: Chain, module: str, name: str) -> bool:
+    """``chain`` in the file at ``path`` names ``module.name`` by its imports: ``name`` imported
+    from ``module`` (``from enum import Enum``: ``("Enum",)``) or the module itself
+    (``import enum``: ``("enum", "Enum")``)."""
+    imported = index.imports_of(path).get(chain[0], []) if chain else []
+    if len(chain) == 1:
+        return (module, name) in imported
+    return len(chain) == 2 and chain[1] == name and (module, None) in imported
 
 
 def to_obj(label: str, data: dict[str, Any]) -> Obj:

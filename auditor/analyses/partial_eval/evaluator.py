@@ -134,7 +134,7 @@ class Evaluator(ExpressionEvaluator):
             p.reads = []
             value = self.eval(stmt.test, p, key, depth)
             if isinstance(value, Unknown) and value.raises:  # the test itself raises
-                p.raised, p.done = f"{value.raises} (in the test {stmt.text})", True
+                p.raised, p.raised_at, p.done = f"{value.raises} (in the test {stmt.text})", stmt.line, True
                 return [p]
             t = truth(value)
             fields = tuple(dict.fromkeys(p.reads))
@@ -165,7 +165,7 @@ class Evaluator(ExpressionEvaluator):
             p.done = True
             return [p]
         if isinstance(stmt, SRaise):
-            p.raised = stmt.text or "raise"
+            p.raised, p.raised_at = stmt.text or "raise", stmt.line
             p.done = True
             return [p]
         if isinstance(stmt, SAssign):

@@ -23,7 +23,8 @@ def fork(p: Path) -> Path:
     """An independent copy of a path: objects, environments and callers' frames."""
     memo: dict[int, object] = {}
     env, roots, returned = copy.deepcopy((p.env, p.roots, p.returned), memo)
-    return Path(env, list(p.decisions), returned, p.done, p.raised, list(p.built), list(p.reads), list(p.cuts), roots)
+    return Path(env, list(p.decisions), returned, p.done, p.raised, list(p.built), list(p.reads), list(p.cuts), roots,
+                p.raised_at)
 
 
 def join(paths: list[Path], why: str, decision: Decision | None = None) -> Path:
@@ -47,6 +48,8 @@ def join(paths: list[Path], why: str, decision: Decision | None = None) -> Path:
     raised = [q.raised for q in paths if q.raised is not None]
     if raised and len(raised) == len(paths):
         base.raised = raised[0] if all(r == raised[0] for r in raised) else f"{raised[0]} (or {len(set(raised)) - 1} other)"
+        lines = {q.raised_at for q in paths}
+        base.raised_at = lines.pop() if len(lines) == 1 else None
     common: list[Decision] = []
     for i, d in enumerate(base.decisions):
         if all(len(q.decisions) > i and q.decisions[i] == d for q in paths):

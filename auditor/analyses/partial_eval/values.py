@@ -193,6 +193,7 @@ class Path:
     # The callers' frames (their environments): a fork copies them with the path, so a
     # callee's writes on one path never reach the caller's objects on another.
     roots: list[Any] = field(default_factory=list)
+    raised_at: int | None = None  # the line of the statement that raised (``raise``, or a test that raises)
 
 
 def structural_key(v: Value) -> Hashable | None:
