@@ -32,6 +32,13 @@ from .statements import (  # re-exported: the statement records are facts of thi
     Struct as Struct,
     PExprBase as PExprBase,
     PConst as PConst,
+    LiteralAlias as LiteralAlias,
+    literal_alias as _literal_alias,
+    str_table as _str_table,
+    str_pair_table as _str_pair_table,
+    TableEntry as TableEntry,
+    FieldType as FieldType,
+    union_names as union_names,
     PName as PName,
     PAttr as PAttr,
     PKeyword as PKeyword,
@@ -78,7 +85,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     literal_entries,
 )
 
-FACTS_VERSION = 25  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 26  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -362,6 +369,9 @@ class ClassFact(Struct, frozen=True):
     class_attrs: dict[str, ExprFact] = {}
     # Annotated class-level assignments (``f: int = 1``: a dataclass field's default).
     field_defaults: dict[str, ExprFact] = {}
+    # Annotated class-level fields whose type is a name or a union of names (``f: A | None``,
+    # ``Optional[A]``): the names, with their line (issue 18: a pydantic field's Literal type).
+    field_types: dict[str, FieldType] = {}
     # -- issue 12 (capture/compile) --
     decorator_facts: tuple[DecoratorFact, ...] = ()
 
@@ -373,13 +383,6 @@ class ImportFact(Struct, frozen=True):
     local: str
     module: str
     name: str | None = None
-
-
-class TableEntry(Struct, frozen=True):
-    """One entry of a registry table: architecture -> (module, class name)."""
-
-    module: str
-    cls: str
 
 
 class ModuleFacts(Struct, frozen=True):
@@ -394,6 +397,9 @@ class ModuleFacts(Struct, frozen=True):
     # Module-level tables of strings (issue 18: vLLM's config registry, model type -> config
     # class name, and a lazy package's class name -> module).
     name_tables: dict[str, dict[str, str]] = {}
+    # Module-level ``X = Literal[...]`` type aliases (issue 18: the values a config field's
+    # type admits, read through ``typing.get_args``).
+    literal_aliases: dict[str, LiteralAlias] = {}
     module_assigns: dict[str, tuple[ExprFact, ...]] = {}
     # --- issue 13 (platform plugins): what runs at import time -----------------------
     # ``Owner.attr = value`` statements at module level (also under if/try), and the
@@ -1028,43 +1034,6 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return base
 
 
-def _str_pair_table(value: ast.AST) -> dict[str, TableEntry] | None:
-    """A dict literal mapping str -> (str, str): vLLM's registry tables."""
-    if not isinstance(value, ast.Dict) or not value.keys:
-        return None
-    table: dict[str, TableEntry] = {}
-    for k, v in zip(value.keys, value.values):
-        if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Tuple) and len(v.elts) == 2:
-            first, second = v.elts
-            if (
-                isinstance(first, ast.Constant)
-                and isinstance(first.value, str)
-                and isinstance(second, ast.Constant)
-                and isinstance(second.value, str)
-            ):
-                table[k.value] = TableEntry(first.value, second.value)
-    return table or None
-
-
-def _str_table(value: ast.AST) -> dict[str, str] | None:
-    """A table of strings: the ``str -> str`` entries of a dict literal, or the ``name="str"``
-    keywords of a call without positional arguments (``LazyConfigDict(kimi_k3="KimiK3Config",
-    ...)``); entries of any other value are not in it."""
-    table: dict[str, str] = {}
-    if isinstance(value, ast.Dict) and value.keys:
-        for k, v in zip(value.keys, value.values):
-            if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Constant) \
-                    and isinstance(v.value, str):
-                table[k.value] = v.value
-    elif isinstance(value, ast.Call) and value.keywords and not value.args:
-        for kw in value.keywords:
-            if kw.arg is not None and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                table[kw.arg] = kw.value.value
-            elif kw.arg is None:  # ``**{"a-b": "C"}``: a name no keyword can spell
-                table.update(_str_table(kw.value) or {})
-    return table or None
-
-
 class _ModuleExtractor:
     def __init__(self, src: _Source, module: str, is_package: bool) -> None:
         self.src = src
@@ -1075,6 +1044,7 @@ class _ModuleExtractor:
         self.functions: dict[str, FunctionFact] = {}
         self.tables: dict[str, dict[str, TableEntry]] = {}
         self.name_tables: dict[str, dict[str, str]] = {}
+        self.literal_aliases: dict[str, LiteralAlias] = {}
         self.module_assigns: dict[str, list[ExprFact]] = {}
         self.module_attr_assigns: list[AttrAssignFact] = []  # issue 13
         self.module_calls: list[CallFact] = []  # issue 13
@@ -1101,6 +1071,7 @@ class _ModuleExtractor:
         methods: dict[str, FunctionFact] = {}
         class_attrs: dict[str, ExprFact] = {}
         field_defaults: dict[str, ExprFact] = {}
+        field_types: dict[str, FieldType] = {}
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[stmt.name] = _function(stmt, f"{qual}.{stmt.name}", self.src)
@@ -1110,8 +1081,12 @@ class _ModuleExtractor:
                 for t in stmt.targets:
                     if isinstance(t, ast.Name):
                         class_attrs[t.id] = _expr(stmt.value, self.src)
-            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-                field_defaults[stmt.target.id] = _expr(stmt.value, self.src)
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                names = union_names(stmt.annotation)
+                if names is not None:
+                    field_types[stmt.target.id] = FieldType(names, stmt.lineno)
+                if stmt.value is not None:
+                    field_defaults[stmt.target.id] = _expr(stmt.value, self.src)
         self.classes[qual] = ClassFact(
             name=node.name,
             qualname=qual,
@@ -1122,6 +1097,7 @@ class _ModuleExtractor:
             methods=methods,
             class_attrs=class_attrs,
             field_defaults=field_defaults,
+            field_types=field_types,
             decorator_facts=tuple(_decorator(d, self.src) for d in node.decorator_list),
         )
 
@@ -1142,6 +1118,9 @@ class _ModuleExtractor:
                     names = _str_table(node.value)
                     if names:
                         self.name_tables[t.id] = names
+                    alias = _literal_alias(node.value)
+                    if alias is not None:
+                        self.literal_aliases[t.id] = alias
                     self.module_assigns.setdefault(t.id, []).append(_expr(node.value, self.src))
                 elif isinstance(t, ast.Attribute):  # issue 13: a monkeypatch at import
                     ch = chain_of(t)
@@ -1183,6 +1162,7 @@ def extract(text: str, path: str, module: str, is_package: bool) -> ModuleFacts:
         functions=ex.functions,
         tables=ex.tables,
         name_tables=ex.name_tables,
+        literal_aliases=ex.literal_aliases,
         module_assigns={k: tuple(v) for k, v in ex.module_assigns.items()},
         module_attr_assigns=tuple(ex.module_attr_assigns),
         module_calls=tuple(ex.module_calls),

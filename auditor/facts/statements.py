@@ -292,8 +292,12 @@ def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
       (``return Cls(...)`` / ``self.x = Cls(...)``, a capitalised name), or one branch
       builds one and the function otherwise raises (``if c: return Cls(...)`` then
       ``raise NotImplementedError(...)``: a factory with one supported case);
-    * config-override code — a branch that calls ``<x>.update({...})`` with a literal dict.
+    * config-override code — a branch that calls ``<x>.update({...})`` with a literal dict;
+    * a dataclass's ``__post_init__`` — what its construction does to the fields it is given
+      (issue 18: a speculative config's method rewritten from a family's own name).
     """
+    if node.name == "__post_init__":
+        return True
     body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     if body and len(body) <= 8 and isinstance(body[-1], ast.Return) and isinstance(
         body[-1].value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)
@@ -507,3 +511,106 @@ def element_calls(value: ast.AST) -> tuple[Chain, ...] | None:
             return None
         out.append(ch)
     return tuple(dict.fromkeys(out))
+
+
+# --- module-level tables (issue 18) ----------------------------------------------
+
+
+class TableEntry(Struct, frozen=True):
+    """One entry of a registry table: architecture -> (module, class name)."""
+
+    module: str
+    cls: str
+
+
+class LiteralAlias(Struct, frozen=True):
+    """``X = Literal["a", 1, Y]`` at module level: the subscripted name as written, and its
+    members in order, each a literal or the name of another alias (``Literal`` flattens one
+    nested in another)."""
+
+    head: Chain
+    members: tuple[PConst | PName, ...]
+
+
+def str_pair_table(value: ast.AST) -> dict[str, TableEntry] | None:
+    """A dict literal mapping str -> (str, str): vLLM's registry tables."""
+    if not isinstance(value, ast.Dict) or not value.keys:
+        return None
+    table: dict[str, TableEntry] = {}
+    for k, v in zip(value.keys, value.values):
+        if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Tuple) and len(v.elts) == 2:
+            first, second = v.elts
+            if (
+                isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+                and isinstance(second, ast.Constant)
+                and isinstance(second.value, str)
+            ):
+                table[k.value] = TableEntry(first.value, second.value)
+    return table or None
+
+
+def str_table(value: ast.AST) -> dict[str, str] | None:
+    """A table of strings: the ``str -> str`` entries of a dict literal, or the ``name="str"``
+    keywords of a call without positional arguments (``LazyConfigDict(kimi_k3="KimiK3Config",
+    ...)``); entries of any other value are not in it."""
+    table: dict[str, str] = {}
+    if isinstance(value, ast.Dict) and value.keys:
+        for k, v in zip(value.keys, value.values):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Constant) \
+                    and isinstance(v.value, str):
+                table[k.value] = v.value
+    elif isinstance(value, ast.Call) and value.keywords and not value.args:
+        for kw in value.keywords:
+            if kw.arg is not None and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                table[kw.arg] = kw.value.value
+            elif kw.arg is None:  # ``**{"a-b": "C"}``: a name no keyword can spell
+                table.update(str_table(kw.value) or {})
+    return table or None
+
+
+def literal_alias(value: ast.AST) -> LiteralAlias | None:
+    """``Literal[...]`` (or ``typing.Literal[...]``) of literals and names; None: any other value."""
+    if not isinstance(value, ast.Subscript):
+        return None
+    head = chain_of(value.value)
+    if head is None or head[-1] != "Literal":
+        return None
+    items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+    members: list[PConst | PName] = []
+    for item in items:
+        if isinstance(item, ast.Constant) and (item.value is None or isinstance(item.value, (str, int, bool))):
+            members.append(PConst(item.value))
+        elif isinstance(item, ast.Name):
+            members.append(PName(item.id))
+        else:
+            return None
+    return LiteralAlias(head, tuple(members))
+
+
+class FieldType(Struct, frozen=True):
+    """An annotated field's type as the names of a union (``A | None``: ``("A", "None")``)."""
+
+    names: tuple[str, ...]
+    line: int
+
+
+def union_names(node: ast.AST) -> tuple[str, ...] | None:
+    """``A``, ``A | B | None`` or ``Optional[A]``/``Union[A, B]`` as names; None: any other type."""
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, ast.Constant) and node.value is None:
+        return ("None",)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = union_names(node.left), union_names(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in ("Optional", "Union"):
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        out: tuple[str, ...] = ()
+        for item in items:
+            got = union_names(item)
+            if got is None:
+                return None
+            out += got
+        return out + (("None",) if node.value.id == "Optional" else ())
+    return None

@@ -14,7 +14,6 @@ from ...facts.extract import FunctionFact, PCall, PName, SAssign, SIf, SRaise, S
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
 from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
-from .constructors import self_assignments
 from .model import CUT, Setting
 from .syntax import to_obj
 from .outcomes import Rejection
@@ -45,7 +44,6 @@ class FactoryRuns(DispatchPart):
         # the derivation made): settings that differ elsewhere (v1 and v2 of one
         # architecture) share one derivation, and each counts its cuts as its own run would.
         self._derived_memo: dict[tuple[object, ...], tuple[int, DraftConfig, Counter[str]]] = {}
-        self._spec_memo: dict[ClassKey, tuple[int, dict[str, Value]]] = {}
         # factory -> (files held, its dispatch lines, its pruned body): what a run evaluates does
         # not depend on the configuration (the load routes run each factory per architecture)
         self._pruned: dict[FuncKey, tuple[int, FunctionFact, set[int], FunctionFact]] = {}
@@ -219,30 +217,11 @@ class FactoryRuns(DispatchPart):
         spec_cls = self.provider.location.spec_config_class()
         spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft}, cls=spec_cls)
         spec.fields.update(dict(setting.options))
-        for name, value in self._spec_defaults(spec_cls).items():
+        for name, value in self.provider.spec_fields.defaults(spec_cls).items():
             spec.fields.setdefault(name, value)
+        spec.fields[r["method"]] = self.provider.spec_fields.validated_method(setting, spec)[0]
         root = Obj(r["root"], roles={r["speculative"]: spec})
         return {"speculative": spec, "root": root}
-
-    def _spec_defaults(self, cls: ClassKey | None) -> dict[str, Value]:
-        """The speculative config's fields a user leaves unset, as its class declares them: the
-        literal default of an annotated field (``draft_sample_method: ... = "greedy"``) that
-        no method of the class's hierarchy assigns (its validation never rewrites it)."""
-        if cls is None:
-            return {}
-        held = len(self.index.facts)
-        hit = self._spec_memo.get(cls)
-        if hit is not None and hit[0] == held:  # (asked by every world: once per class while the files stay)
-            return hit[1]
-        written = self_assignments(self.index, cls)
-        out: dict[str, Value] = {}
-        for c in self.index.mro(cls):
-            cf = self.index.class_fact(c)
-            for name, e in (cf.field_defaults.items() if cf is not None else ()):
-                if name not in written and e.has_literal and name not in out:
-                    out[name] = e.literal
-        self._spec_memo[cls] = (held, out)
-        return out
 
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         """Drafters the runner's factory can build for this configuration, each with the
@@ -260,9 +239,11 @@ class FactoryRuns(DispatchPart):
             return [], notes + [f"no dispatch factory for runner {setting.runner} found in this tree"], []
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
         cuts: list[str] = []
+        # The method as the speculative config's construction rewrites it comes first on every chain.
+        renamed = self.provider.spec_fields.validated_method(setting, world["speculative"])[1]
         for fkey in factories:
             built, cut_notes = self.run_factory_cuts(fkey, world)
-            out += built
+            out += [(c, h, [*renamed, *d]) for c, h, d in built]
             cuts += [n for n in cut_notes if n not in cuts]
         return out, notes, cuts
 
@@ -413,3 +394,4 @@ def set_fields(fields: dict[str, Value], given: tuple[tuple[str, Any], ...]) -> 
             at = sub.fields
         at[last] = value
     return out
+

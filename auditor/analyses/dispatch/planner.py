@@ -96,6 +96,8 @@ class Planner(DispatchPart):
                                                                   model)
         # The override that rewrites the config into the draft config raises for it: that comes first.
         rejections = [*self.provider.factory_runs.draft_config(plan.setting).rejections, *rejections]
+        # A value the speculative config's field types reject fails its construction, before anything else.
+        rejections = [*self.provider.spec_fields.type_rejections(setting), *rejections]
         if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
             rejections = self.provider.runner_checks.rejections(setting.runner, spec)
         drafter_notes: list[str] = []

@@ -32,6 +32,7 @@ from .startup import StartupPasses
 from .stepless import StepFree
 from .count_holder import CountHolder
 from .config_classes import ConfigClasses
+from .spec_fields import SpecFields
 from .load_checks import LoadChecks
 from .weight_names import WeightNames
 from .draft_calls import DraftCalls
@@ -59,6 +60,7 @@ class DispatchProvider(Provider):
         self.family_facts = OverrideFamilies(self)
         self.registry_lookup = RegistryLookup(self)
         self.factory_runs = FactoryRuns(self)
+        self.spec_fields = SpecFields(self)
         self.planner = Planner(self)
         self.precision = ScanPrecision(self)
         self.route_map = RouteMap(self)

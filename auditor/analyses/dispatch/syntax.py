@@ -46,6 +46,35 @@ class TreeWorld(World):
     def record_fields(self, cls: tuple[str, str]) -> dict[str, Value] | None:
         return _record_fields(self.index, cls)
 
+    def literal_args(self, path: str, func: str, alias: str) -> tuple[Value, ...] | None:
+        if not _names(self.index, path, (func,), "typing", "get_args"):
+            return None
+        return literal_alias_args(self.index, path, alias)
+
+
+def literal_alias_args(index: Index, path: str, name: str, hops: int = 0) -> tuple[Value, ...] | None:
+    """The values of the ``Literal[...]`` alias ``name`` of the module at ``path`` (or the module
+    it is imported from), nested aliases flattened and repeats dropped as ``Literal`` drops
+    them; None when it is not such an alias, or a member is not one."""
+    facts = index.lookup(path)
+    if facts is None or hops > 8:
+        return None
+    alias = facts.literal_aliases.get(name)
+    if alias is None:
+        found = [(index.path_of_module.get(m), a) for m, a in index.imports_of(path).get(name, [])]
+        if len(found) != 1 or found[0][0] is None or found[0][1] is None:
+            return None  # alternative imports, or a module not read: not one known alias
+        return literal_alias_args(index, found[0][0], found[0][1], hops + 1)
+    if len(facts.module_assigns.get(name, ())) != 1 or not _names(index, path, alias.head, "typing", "Literal"):
+        return None
+    out: list[Value] = []
+    for m in alias.members:
+        inner = (m.value,) if isinstance(m, PConst) else literal_alias_args(index, path, m.id, hops + 1)
+        if inner is None:
+            return None
+        out += [v for v in inner if not any(type(v) is type(o) and v == o for o in out)]
+    return tuple(out)
+
 
 # Methods that would change what a plain dataclass's construction, truth or attribute reads are.
 _RECORD_OVERRIDES = frozenset({"__init__", "__post_init__", "__new__", "__bool__", "__len__", "__getattr__",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...facts.extract import UNPACK, PCall
+from ...facts.extract import UNPACK, PCall, PName
 from .state import havoc
 from .values import ABSENT, Obj, Path, Unknown, Value, _Absent, describe, truth
 
@@ -103,6 +103,11 @@ def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: t
         if isinstance(v, (list, tuple, frozenset)) and not any(isinstance(x, (Unknown, Obj, list, dict)) for x in v):
             return frozenset(v)
         return v if isinstance(v, Unknown) else Unknown(e.text)
+    if name == "get_args" and len(args) == 1 and isinstance(args[0], PName) and not e.keywords:
+        # ``typing.get_args(Alias)`` of a module's ``Alias = Literal[...]``: the values it admits.
+        values = ev.world.literal_args(key[0], name, args[0].id)
+        if values is not None:
+            return values
     if name in ("isinstance", "callable", "any", "all", "type", "issubclass"):
         for a in args:
             ev.eval(a, p, key, depth)

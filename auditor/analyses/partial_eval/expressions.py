@@ -78,6 +78,12 @@ class World:
         ``@dataclass``), its fields' literal defaults; None: any other class."""
         return None
 
+    def literal_args(self, path: str, func: str, alias: str) -> tuple[Value, ...] | None:
+        """``func(alias)`` in the module at ``path``, when ``func`` is ``typing.get_args`` and
+        ``alias`` a ``Literal[...]`` type alias the world can read whole: its values, flattened
+        as ``Literal`` flattens nested ones; None: anything else (the call stays unknown)."""
+        return None
+
 class ExpressionEvaluator:
     """Evaluates expressions on one path; :class:`~.evaluator.Evaluator` adds statements."""
 
