@@ -337,8 +337,10 @@ class LoopProvider(Provider):
                 kind = StepKind.VARYING
             else:
                 for p in self.params:
-                    src = sources_for(frame.fn, p) | ({"self." + p} if ("self." + p) in names else set())
-                    if src and taint(frame.fn, src).intersection(names):
+                    # The parameter, or its side channel ``self.<p>`` read directly or through a
+                    # local (``i = self.spec_step_idx % n`` then ``self.layers[str(base + i)]``).
+                    src = sources_for(frame.fn, p) | {"self." + p}
+                    if taint(frame.fn, src).intersection(names):
                         kind = frame.param_kinds.get(p) or frame.attr_kinds.get(p) or StepKind.ABSENT
                         if kind is StepKind.VARYING:
                             kind = StepKind.CONSTANT  # varying would have matched above
