@@ -138,3 +138,35 @@ def test_nested_sub_configs_take_their_class_defaults_and_computed_fields_stay_o
     assert isinstance(built, Obj) and built.closed and built.fields == {"hidden_size": 8, "num_nextn_predict_layers": 0}
     assert seen["quoted"].fields == {"model_type": "deep-other", "hidden_size": 8, "num_nextn_predict_layers": 0}
     assert seen["unregistered"].fields["text_config"].fields == {}  # no class: exactly the file
+
+
+_HOOKED = '''
+
+class HookedConfig(DeepConfig):
+    def __getattribute__(self, key):
+        text_config = super().__getattribute__("text_config")
+        if key in text_config.__dict__:
+            return getattr(text_config, key)
+        return super().__getattribute__(key)
+'''
+
+
+def test_a_class_that_hooks_attribute_reads_leaves_what_the_file_lacks_unknown(tmp_path):
+    # HookedConfig answers reads from its text_config: a field the file lacks at the top level
+    # is whatever the hook returns, never the "absent" default a getattr would take.
+    files_root = _tree(tmp_path)
+    classes = files_root / "vllm/transformers_utils/configs/deep.py"
+    classes.write_text(classes.read_text() + _HOOKED)
+    registry = files_root / "vllm/transformers_utils/config.py"
+    registry.write_text(registry.read_text().replace('deep="DeepConfig",', 'deep="HookedConfig",'))
+    package = files_root / "vllm/transformers_utils/configs/__init__.py"
+    package.write_text(package.read_text().replace(
+        '"DeepConfig": "vllm.transformers_utils.configs.deep",',
+        '"DeepConfig": "vllm.transformers_utils.configs.deep",\n    "HookedConfig": "vllm.transformers_utils.configs.deep",'))
+    target = json.dumps({"architectures": ["DeepForCausalLM"], "model_type": "deep",
+                         "text_config": {"num_nextn_predict_layers": 3}})
+    (plan,) = planned_scan(files_root, [Setting("v2", 3, target_config=target)])[1]
+    # use_multi_module_mtp's getattr(hf_config, "num_nextn_predict_layers", 1): the hook decides.
+    gate = [d for d in plan.decisions if "use_multi_module_mtp" in d.condition]
+    assert gate and gate[0].value is None, [(d.condition, d.value) for d in plan.decisions]
+    assert plan.alternatives  # MultiModuleSpeculator or EagleStyleSpeculator: not one drafter claimed

@@ -17,7 +17,11 @@ config is read from its ``__init__`` (the one its MRO resolves), never run:
   way; ``self.p = C()`` builds one with only its defaults when the config.json lacks it.
 
 Anything else the class does (a field computed from others, a base outside the tree such as
-transformers' ``PretrainedConfig``) is not read: the config keeps what the file says.
+transformers' ``PretrainedConfig``) is not read: the config keeps what the file says. A class
+that hooks attribute reads (``__getattribute__``/``__getattr__``: Glm5NextConfig answers a read
+from its ``text_config``) may answer a field the file lacks at the top level with anything:
+those reads are unknown, the class's own defaults included (a field the file gives at the top
+level is taken as given).
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from typing import Any
 
 from ...facts.extract import FunctionFact, PCall, PConst, PName, parse_pexpr
 from ...index.index import ClassKey, SymbolKind
-from ..partial_eval import Obj, Value
+from ..partial_eval import Obj, Unknown, Value
 from .part import DispatchPart
 
 MAX_NESTING = 3
+#: Methods through which a class answers attribute reads itself.
+ATTRIBUTE_HOOKS = ("__getattribute__", "__getattr__")
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,16 @@ class ConfigClasses(DispatchPart):
         cls = self.class_for(model_type) if isinstance(model_type, str) else None
         if cls is None:
             return None
+        given = set(hf.fields)
         self._fill(hf, cls, 0)
+        hook = next((m for m in ATTRIBUTE_HOOKS if self.index.method(cls, m) is not None), None)
+        if hook is not None:
+            # A field the file lacks at the top level reads as the hook's answer, the class's
+            # own default included: unknown.
+            hf.closed = False
+            for name in sorted(set(hf.fields) - given):
+                if not isinstance(hf.fields[name], Obj):
+                    hf.fields[name] = Unknown(f"{hf.label}.{name} ({cls[1]}.{hook} answers it)")
         return cls
 
     def class_for(self, model_type: str) -> ClassKey | None:
