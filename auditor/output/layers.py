@@ -93,7 +93,7 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"{tree_label} · runner {s.runner} · method {s.method} · K={s.k} · {plan.architecture or '?'} · platform {s.platform}")
+        out.append(f"{tree_label} · runner {s.runner} · method {s.method} · K={_k(s.k)} · {plan.architecture or '?'} · platform {s.platform}")
         if plan.proposer is None:
             out.append("  drafter:     none built for this configuration")
         else:
@@ -155,7 +155,7 @@ def render_markdown(plans: list[Plan], tree_label: str) -> str:
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={s.k}, method {s.method}, platform {s.platform}")
+        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={_k(s.k)}, method {s.method}, platform {s.platform}")
         out.append("")
         drafter = f"`{plan.proposer[1]}` (`{plan.proposer[0]}`)" if plan.proposer else "none"
         out.append(f"- drafter: {drafter}")
@@ -259,7 +259,7 @@ def render_html(plans: list[Plan], tree_label: str, k: int, layers: int | None) 
 def render(plans: list[Plan], fmt: str, tree_label: str, forced: list[ForcedPlan | None] | None = None,
            engine_mode: str = "both") -> str:
     if fmt == "html":
-        return render_html(plans, tree_label, plans[0].setting.k if plans else 0, None)
+        return render_html(plans, tree_label, plans[0].setting.draft_steps if plans else 0, None)
     if fmt == "json":
         fs = forced or [None] * len(plans)
         docs = [plan_json(p, tree_label, f, engine_mode) for p, f in zip(plans, fs)]
@@ -294,3 +294,7 @@ def render_matrix(plans: list[Plan], fmt: str, tree_label: str, k: int, layers: 
         cls = f"`{p.model_class[1]}`" if p.model_class else "?"
         out.append(f"| `{p.architecture}` | {cls} | {p.setting.runner.upper()} | `{drafter}` | {fw} | {hd} | {_md(verdict)} |")
     return "\n".join(out) + "\n"
+
+
+def _k(k: int | None) -> str:
+    return "(not given)" if k is None else str(k)

@@ -53,7 +53,7 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
     if leg.path is None:
         if plan.loop is not None and dispatch.step_free.entry(proposer, model) is not None:
             # Forcing changes what the loop hands; the model reads none of it.
-            return ForcedPlan(tuple(ForcedStep(i, 0, None) for i in range(plan.setting.k)),
+            return ForcedPlan(tuple(ForcedStep(i, 0, None) for i in range(plan.setting.draft_steps)),
                               "forward: the draft model selects no layer by the step -> layer 0; head: one shared head")
         return None
     fwd, heads = list(leg.forward), list(leg.heads)
@@ -83,7 +83,7 @@ def forced_plan(dispatch: DispatchProvider, plan: Plan, findings: Sequence[Findi
         return i % n if n else i
 
     steps = tuple(ForcedStep(i, layer(fwd, fwd_lost, i), layer(heads, head_lost, i))
-                  for i in range(plan.setting.k))
+                  for i in range(plan.setting.draft_steps))
     whys = []
     for what, sel, lost in (("forward", fwd, fwd_lost), ("head", heads, head_lost)):
         if not sel:

@@ -226,9 +226,10 @@ def layers_document(
         k = spec.k if spec.k is not None else k
         method = spec.method or method
         options = spec.options
-    if k is None:
-        raise UsageError("give --k K (num_speculative_tokens)")
-    steps: int = k
+    if k is None and speculative_config is None:
+        raise UsageError("give --k K (num_speculative_tokens), or --speculative-config as vllm serve takes it")
+    # A --speculative-config without num_speculative_tokens is asked as vLLM is given it: no K.
+    steps: int | None = k
     fields = parse_set(set_ or [])
     target = read_hf_config(hf_config) if hf_config is not None else None
     vllm_tree = open_target(path, installed, release, cache_dir, progress)
@@ -241,7 +242,7 @@ def layers_document(
 
     def choose(dispatch: DispatchProvider) -> list[Setting]:
         if all_:
-            return matrix_settings(dispatch, runners, steps, layers, method, platform, fields)
+            return matrix_settings(dispatch, runners, steps or 3, layers, method, platform, fields)
         if arch is not None:
             check_architecture(dispatch, arch)
         return [Setting(r, steps, method, platform, arch, fields, target, options) for r in runners]
@@ -266,7 +267,7 @@ def layers_document(
 
         plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose, say=progress.phase, problems=problems,
                                          prepared=PreparedCache(root))
-        text = (render_matrix(plans, fmt, tree.label, steps, layers, forced) if all_
+        text = (render_matrix(plans, fmt, tree.label, steps or 3, layers, forced) if all_
                 else render(plans, fmt, tree.label, forced, engine_mode))
         unreadable = sorted({p.path for p in problems if p.kind not in ("symlink", "submodule")})
         if unreadable:

@@ -25,7 +25,7 @@ class Setting:
     """The concrete configuration a plan is made for."""
 
     runner: str
-    k: int
+    k: int | None  # num_speculative_tokens; None: not given (``--speculative-config`` without it)
     method: str = "mtp"
     platform: str = "cuda"
     architecture: str | None = None  # a registered draft architecture (--arch)
@@ -34,6 +34,11 @@ class Setting:
     # Issue 18: further speculative-config options (``--speculative-config``: draft_sample_method,
     # use_local_argmax_reduction, parallel_drafting, ...), set on the speculative config as given.
     options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def draft_steps(self) -> int:
+        """The draft steps a plan lists: K, or none when K is not given."""
+        return self.k if self.k is not None else 0
 
 
 CUT = "cut: "  # the ``depends_on`` of a decision that stands for a cut of the evaluator

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from typing import TYPE_CHECKING, Any, Hashable, Iterable
 
-from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PExpr, PName
+from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PAttr, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import StepRaise
 from ..loops import LoopResult, LoopSelection, StepKind
@@ -156,13 +156,22 @@ class Outcomes(DispatchPart):
         undecided = 0
         spec_cls = self.provider.location.spec_config_class()
         if spec_cls is not None:
+            earlier: set[str] = set()  # the fields the validation methods run before this one assign
             for name in self.config.validation_methods:
                 found = self.index.method(spec_cls, name)
                 if found is None:
                     continue
                 owner, fn = found
                 key = (owner[0], f"{owner[1]}.{name}")
+                before = set(earlier)
+                earlier |= {a.target[1] for a in fn.attr_assigns if len(a.target) == 2 and a.target[0] == "self"}
+                unset = {k for k, v in spec.fields.items() if v is None}
+                if unset and before:  # what the earlier methods leave unset on every path stays so
+                    before -= self.provider.spec_fields.left_unset(spec, unset & before)
                 for r in fn.raises:
+                    if _rewritten_before(fn, r.line, r.guards, unset, before):
+                        undecided += 1  # the config's own statements change what the guards read first
+                        continue
                     p = self._env(ev, key, fn, {"self": copy.deepcopy(spec)}, r.guards)
                     held = self._holds(ev, key, p, r.guards, r.negated)
                     if isinstance(held, tuple):  # a test on the way raises first
@@ -269,3 +278,15 @@ def _reads(e: PExpr, names: list[str]) -> bool:
 
 
 __all__ = ["REACH_STEPS", "GuardedRaise", "Outcomes", "Rejection", "StepRaise"]
+
+
+def _rewritten_before(fn: FunctionFact, line: int, guards: tuple[PExpr, ...], unset: set[str], earlier: set[str]) -> bool:
+    """A guard of the raise at ``line`` reads a field the configuration leaves unset (None),
+    and the method assigns it on an earlier line, or a validation method run before it does
+    (vLLM defaults ``num_speculative_tokens`` from the draft's ``n_predict`` when it is not
+    given, before it checks it): None is not what the guard sees. (A field given a value is
+    taken as the guards see it: a default written only when it is None leaves it alone.)"""
+    read = unset & {e.attr for g in guards for e in _walk(g)
+                    if isinstance(e, PAttr) and isinstance(e.value, PName) and e.value.id == "self"}
+    return bool(read & earlier) or any(len(a.target) == 2 and a.target[0] == "self" and a.target[1] in read
+                                       and a.line < line for a in fn.attr_assigns)

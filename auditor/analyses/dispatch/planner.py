@@ -23,6 +23,8 @@ from .route_values import RouteLeg
 
 class Planner(DispatchPart):
     def plan(self, setting: Setting) -> Plan:
+        if setting.k is None:
+            return self._without_k(setting)
         hf, override_decisions, notes, _ = self.provider.factory_runs.draft_config(setting)
         assert hf is not None
         field_name = self.config.override_field[0]
@@ -39,7 +41,7 @@ class Planner(DispatchPart):
             if factory_cuts:
                 # The factory run was cut short: it may build a drafter the evaluator lost.
                 why = "no drafter the evaluator can tell, the factory run was cut: " + "; ".join(factory_cuts)
-                steps = tuple(StepPlan(i, None, None, Verdict.UNKNOWN.value, why) for i in range(setting.k))
+                steps = tuple(StepPlan(i, None, None, Verdict.UNKNOWN.value, why) for i in range(setting.draft_steps))
             return self._outcome(Plan(setting, arch, None, None, None, model, None, None, steps, tuple(decisions), (),
                                       tuple(notes)), hf)
         proposer, site, chain = options[0]
@@ -77,6 +79,32 @@ class Planner(DispatchPart):
         plan = Plan(setting, arch, proposer, site, loop, model, n, layer_field, steps, tuple(decisions), alternatives,
                     tuple(notes), closed_gates=_closed_gates(steps, model, decisions))
         return self._outcome(plan, hf)
+
+    def _without_k(self, setting: Setting) -> Plan:
+        """A speculative config given no ``num_speculative_tokens``: what its construction and
+        validation do with none (vLLM rejects some such configurations; where it does not, the K
+        it then uses is not derived, so no step is planned and the outcome is unknown)."""
+        hf, override_decisions, notes, rejections = self.provider.factory_runs.draft_config(setting)
+        assert hf is not None
+        archs = hf.fields.get(self.config.override_field[0])
+        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else setting.architecture
+        model = self.provider.registry_lookup.model_class_for(arch, setting.platform) if arch else None
+        spec = copy.deepcopy(self.provider.factory_runs.world(setting, hf))["speculative"]
+        draft = spec.fields.get(self.roles["draft"])
+        roles = {self.roles["speculative"]: spec}
+        if isinstance(draft, Obj):
+            roles[self.roles.get("model", "model_config")] = draft
+        checked, undecided = self.provider.outcomes.rejections(spec, Obj(self.roles["root"], roles=roles), hf, None)
+        found = [*self.provider.spec_fields.type_rejections(setting), *rejections, *checked]
+        decisions = tuple(DecisionRow.of(d) for d in override_decisions)
+        plan = Plan(setting, arch, None, None, None, model, None, None, (), decisions, (), tuple(notes))
+        if found:
+            return replace(plan, outcome="rejected", rejections=tuple(found))
+        if undecided:
+            notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
+        notes.append(f"{self.roles['k']} is not given: the K vLLM then uses is not derived "
+                     "(give num_speculative_tokens for a per-step plan)")
+        return replace(plan, outcome="unknown", notes=tuple(notes))
 
     def _outcome(self, plan: Plan, hf: Obj) -> Plan:
         """The plan, or the configuration's rejection, or the step an assert on the route
@@ -159,7 +187,7 @@ class Planner(DispatchPart):
         """Whether a start-up pass of ``mode`` runs the plan's draft loop up to the failing step,
         or (a raise every call of the draft model's forward makes, at step 0) calls the forward:
         the surer answer of the two (reached, then undecided, then not)."""
-        if plan.proposer is None or raise_at.step >= plan.setting.k:
+        if plan.proposer is None or raise_at.step >= plan.setting.draft_steps:
             return None
         s = plan.setting
         spec = self._startup_spec(s)
@@ -190,7 +218,7 @@ class Planner(DispatchPart):
             return None, {}
         # The forward's and the heads' selections of the route's leg (the reachability rows ask
         # the same of every selection a loop reaches in the class).
-        found = self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.k)
+        found = self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.draft_steps)
         # A draft-time call of a method the draft model lacks (:mod:`.draft_calls`).
         missing, more, heads = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root,
                                                                     plan.setting.k)
@@ -239,7 +267,7 @@ class Planner(DispatchPart):
                n: int | None) -> tuple[Hop | None, tuple[StepPlan, ...]]:
         """Per draft step, what the route's leg selects (:class:`RouteLeg`'s reading)."""
         def all_steps(verdict: Verdict, why: str) -> tuple[StepPlan, ...]:
-            return tuple(StepPlan(i, None, None, verdict.value, why) for i in range(setting.k))
+            return tuple(StepPlan(i, None, None, verdict.value, why) for i in range(setting.draft_steps))
 
         if leg is None:
             return None, all_steps(Verdict.UNKNOWN, "no registered draft model class for this architecture")
@@ -250,7 +278,7 @@ class Planner(DispatchPart):
                 runs, why = self.provider.step_free.why(free, model)
                 verdict = Verdict.CONSTANT if runs else Verdict.UNKNOWN
                 return free.loop.hop, tuple(StepPlan(i, 0 if runs else None, None, verdict.value, why)
-                                            for i in range(setting.k))
+                                            for i in range(setting.draft_steps))
         if leg.path is None or leg.reading is None:
             return None, all_steps(Verdict.UNKNOWN, f"no draft loop of {proposer[1]} reaches {model[1]}")
         fwd = list(leg.forward)
@@ -282,11 +310,11 @@ class Planner(DispatchPart):
             fl = None if stack and n != 1 else 0
             whole = tuple(range(n)) if stack and n else None
             return leg.loop, tuple(StepPlan(i, fl, None, Verdict.CONSTANT.value, why, stack=whole)
-                                   for i in range(setting.k))
+                                   for i in range(setting.draft_steps))
         loss = reading.loss
         lost_at = (loss, loss.site, loss.reason) if loss is not None else None
         steps = []
-        for i in range(setting.k):
+        for i in range(setting.draft_steps):
             fl, hl = layer(fkind, i, const_f), layer(hkind, i, const_h)
             if fkind is None:
                 verdict, why = Verdict.UNKNOWN, f"{loop_label} reaches {model[1]} but no layer selection on the path"

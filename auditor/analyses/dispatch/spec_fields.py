@@ -77,6 +77,28 @@ class SpecFields(DispatchPart):
                     return True
         return False
 
+    def left_unset(self, spec: Obj, fields: set[str]) -> set[str]:
+        """Of ``fields`` (unset: None in ``spec``), those the first validation method leaves None on
+        every path, run over the config as constructed (every literal field default of the class
+        for a field not given); a run that raises, is cut or leaves one undecided keeps it out."""
+        cls = spec.cls
+        found = next((m for m in (self.index.method(cls, n) for n in self.config.validation_methods) if m), None) \
+            if cls is not None else None
+        if found is None or not fields:
+            return set()
+        owner, fn = found
+        built = copy.deepcopy(spec)
+        for c in self.index.mro(owner):
+            cf = self.index.class_fact(c)
+            for name, e in (cf.field_defaults.items() if cf is not None else ()):
+                if e.has_literal and name not in built.fields:
+                    built.fields[name] = e.literal
+        ev = self.evaluator()
+        p = ev.run_joined((owner[0], f"{owner[1]}.{fn.name}"), fn, {"self": built})
+        if p.raised or ev.notes:
+            return set()
+        return {f for f in fields if f in built.fields and built.fields[f] is None}
+
     def validated_method(self, setting: Setting, spec: Obj) -> tuple[Value, list[Decision]]:
         """The method as the speculative config's construction leaves it, and the decisions that
         rewrote it (``if self.method in get_args(MTPModelTypes) and self.method != "mtp":
