@@ -1,8 +1,8 @@
 """`layers` against the held-out cases (issue 18): per-configuration answers independent
 readers derived by hand from vLLM source, without looking at this tool
 (``tests/data/heldout/README.md`` says how they were made): ``heldout_cases.json`` (0.24.0-0.31.0),
-``heldout_cases_s5.json`` (0.25.0, 0.26.0, 0.27.0), ``heldout_cases_s11.json`` and ``heldout_cases_s12.json``
-(0.23.0-0.32.0), each a copy of its reader's file. The comparison is :mod:`heldout_score`'s, field by field: outcome, drafter,
+``heldout_cases_s5.json`` (0.25.0, 0.26.0, 0.27.0), ``heldout_cases_s11.json``, ``heldout_cases_s12.json``
+and ``heldout_cases_s13.json`` (0.23.0-0.32.0), each a copy of its reader's file. The comparison is :mod:`heldout_score`'s, field by field: outcome, drafter,
 draft model class, forward and head layer per step, the step an assert raises at.
 
 Cases the tool still answers differently are listed below with the class of defect behind
@@ -13,7 +13,7 @@ must then shrink (a stale entry fails). No entry is a tuned special case.
 from __future__ import annotations
 
 import pytest
-from heldout_score import CASES_S5, CASES_S11, CASES_S12, answers, compare, load_cases
+from heldout_score import CASES_S5, CASES_S11, CASES_S12, CASES_S13, answers, compare, load_cases
 
 pytestmark = pytest.mark.release
 
@@ -91,7 +91,31 @@ _MISSING.update({
                                           "unknown, so steps above 0 name no layer (sound, not derived)"),
 })
 
-CASES = load_cases() + load_cases(CASES_S5) + load_cases(CASES_S11) + load_cases(CASES_S12)
+# The seventh reader (heldout_cases_s13.json): 14/27 at the start of session 13, 21/27 after it.
+_K_DEFAULTED = ("K not given with a draft model named: vLLM's __post_init__ may default K from the draft's n_predict "
+                "before _verify_args checks it, so that check is undecided; the reader's TypeError is a "
+                "`num_speculative_tokens > 1` test in the method auto-detection, reached only when the draft model's "
+                "path names no other method (`'eagle-' not in self.draft_model_config.model.lower()`, ...): the "
+                "evaluator does not run ModelConfig, so the path is unknown and so is the outcome (sound, not derived)")
+_MISSING.update({
+    "v031-v2-knone-model-exaone45-2layers": _K_DEFAULTED,
+    "v032-v2-knone-model-famname-mimo_v2_mtp-mimov2pro-3layers": _K_DEFAULTED,
+    "v031-v1-knone-model-dsv4-nofield": _K_DEFAULTED,
+    "v031-v1-dsv4-nofield-k2": ("a field neither the config.json nor vLLM's DeepseekV4Config gives: the reader's "
+                                "AttributeError rests on transformers' PretrainedConfig (outside vLLM's tree) setting no "
+                                "such attribute; the tool reads only the tree, so the count stays unknown and the plan "
+                                "names step 0's layer"),
+    "v030-v2-glm5next-2layers-k2": ("Glm5NextConfig.__getattribute__ answers reads from its text_config: the tool does "
+                                    "not run the hook, so use_multi_module_mtp's top-level read is unknown and so is the "
+                                    "drafter (MultiModuleMTPSpeculator or MTPSpeculator, was a wrong MTPSpeculator); the "
+                                    "reader traces the hook forwarding the nested count"),
+    "v030-v2-glm5next-nofield-k2": ("Glm5NextConfig.__getattribute__ answers reads from its text_config: the tool does "
+                                    "not run the hook, so a field the file lacks at the top level is unknown and so is "
+                                    "use_multi_module_mtp (MultiModuleMTPSpeculator or MTPSpeculator); the reader traces "
+                                    "the hook to the getattr default"),
+})
+
+CASES = load_cases() + load_cases(CASES_S5) + load_cases(CASES_S11) + load_cases(CASES_S12) + load_cases(CASES_S13)
 
 
 @pytest.fixture(scope="module")
