@@ -170,3 +170,25 @@ def test_a_class_that_hooks_attribute_reads_leaves_what_the_file_lacks_unknown(t
     gate = [d for d in plan.decisions if "use_multi_module_mtp" in d.condition]
     assert gate and gate[0].value is None, [(d.condition, d.value) for d in plan.decisions]
     assert plan.alternatives  # MultiModuleSpeculator or EagleStyleSpeculator: not one drafter claimed
+
+
+def test_a_getattribute_hook_leaves_a_field_given_differently_in_a_sub_config_unknown(tmp_path):
+    files_root = _tree(tmp_path)
+    classes = files_root / "vllm/transformers_utils/configs/deep.py"
+    classes.write_text(classes.read_text() + _HOOKED)
+    registry = files_root / "vllm/transformers_utils/config.py"
+    registry.write_text(registry.read_text().replace('deep="DeepConfig",', 'deep="HookedConfig",'))
+    package = files_root / "vllm/transformers_utils/configs/__init__.py"
+    package.write_text(package.read_text().replace(
+        '"DeepConfig": "vllm.transformers_utils.configs.deep",',
+        '"DeepConfig": "vllm.transformers_utils.configs.deep",\n    "HookedConfig": "vllm.transformers_utils.configs.deep",'))
+    differ = json.dumps({"architectures": ["DeepForCausalLM"], "model_type": "deep", "num_nextn_predict_layers": 1,
+                         "text_config": {"num_nextn_predict_layers": 3}})
+    same = json.dumps({"architectures": ["DeepForCausalLM"], "model_type": "deep", "num_nextn_predict_layers": 3,
+                       "text_config": {"num_nextn_predict_layers": 3}})
+    unknown, known = planned_scan(files_root, [Setting("v2", 3, target_config=differ),
+                                               Setting("v2", 3, target_config=same)])[1]
+    gate = [d.value for d in unknown.decisions if "use_multi_module_mtp" in d.condition]
+    assert gate == [None] and unknown.alternatives
+    assert [d.value for d in known.decisions if "use_multi_module_mtp" in d.condition] == [True]
+    assert known.proposer[1] == "MultiModuleSpeculator" and not known.alternatives

@@ -61,3 +61,28 @@ def test_k_left_out_with_a_model_named_is_unknown(tmp_path):
     plan, = _plans(tmp_path, Setting("v2", None, target_config=TARGET, options=(("model", "some/checkpoint"),)))
     assert plan.outcome == "unknown" and plan.steps == () and not plan.rejections
     assert any("num_speculative_tokens is not given" in n for n in plan.notes)
+
+
+_THROUGH_HELPER = '''
+    model: str | None = None
+    num_speculative_tokens: int | None = None
+
+    def __post_init__(self):
+        self._defaults()
+
+    def _defaults(self):
+        self.num_speculative_tokens = 1
+
+    def _verify_args(self):
+        k = self.num_speculative_tokens
+        if k is None:
+            raise ValueError("num_speculative_tokens must be provided")
+'''
+
+
+def test_a_k_a_helper_sets_before_a_check_that_reads_it_through_a_local_is_not_judged_unset(tmp_path):
+    files = gate_tree()
+    files["vllm/config/speculative.py"] = files["vllm/config/speculative.py"].replace(
+        "    def use_multi_module_mtp(self):", _THROUGH_HELPER.strip("\n") + "\n\n    def use_multi_module_mtp(self):")
+    (plan,) = planned_scan(write_tree(tmp_path, files), [Setting("v2", None, target_config=TARGET)])[1]
+    assert plan.outcome == "unknown" and not plan.rejections

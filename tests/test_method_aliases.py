@@ -219,3 +219,55 @@ def test_a_class_pydantic_does_not_build_checks_no_field_type(tmp_path):
     target = '{"model_type": "deep", "num_nextn_predict_layers": 3}'
     _, (plan,) = planned_scan(root, [Setting("v2", 3, "other_mtp", target_config=target)])
     assert plan.outcome == "plan" and plan.proposer is None and not plan.rejections
+
+
+def test_get_args_of_a_local_or_a_rebound_alias_is_not_the_module_alias(tmp_path):
+    src = textwrap.dedent('''
+        from typing import Literal, get_args
+        from vllm.types import Inner
+
+        Outer = Literal["a"]
+        Inner = Inner | None
+
+
+        def param(Outer, x):
+            return x in get_args(Outer)
+
+
+        def rebound(x):
+            return x in get_args(Inner)
+    ''')
+    root = write_tree(tmp_path, {TYPES: TYPES_SRC, "vllm/local.py": src})
+    world = TreeWorld(Index(DirectoryTree(root), Config(), FactsCache(None)))
+    assert isinstance(_evaluate(world, "vllm/local.py", "param", Outer=Unknown("Outer"), x="a"), Unknown)
+    assert isinstance(_evaluate(world, "vllm/local.py", "rebound", x="b"), Unknown)
+
+
+@pytest.mark.parametrize("edit,options", [
+    # pydantic-core may accept a value equal to a member of another type (True for 1): not claimed.
+    (("SampleMethod = Literal[\"greedy\", \"probabilistic\"]", "SampleMethod = Literal[1, 2]"),
+     (("draft_sample_method", True),)),
+    # A validator that sees the input first may rewrite it.
+    (("    method: Method | None = None\n", "    method: Method | None = None\n\n"
+      "    @model_validator(mode=\"before\")\n    def _fix(cls, data):\n        return data\n"), ()),
+    (("    method: Method | None = None\n", "    method: Method | None = None\n\n"
+      "    @field_validator(\"*\")\n    def _fix(cls, value):\n        return value\n"), ()),
+])
+def test_a_value_pydantic_may_accept_or_a_validator_may_rewrite_is_not_rejected(tmp_path, edit, options):
+    tree = _typed_tree()
+    tree["vllm/config/speculative.py"] = tree["vllm/config/speculative.py"].replace(*edit)
+    root = write_tree(tmp_path, tree)
+    target = '{"model_type": "deep", "num_nextn_predict_layers": 3}'
+    method = "mtp" if options else "other_mtp"
+    _, (plan,) = planned_scan(root, [Setting("v2", 3, method, target_config=target, options=options)])
+    assert not plan.rejections, plan.rejections
+
+
+def test_a_decorator_that_does_not_build_a_pydantic_dataclass_checks_no_field_type(tmp_path):
+    tree = _typed_tree()
+    tree["vllm/config/utils.py"] = ("from pydantic.dataclasses import dataclass\n\nREG = []\n\n\n"
+                                    "def config(cls):\n    REG.append(cls)\n    return cls\n")
+    root = write_tree(tmp_path, tree)
+    target = '{"model_type": "deep", "num_nextn_predict_layers": 3}'
+    _, (plan,) = planned_scan(root, [Setting("v2", 3, "other_mtp", target_config=target)])
+    assert not plan.rejections

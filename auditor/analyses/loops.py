@@ -338,10 +338,16 @@ class LoopProvider(Provider):
             else:
                 for p in self.params:
                     # The parameter, or its side channel ``self.<p>`` read directly or through a
-                    # local (``i = self.spec_step_idx % n`` then ``self.layers[str(base + i)]``).
-                    src = sources_for(frame.fn, p) | {"self." + p}
-                    if taint(frame.fn, src).intersection(names):
-                        kind = frame.param_kinds.get(p) or frame.attr_kinds.get(p) or StepKind.ABSENT
+                    # local (``i = self.spec_step_idx % n`` then ``self.layers[str(base + i)]``):
+                    # the kind of the one that reaches; both, with different kinds: unknown.
+                    src = sources_for(frame.fn, p)
+                    reach: set[StepKind] = set()
+                    if src and taint(frame.fn, src).intersection(names):
+                        reach.add(frame.param_kinds.get(p) or StepKind.ABSENT)
+                    if taint(frame.fn, {"self." + p}).intersection(names):
+                        reach.add(frame.attr_kinds.get(p) or frame.param_kinds.get(p) or StepKind.ABSENT)
+                    if reach:
+                        kind = reach.pop() if len(reach) == 1 else StepKind.UNKNOWN
                         if kind is StepKind.VARYING:
                             kind = StepKind.CONSTANT  # varying would have matched above
                         break

@@ -242,7 +242,7 @@ def layers_document(
 
     def choose(dispatch: DispatchProvider) -> list[Setting]:
         if all_:
-            return matrix_settings(dispatch, runners, steps or 3, layers, method, platform, fields)
+            return matrix_settings(dispatch, runners, 3 if steps is None else steps, layers, method, platform, fields)
         if arch is not None:
             check_architecture(dispatch, arch)
         return [Setting(r, steps, method, platform, arch, fields, target, options) for r in runners]
@@ -267,7 +267,7 @@ def layers_document(
 
         plans, forced = plan_tree_forced(tree, cfg, rules, FactsCache(root), choose, say=progress.phase, problems=problems,
                                          prepared=PreparedCache(root))
-        text = (render_matrix(plans, fmt, tree.label, steps or 3, layers, forced) if all_
+        text = (render_matrix(plans, fmt, tree.label, 3 if steps is None else steps, layers, forced) if all_
                 else render(plans, fmt, tree.label, forced, engine_mode))
         unreadable = sorted({p.path for p in problems if p.kind not in ("symlink", "submodule")})
         if unreadable:

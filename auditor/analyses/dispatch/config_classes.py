@@ -35,6 +35,8 @@ from ..partial_eval import Obj, Unknown, Value
 from .part import DispatchPart
 
 MAX_NESTING = 3
+#: The config field the registry is keyed on (transformers' ``PretrainedConfig.model_type``).
+REGISTRY_KEY = "model_type"
 #: Methods through which a class answers attribute reads itself.
 ATTRIBUTE_HOOKS = ("__getattribute__", "__getattr__")
 
@@ -58,7 +60,7 @@ class ConfigClasses(DispatchPart):
         """Give ``hf`` (a config.json as read, closed) the defaults of the config class its
         model type loads into, nested sub-configs included; the class (None: no registered
         class of the tree)."""
-        model_type = hf.fields.get("model_type")
+        model_type = hf.fields.get(REGISTRY_KEY)
         cls = self.class_for(model_type) if isinstance(model_type, str) else None
         if cls is None:
             return None
@@ -67,10 +69,19 @@ class ConfigClasses(DispatchPart):
         hook = next((m for m in ATTRIBUTE_HOOKS if self.index.method(cls, m) is not None), None)
         if hook is not None:
             # A field the file lacks at the top level reads as the hook's answer, the class's
-            # own default included: unknown.
+            # own default included: unknown. ``__getattribute__`` sees every read: a field the file
+            # gives at the top level and, differently, in a sub-config may read as the sub-config's
+            # (Glm5NextConfig mirrors its text_config), except the registry's key that chose the class.
             hf.closed = False
-            for name in sorted(set(hf.fields) - given):
-                if not isinstance(hf.fields[name], Obj):
+            nested: dict[str, set[str]] = {}
+            if hook == "__getattribute__":
+                for sub in (v for v in hf.fields.values() if isinstance(v, Obj)):
+                    for k, v in sub.fields.items():
+                        nested.setdefault(k, set()).add(repr(v))
+            for name in sorted(hf.fields):
+                if isinstance(hf.fields[name], Obj) or name == REGISTRY_KEY:
+                    continue
+                if name not in given or (name in nested and nested[name] != {repr(hf.fields[name])}):
                     hf.fields[name] = Unknown(f"{hf.label}.{name} ({cls[1]}.{hook} answers it)")
         return cls
 

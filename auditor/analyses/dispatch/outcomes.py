@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Hashable, Iterable
 
 from ...facts.extract import CheckFact, FunctionFact, GuardedRaise, PAttr, PExpr, PName
-from ...index.index import ClassKey, FuncKey
+from ...index.index import ClassKey, FuncKey, Index
 from ...model.findings import StepRaise
 from ..loops import LoopResult, LoopSelection, StepKind
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, expr_text, truth
@@ -121,7 +121,8 @@ class Outcomes(DispatchPart):
                 return False
         return None if unknown else True
 
-    def rejections(self, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None) -> tuple[list[Rejection], int]:
+    def rejections(self, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None,
+                   given_method: Value = None) -> tuple[list[Rejection], int]:
         """The validations that raise for this configuration, and how many could raise
         depending on what is unknown.
 
@@ -134,7 +135,7 @@ class Outcomes(DispatchPart):
         memo_key = None
         parts = (structural_key(spec), structural_key(root), structural_key(hf))
         if None not in parts:
-            memo_key = (*parts, model)
+            memo_key = (*parts, model, given_method)
             hit = self._rejections.get(memo_key)
             if hit is not None and hit[0] == held:
                 for name in hit[3]:
@@ -146,12 +147,15 @@ class Outcomes(DispatchPart):
             cuts.append(name)
             self.limits.hit(name)
 
-        out, undecided = self._judge(self.evaluator(count), spec, root, hf, model)
+        out, undecided = self._judge(self.evaluator(count), spec, root, hf, model, given_method)
         if memo_key is not None and len(self.index.facts) == held:
             self._rejections[memo_key] = (held, tuple(out), undecided, tuple(cuts))
         return out, undecided
 
-    def _judge(self, ev: Evaluator, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None) -> tuple[list[Rejection], int]:
+    def _judge(self, ev: Evaluator, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None,
+               given_method: Value = None) -> tuple[list[Rejection], int]:
+        """``given_method``: the method as the user gives it (``spec`` holds it as the class's first
+        statements rewrite it); None: as ``spec`` holds it."""
         out: list[Rejection] = []
         undecided = 0
         spec_cls = self.provider.location.spec_config_class()
@@ -164,12 +168,14 @@ class Outcomes(DispatchPart):
                 owner, fn = found
                 key = (owner[0], f"{owner[1]}.{name}")
                 before = set(earlier)
-                earlier |= {a.target[1] for a in fn.attr_assigns if len(a.target) == 2 and a.target[0] == "self"}
+                earlier |= self_writes(self.index, spec_cls, fn)
                 unset = {k for k, v in spec.fields.items() if v is None}
                 if unset and before:  # what the earlier methods leave unset on every path stays so
-                    before -= self.provider.spec_fields.left_unset(spec, unset & before)
+                    before -= self.provider.spec_fields.left_unset(
+                        spec, unset & before, name, spec.fields.get(self.roles["method"]) if given_method is None else given_method,
+                        ev.on_limit)
                 for r in fn.raises:
-                    if _rewritten_before(fn, r.line, r.guards, unset, before):
+                    if _rewritten_before(self.index, spec_cls, fn, r.line, r.guards, unset, before):
                         undecided += 1  # the config's own statements change what the guards read first
                         continue
                     p = self._env(ev, key, fn, {"self": copy.deepcopy(spec)}, r.guards)
@@ -280,13 +286,42 @@ def _reads(e: PExpr, names: list[str]) -> bool:
 __all__ = ["REACH_STEPS", "GuardedRaise", "Outcomes", "Rejection", "StepRaise"]
 
 
-def _rewritten_before(fn: FunctionFact, line: int, guards: tuple[PExpr, ...], unset: set[str], earlier: set[str]) -> bool:
+def _rewritten_before(index: Index, cls: ClassKey, fn: FunctionFact, line: int, guards: tuple[PExpr, ...],
+                      unset: set[str], earlier: set[str]) -> bool:
     """A guard of the raise at ``line`` reads a field the configuration leaves unset (None),
-    and the method assigns it on an earlier line, or a validation method run before it does
-    (vLLM defaults ``num_speculative_tokens`` from the draft's ``n_predict`` when it is not
+    directly or through the locals it reads, and the method assigns it on an earlier line
+    (itself or through a method it calls on ``self`` there), or a validation method run before it
+    does (vLLM defaults ``num_speculative_tokens`` from the draft's ``n_predict`` when it is not
     given, before it checks it): None is not what the guard sees. (A field given a value is
     taken as the guards see it: a default written only when it is None leaves it alone.)"""
-    read = unset & {e.attr for g in guards for e in _walk(g)
-                    if isinstance(e, PAttr) and isinstance(e.value, PName) and e.value.id == "self"}
-    return bool(read & earlier) or any(len(a.target) == 2 and a.target[0] == "self" and a.target[1] in read
-                                       and a.line < line for a in fn.attr_assigns)
+    read: set[str] = set()
+    todo = [n for g in guards for n in _walk(g)]
+    seen_locals: set[str] = set()
+    while todo:
+        e = todo.pop()
+        if isinstance(e, PAttr) and isinstance(e.value, PName) and e.value.id == "self":
+            read.add(e.attr)
+        elif isinstance(e, PName) and e.id in fn.assigns and e.id not in seen_locals:
+            seen_locals.add(e.id)  # a local the guard reads: what its definitions read
+            for n in (n for x in fn.assigns[e.id] for n in x.names):
+                if n.startswith("self."):
+                    read.add(n[len("self."):].split(".")[0])
+                elif n in fn.assigns:
+                    todo.append(PName(id=n))
+    read &= unset
+    return bool(read & earlier) or bool(read & self_writes(index, cls, fn, line))
+
+
+def self_writes(index: Index, cls: ClassKey, fn: FunctionFact, before: int | None = None, depth: int = 0) -> set[str]:
+    """The fields ``fn`` assigns on ``self`` (before line ``before``, when given), itself or in the
+    methods of ``cls`` it calls on ``self`` (transitively, 4 deep)."""
+    out = {a.target[1] for a in fn.attr_assigns if len(a.target) == 2 and a.target[0] == "self"
+           and (before is None or a.line < before)}
+    if depth >= 4:
+        return out
+    for c in fn.calls:
+        if c.func is not None and len(c.func) == 2 and c.func[0] == "self" and (before is None or c.line < before):
+            found = index.method(cls, c.func[1])
+            if found is not None and found[1] is not fn:
+                out |= self_writes(index, cls, found[1], None, depth + 1)
+    return out

@@ -94,7 +94,8 @@ class Planner(DispatchPart):
         roles = {self.roles["speculative"]: spec}
         if isinstance(draft, Obj):
             roles[self.roles.get("model", "model_config")] = draft
-        checked, undecided = self.provider.outcomes.rejections(spec, Obj(self.roles["root"], roles=roles), hf, None)
+        checked, undecided = self.provider.outcomes.rejections(spec, Obj(self.roles["root"], roles=roles), hf, None,
+                                                               setting.method)
         found = [*self.provider.spec_fields.type_rejections(setting), *rejections, *checked]
         decisions = tuple(DecisionRow.of(d) for d in override_decisions)
         plan = Plan(setting, arch, None, None, None, model, None, None, (), decisions, (), tuple(notes))
@@ -121,7 +122,7 @@ class Planner(DispatchPart):
         build_root = Obj(self.roles["root"], roles=roles)
         draft_hf = draft.fields.get(self.roles["hf"]) if isinstance(draft, Obj) else None
         rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
-                                                                  model)
+                                                                  model, setting.method)
         # The override that rewrites the config into the draft config raises for it: that comes first.
         rejections = [*self.provider.factory_runs.draft_config(plan.setting).rejections, *rejections]
         # A value the speculative config's field types reject fails its construction, before anything else.

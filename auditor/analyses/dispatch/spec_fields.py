@@ -13,18 +13,19 @@ names the field (a validator may rewrite the value first)."""
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from ...facts.extract import PAttr, PName, SAssign, SOpaque, Stmt
+from ...facts.extract import PAttr, PCall, PName, SAssign, SOpaque, Stmt
 from ...index.index import ClassKey
 from ..partial_eval import Decision, Obj, Value
+from ..partial_eval.values import structural_key
 from .constructors import self_assignments
 from .model import Setting
 from .part import DispatchPart
 from .outcomes import Rejection
-from .syntax import _names, literal_alias_args, walk
+from .syntax import _names, expr_nodes, literal_alias_args, stmt_exprs, walk
 
 if TYPE_CHECKING:
     from .provider import DispatchProvider
@@ -34,7 +35,7 @@ class SpecFields(DispatchPart):
     def __init__(self, provider: "DispatchProvider") -> None:
         super().__init__(provider)
         self._spec_memo: dict[ClassKey, tuple[int, dict[str, Value]]] = {}
-        self._method_memo: dict[Any, tuple[int, Value, tuple[Decision, ...]]] = {}
+        self._method_memo: dict[Any, tuple[int, Value, tuple[Decision, ...], tuple[str, ...]]] = {}
 
     def type_rejections(self, setting: Setting) -> list[Rejection]:
         """The fields the user gives (the method and the options) that the speculative config's
@@ -42,61 +43,83 @@ class SpecFields(DispatchPart):
         cls = self.provider.location.spec_config_class()
         if cls is None or not self._pydantic(cls):
             return []
+        mro = list(self.index.mro(cls))
+        facts = [(c, cf) for c in mro if (cf := self.index.class_fact(c)) is not None]
+        decorators = [d.replace('"', "'").replace(" ", "") for _, cf in facts for m in cf.methods.values() for d in m.decorators]
+        if any(d.startswith(("model_validator(mode='before'", "model_validator(mode='wrap'")) for d in decorators):
+            return []  # a validator that sees (and may rewrite) the input before the field types
         given: list[tuple[str, Any]] = [(self.roles["method"], setting.method), *setting.options]
         out: list[Rejection] = []
         for name, value in given:
-            if not isinstance(value, (str, int, bool)):
+            if not isinstance(value, (str, int, bool)) or _validated(name, decorators):
                 continue
-            for c in self.index.mro(cls):
-                cf = self.index.class_fact(c)
-                ft = cf.field_types.get(name) if cf is not None else None
-                if cf is None or ft is None:
-                    continue
-                aliases = [n for n in ft.names if n != "None"]
-                validated = any("field_validator" in d and f"{name!r}" in d.replace('"', "'") for m in cf.methods.values()
-                                for d in m.decorators)
-                args = literal_alias_args(self.index, c[0], aliases[0]) if len(aliases) == 1 and not validated else None
-                if args is not None and not any(type(a) is type(value) and a == value for a in args):
-                    out.append(Rejection(c[0], ft.line, f"{c[1]}.{name}",
-                                         f"pydantic ValidationError: {name}: Input should be {_expected(args)} "
-                                         f"[type=literal_error, input_value={value!r}, input_type={type(value).__name__}]",
-                                         "validation"))
-                break
+            # The first class that annotates the field decides its type (a subclass re-annotating it
+            # in another form is no Literal the tool reads).
+            c, cf = next(((c, cf) for c, cf in facts if name in cf.field_types), (None, None))
+            ft = cf.field_types[name] if cf is not None else None
+            aliases = [n for n in ft.names if n != "None"] if ft is not None else []
+            args = literal_alias_args(self.index, c[0], aliases[0]) if c is not None and len(aliases) == 1 else None
+            # pydantic-core also accepts a value equal to a member of another type (True for 1),
+            # depending on its version: only a value equal to none is rejected.
+            if args and not any(a == value for a in args):
+                out.append(Rejection(c[0], ft.line, f"{c[1]}.{name}",  # type: ignore[index,union-attr]
+                                     f"pydantic ValidationError: {name}: Input should be {_expected(args)} "
+                                     f"[type=literal_error, input_value={value!r}, input_type={type(value).__name__}]",
+                                     "validation"))
         return out
 
     def _pydantic(self, cls: ClassKey) -> bool:
         """``cls`` is a pydantic dataclass: a decorator that is pydantic's ``dataclass``, or a
-        function whose module imports it."""
+        function of a module that imports it which calls it, or calls a function of its own (the
+        nested ``def decorator(cls): return dataclass(cls, ...)`` of vLLM's ``@config``)."""
         cf = self.index.class_fact(cls)
         for deco in (cf.decorators if cf is not None else ()):
             head = tuple(deco.partition("(")[0].strip().split("."))
             if _names(self.index, cls[0], head, "pydantic.dataclasses", "dataclass"):
                 return True
             for sym in self.index.resolve(cls[0], head[-1]) if len(head) == 1 else ():
-                if any(("pydantic.dataclasses", "dataclass") in v for v in self.index.imports_of(sym.path).values()):
-                    return True
+                fn = self.index.function((sym.path, sym.name))
+                bound = [local for local, v in self.index.imports_of(sym.path).items()
+                         if ("pydantic.dataclasses", "dataclass") in v]
+                if fn is None or not bound:
+                    continue
+                for call in fn.calls:
+                    head_name = call.func[0] if call.func else ""
+                    if call.func is not None and len(call.func) == 1 and (head_name in bound or (
+                            head_name not in fn.param_names and head_name not in fn.assigns
+                            and not self.index.resolve(sym.path, head_name))):
+                        return True
         return False
 
-    def left_unset(self, spec: Obj, fields: set[str]) -> set[str]:
-        """Of ``fields`` (unset: None in ``spec``), those the first validation method leaves None on
-        every path, run over the config as constructed (every literal field default of the class
-        for a field not given); a run that raises, is cut or leaves one undecided keeps it out."""
+    def left_unset(self, spec: Obj, fields: set[str], upto: str, given_method: Value,
+                   hit: Callable[[str], None] | None = None) -> set[str]:
+        """Of ``fields`` (unset: None in ``spec``), those the validation methods run before ``upto``
+        leave None on every path, run in order over the config as constructed: the method as
+        given, and every literal field default of the class for a field not given. A method
+        whose statements the facts do not keep, a run that raises or is cut, keeps them out."""
         cls = spec.cls
-        found = next((m for m in (self.index.method(cls, n) for n in self.config.validation_methods) if m), None) \
-            if cls is not None else None
-        if found is None or not fields:
+        if cls is None or not fields:
             return set()
-        owner, fn = found
         built = copy.deepcopy(spec)
-        for c in self.index.mro(owner):
+        built.fields[self.roles["method"]] = given_method
+        for c in self.index.mro(cls):
             cf = self.index.class_fact(c)
             for name, e in (cf.field_defaults.items() if cf is not None else ()):
                 if e.has_literal and name not in built.fields:
                     built.fields[name] = e.literal
-        ev = self.evaluator()
-        p = ev.run_joined((owner[0], f"{owner[1]}.{fn.name}"), fn, {"self": built})
-        if p.raised or ev.notes:
-            return set()
+        ev = self.evaluator(hit)  # (the caller's count of cuts, replayed with its memo)
+        for name in self.config.validation_methods:
+            if name == upto:
+                break
+            found = self.index.method(cls, name)
+            if found is None:
+                continue
+            owner, fn = found
+            if not fn.body:
+                return set()
+            p = ev.run_joined((owner[0], f"{owner[1]}.{name}"), fn, {"self": built})
+            if p.raised or ev.notes:
+                return set()
         return {f for f in fields if f in built.fields and built.fields[f] is None}
 
     def validated_method(self, setting: Setting, spec: Obj) -> tuple[Value, list[Decision]]:
@@ -114,21 +137,28 @@ class SpecFields(DispatchPart):
         cls = spec.cls
         if cls is None or not isinstance(given, str):
             return given, []
-        try:
-            memo_key: Any = (cls, given, setting.k, setting.options)
-            hash(memo_key)
-        except TypeError:
-            memo_key = None
+        # What the prefix reads is the whole given config (the draft's fields included).
+        shape = structural_key(spec)
+        memo_key: Any = (cls, given, shape) if shape is not None else None
         held = len(self.index.facts)
         hit = self._method_memo.get(memo_key) if memo_key is not None else None
         if hit is not None and hit[0] == held:
+            for name in hit[3]:  # the cuts the run made count again, as a run would count them
+                self.limits.hit(name)
             return hit[1], list(hit[2])
-        out = self._validated_method(cls, spec, role, given)
-        if memo_key is not None:
-            self._method_memo[memo_key] = (held, out[0], tuple(out[1]))
+        cuts: list[str] = []
+
+        def count(name: str) -> None:
+            cuts.append(name)
+            self.limits.hit(name)
+
+        out = self._validated_method(cls, spec, role, given, count)
+        if memo_key is not None and len(self.index.facts) == held:
+            self._method_memo[memo_key] = (held, out[0], tuple(out[1]), tuple(cuts))
         return out
 
-    def _validated_method(self, cls: ClassKey, spec: Obj, role: str, given: str) -> tuple[Value, list[Decision]]:
+    def _validated_method(self, cls: ClassKey, spec: Obj, role: str, given: str,
+                          hit: Callable[[str], None]) -> tuple[Value, list[Decision]]:
         value: Value = given
         found = next((m for m in (self.index.method(cls, n) for n in self.config.validation_methods) if m), None)
         if found is None:
@@ -136,7 +166,7 @@ class SpecFields(DispatchPart):
         owner, fn = found
         key = (owner[0], f"{owner[1]}.{fn.name}")
         decisions: list[Decision] = []
-        ev = self.evaluator()
+        ev = self.evaluator(hit)
         for i, stmt in enumerate(fn.body):
             if not _writes_self(stmt, role):
                 continue
@@ -147,7 +177,7 @@ class SpecFields(DispatchPart):
             if p.raised or ev.notes or not isinstance(now, str):
                 break
             if now != value:
-                decisions = [d for d in p.decisions if d.line >= stmt.line and d.value is not None]
+                decisions = [d for d in p.decisions if d.path == key[0] and d.line >= stmt.line and d.value is not None]
                 value = now
         return value, decisions
 
@@ -173,16 +203,41 @@ class SpecFields(DispatchPart):
 
 
 def _writes_self(stmt: Stmt, attr: str) -> bool:
-    """``stmt`` (or a statement under it) may assign ``self.<attr>``."""
+    """``stmt`` (or a statement under it) may assign ``self.<attr>``: by name, or through a call
+    it makes on ``self`` or hands ``self`` to (a helper, ``setattr``, ``object.__setattr__``)."""
     for sub in walk([stmt]):
         targets = sub.targets if isinstance(sub, SAssign) else sub.writes if isinstance(sub, SOpaque) else ()
         if any(isinstance(t, PAttr) and t.attr == attr and isinstance(t.value, PName) and t.value.id == "self"
                for t in targets):
+            return True
+        if isinstance(sub, SOpaque) and any(isinstance(m, PName) and m.id == "self" for m in sub.mutated):
+            return True
+        for e in (x for root in stmt_exprs(sub) for x in expr_nodes(root)):
+            if isinstance(e, PCall) and (_on_self(e.func) or any(isinstance(a, PName) and a.id == "self" for a in e.args)):
+                return True
+    return False
+
+
+def _on_self(f: object) -> bool:
+    while isinstance(f, PAttr):
+        f = f.value
+    return isinstance(f, PName) and f.id == "self"
+
+
+def _validated(name: str, decorators: list[str]) -> bool:
+    """A ``field_validator`` of the class may see the field first: one naming it, ``"*"``, or names
+    that are not all literals."""
+    for d in decorators:
+        if not d.startswith("field_validator("):
+            continue
+        inner = d[len("field_validator("):].split("mode=")[0]
+        names = [x for x in inner.rstrip(",)").split(",") if x]
+        if any(x in (f"'{name}'", "'*'") or not (x.startswith("'") and x.endswith("'")) for x in names):
             return True
     return False
 
 
 def _expected(args: tuple[Value, ...]) -> str:
     """The values as pydantic lists them: ``'a', 'b' or 'c'``."""
-    shown = [repr(a) for a in args]
+    shown = [repr(a) for a in args] or ["nothing"]
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"

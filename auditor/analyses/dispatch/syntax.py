@@ -60,6 +60,10 @@ def literal_alias_args(index: Index, path: str, name: str, hops: int = 0) -> tup
     if facts is None or hops > 8:
         return None
     alias = facts.literal_aliases.get(name)
+    if alias is None and name in facts.module_assigns:
+        return None  # the module binds the name to something else (``M = M | None``)
+    if alias is not None and name in index.imports_of(path):
+        return None  # bound both by an import and an assignment: which holds is not read
     if alias is None:
         found = [(index.path_of_module.get(m), a) for m, a in index.imports_of(path).get(name, [])]
         if len(found) != 1 or found[0][0] is None or found[0][1] is None:

@@ -103,7 +103,8 @@ def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: t
         if isinstance(v, (list, tuple, frozenset)) and not any(isinstance(x, (Unknown, Obj, list, dict)) for x in v):
             return frozenset(v)
         return v if isinstance(v, Unknown) else Unknown(e.text)
-    if name == "get_args" and len(args) == 1 and isinstance(args[0], PName) and not e.keywords:
+    if name == "get_args" and len(args) == 1 and isinstance(args[0], PName) and args[0].id not in p.env \
+            and not e.keywords:
         # ``typing.get_args(Alias)`` of a module's ``Alias = Literal[...]``: the values it admits.
         values = ev.world.literal_args(key[0], name, args[0].id)
         if values is not None:
