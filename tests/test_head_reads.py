@@ -106,6 +106,12 @@ def test_the_assert_before_the_use_is_the_raise(tmp_path):
     assert r.message == "assert self.masked is not None"
 
 
+def test_the_asserts_message_is_in_the_raise(tmp_path):
+    body = _ASSERT.replace("assert self.masked is not None", 'assert self.masked is not None, "needs the mask"')
+    on, = _plans(tmp_path, [_deep(use_local_argmax_reduction=True)], body=body)
+    assert on.step_raise is not None and on.step_raise.message == "assert self.masked is not None, 'needs the mask'"
+
+
 def test_a_conditional_value_and_a_guarded_reassignment_are_decided(tmp_path):
     store = "        self.masked = Embedder() if getattr(config, 'use_ordered', False) else None\n"
     on, ordered = _plans(tmp_path / "a", [_deep(use_local_argmax_reduction=True),

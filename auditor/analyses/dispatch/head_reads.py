@@ -44,6 +44,7 @@ from ..partial_eval import Evaluator, Obj, Path, Unknown, expr_text
 from .constructors import constructor_env, constructor_path
 from .draft_calls import any_arm
 from .forward_reads import _unknown
+from .outcomes import assert_text
 from .part import DispatchPart
 from .syntax import expr_nodes
 
@@ -115,7 +116,7 @@ class HeadReads(DispatchPart):
             attr = _none_test(c.test)
             later = [x for x in fn.calls if x.line >= c.line]
             if attr is not None and plain and not any(x.skippable for x in later):
-                out.append(NoneUse(key[0], c.line, key[1], attr, None, _assert_text(c.test)))
+                out.append(NoneUse(key[0], c.line, key[1], attr, None, assert_text(c)))
         seen: set[tuple[int, int]] = set()
         sites: list[AttrReadFact | CallFact] = [*fn.attr_reads, *fn.calls]
         for site in sorted(sites, key=lambda s: (s.line, s.col)):
@@ -201,10 +202,6 @@ def _none_test(test: PExpr) -> str | None:
     if isinstance(test, PAttr) and isinstance(test.value, PName) and test.value.id == "self":
         return test.attr
     return None
-
-
-def _assert_text(test: PExpr) -> str:
-    return f"assert {expr_text(test)}"
 
 
 __all__ = ["HeadReads", "NoneUse"]

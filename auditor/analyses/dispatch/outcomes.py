@@ -209,7 +209,7 @@ class Outcomes(DispatchPart):
             for c in fn.checks:
                 p = constructor_path(ev, key, fn, copy.deepcopy(env), c.test, c.line)
                 if truth(ev.eval(c.test, p, key)) is False:
-                    out.append(Rejection(key[0], c.line, key[1], _assert_text(c), "build"))
+                    out.append(Rejection(key[0], c.line, key[1], assert_text(c), "build"))
         return out
 
     def step_raise(self, functions: list[FuncKey], k: int, value_at: list[int | None]) -> StepRaise | None:
@@ -230,7 +230,7 @@ class Outcomes(DispatchPart):
                     env: dict[str, Value] = {prm: v for prm in self.params}
                     p = self._env(ev, key, fn, env, (c.test,))
                     if truth(ev.eval(c.test, p, key)) is False:
-                        return StepRaise(i, key[0], c.line, key[1], _assert_text(c))
+                        return StepRaise(i, key[0], c.line, key[1], assert_text(c))
         return None
 
     def loop_step_raise(self, loop: FuncKey, model: ClassKey, k: int) -> StepRaise | None:
@@ -274,7 +274,8 @@ class Outcomes(DispatchPart):
         return min(found, key=lambda r: (r.step, r.path, r.line)) if found else None
 
 
-def _assert_text(c: CheckFact) -> str:
+def assert_text(c: CheckFact) -> str:
+    """An assert as Python reports it: its test and its message."""
     test = expr_text(c.test)
     return f"assert {test}" + (f", {c.message!r}" if c.message else "")
 
