@@ -151,9 +151,8 @@ class HookedConfig(DeepConfig):
 '''
 
 
-def test_a_class_that_hooks_attribute_reads_leaves_what_the_file_lacks_unknown(tmp_path):
-    # HookedConfig answers reads from its text_config: a field the file lacks at the top level
-    # is whatever the hook returns, never the "absent" default a getattr would take.
+def _hooked_tree(tmp_path):
+    """:func:`_tree` whose registry loads ``deep`` into HookedConfig."""
     files_root = _tree(tmp_path)
     classes = files_root / "vllm/transformers_utils/configs/deep.py"
     classes.write_text(classes.read_text() + _HOOKED)
@@ -163,6 +162,13 @@ def test_a_class_that_hooks_attribute_reads_leaves_what_the_file_lacks_unknown(t
     package.write_text(package.read_text().replace(
         '"DeepConfig": "vllm.transformers_utils.configs.deep",',
         '"DeepConfig": "vllm.transformers_utils.configs.deep",\n    "HookedConfig": "vllm.transformers_utils.configs.deep",'))
+    return files_root
+
+
+def test_a_class_that_hooks_attribute_reads_leaves_what_the_file_lacks_unknown(tmp_path):
+    # HookedConfig answers reads from its text_config: a field the file lacks at the top level
+    # is whatever the hook returns, never the "absent" default a getattr would take.
+    files_root = _hooked_tree(tmp_path)
     target = json.dumps({"architectures": ["DeepForCausalLM"], "model_type": "deep",
                          "text_config": {"num_nextn_predict_layers": 3}})
     (plan,) = planned_scan(files_root, [Setting("v2", 3, target_config=target)])[1]
@@ -173,15 +179,7 @@ def test_a_class_that_hooks_attribute_reads_leaves_what_the_file_lacks_unknown(t
 
 
 def test_a_getattribute_hook_leaves_a_field_given_differently_in_a_sub_config_unknown(tmp_path):
-    files_root = _tree(tmp_path)
-    classes = files_root / "vllm/transformers_utils/configs/deep.py"
-    classes.write_text(classes.read_text() + _HOOKED)
-    registry = files_root / "vllm/transformers_utils/config.py"
-    registry.write_text(registry.read_text().replace('deep="DeepConfig",', 'deep="HookedConfig",'))
-    package = files_root / "vllm/transformers_utils/configs/__init__.py"
-    package.write_text(package.read_text().replace(
-        '"DeepConfig": "vllm.transformers_utils.configs.deep",',
-        '"DeepConfig": "vllm.transformers_utils.configs.deep",\n    "HookedConfig": "vllm.transformers_utils.configs.deep",'))
+    files_root = _hooked_tree(tmp_path)
     differ = json.dumps({"architectures": ["DeepForCausalLM"], "model_type": "deep", "num_nextn_predict_layers": 1,
                          "text_config": {"num_nextn_predict_layers": 3}})
     same = json.dumps({"architectures": ["DeepForCausalLM"], "model_type": "deep", "num_nextn_predict_layers": 3,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from scan_helpers import write_tree
 from test_layers import planned_scan
+import trees
 from trees import gate_tree
 
 from auditor.analyses.dispatch import Setting
@@ -48,31 +49,9 @@ class DeepMTP(nn.Module):
         return self.model.compute_logits(h)
 '''
 
-_SPECULATORS = '''
-from vllm.loader import get_model
-
-
-class MultiModuleSpeculator:
-    def __init__(self, vllm_config):
-        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
-
-    def load_model(self):
-        self.model = get_model(self.vllm_config)
-
-    def propose(self, x):
-        for step in range(self.num_speculative_steps):
-            x = self.model(x, spec_step_idx=step)
-            x = self.model.compute_logits(x)
-        return x
-
-
-class EagleStyleSpeculator(MultiModuleSpeculator):
-    def propose(self, x):
-        for step in range(self.num_speculative_steps):
-            x = self.model(x)
-            x = self.model.compute_logits(x)
-        return x
-'''
+# The tree's speculators, each step also computing its logits (without the step).
+_SPECULATORS = trees._SPECULATORS.replace("spec_step_idx=step)\n", "spec_step_idx=step)\n            x = self.model.compute_logits(x)\n") \
+    .replace("x = self.model(x)\n", "x = self.model(x)\n            x = self.model.compute_logits(x)\n")
 
 
 def _plans(tmp_path, n: int):
