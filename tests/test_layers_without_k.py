@@ -60,7 +60,7 @@ def test_k_left_out_with_no_model_stays_unset_through_the_earlier_method_and_a_g
 def test_k_left_out_with_a_model_named_is_unknown(tmp_path):
     plan, = _plans(tmp_path, Setting("v2", None, target_config=TARGET, options=(("model", "some/checkpoint"),)))
     assert plan.outcome == "unknown" and plan.steps == () and not plan.rejections
-    assert any("num_speculative_tokens is not given" in n for n in plan.notes)
+    assert any("num_speculative_tokens not given" in n for n in plan.notes)
 
 
 _THROUGH_HELPER = '''
@@ -86,3 +86,33 @@ def test_a_k_a_helper_sets_before_a_check_that_reads_it_through_a_local_is_not_j
         "    def use_multi_module_mtp(self):", _THROUGH_HELPER.strip("\n") + "\n\n    def use_multi_module_mtp(self):")
     (plan,) = planned_scan(write_tree(tmp_path, files), [Setting("v2", None, target_config=TARGET)])[1]
     assert plan.outcome == "unknown" and not plan.rejections
+
+
+_NO_METHOD = '''
+    method: str | None = None
+    model: str | None = None
+    num_speculative_tokens: int | None = None
+
+    def __post_init__(self):
+        if self.method is None:
+            self.method = "draft_model"
+        if self.model is None and self.num_speculative_tokens is not None:
+            if self.method == "mtp":
+                self.model = "<target>"
+            else:
+                raise ValueError("num_speculative_tokens was provided but without speculative model.")
+'''
+
+
+def test_a_method_left_out_is_the_classs_default_and_its_construction_raise_rejects(tmp_path):
+    files = gate_tree()
+    files["vllm/config/speculative.py"] = files["vllm/config/speculative.py"].replace(
+        "    def use_multi_module_mtp(self):", _NO_METHOD.strip("\n") + "\n\n    def use_multi_module_mtp(self):")
+    root = write_tree(tmp_path, files)
+    left_out, given = planned_scan(root, [Setting("v2", 3, None, target_config=TARGET),
+                                          Setting("v2", 3, "mtp", target_config=TARGET)])[1]
+    (r,) = left_out.rejections
+    assert left_out.outcome == "rejected" and left_out.steps == ()
+    assert (r.function, r.message) == ("SpeculativeConfig.__post_init__",
+                                       "ValueError(\"num_speculative_tokens was provided but without speculative model.\")")
+    assert given.outcome == "plan" and [s.forward_layer for s in given.steps] == [0, 1, 0]  # 2 layers

@@ -44,7 +44,7 @@ def layers_command(
     all_: AllOpt = False,
     layers: LayerCountOpt = 3,
     runner: RunnerOpt = None,
-    method: MethodOpt = "mtp",
+    method: MethodOpt = None,
     set_: SetOpt = None,
     platform: PlatformOpt = "cuda",
     format: LayersFormatOpt = LayersFormat.text,

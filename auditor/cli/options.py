@@ -134,7 +134,8 @@ LayerCountOpt = Annotated[int, typer.Option("--layers", min=1, max=64, help="Wit
 RunnerOpt = Annotated[
     Optional[str], typer.Option("--runner", metavar=_choices(RUNNERS), help=f"{' or '.join(RUNNERS)} (default: both).")
 ]
-MethodOpt = Annotated[str, typer.Option("--method", help="speculative method.")]
+MethodOpt = Annotated[Optional[str], typer.Option(
+    "--method", help="speculative method (default: mtp; with --speculative-config, the method it gives).")]
 SpecConfigOpt = Annotated[Optional[str], typer.Option(
     "--speculative-config", metavar="JSON",
     help="The speculative config exactly as `vllm serve --speculative-config` takes it (JSON text, @file or a file path): "

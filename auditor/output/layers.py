@@ -93,7 +93,7 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"{tree_label} · runner {s.runner} · method {s.method} · K={_k(s.k)} · {plan.architecture or '?'} · platform {s.platform}")
+        out.append(f"{tree_label} · runner {s.runner} · method {_given(s.method)} · K={_given(s.k)} · {plan.architecture or '?'} · platform {s.platform}")
         if plan.proposer is None:
             out.append("  drafter:     none built for this configuration")
         else:
@@ -155,7 +155,7 @@ def render_markdown(plans: list[Plan], tree_label: str) -> str:
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={_k(s.k)}, method {s.method}, platform {s.platform}")
+        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={_given(s.k)}, method {_given(s.method)}, platform {s.platform}")
         out.append("")
         drafter = f"`{plan.proposer[1]}` (`{plan.proposer[0]}`)" if plan.proposer else "none"
         out.append(f"- drafter: {drafter}")
@@ -296,5 +296,5 @@ def render_matrix(plans: list[Plan], fmt: str, tree_label: str, k: int, layers: 
     return "\n".join(out) + "\n"
 
 
-def _k(k: int | None) -> str:
-    return "(not given)" if k is None else str(k)
+def _given(v: int | str | None) -> str:
+    return "(not given)" if v is None else str(v)

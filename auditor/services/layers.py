@@ -105,7 +105,7 @@ def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: An
     return [cite(dispatch.plan(s), findings) for s in settings]
 
 
-def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str = "mtp",
+def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str | None = "mtp",
                     platform: str = "cuda", fields: tuple[tuple[str, Any], ...] = ()) -> list[Setting]:
     """``--all``: every registered MTP architecture x runner, each given ``layers`` on its
     own layer-count field."""
@@ -195,7 +195,7 @@ def check_choice(option: str, value: str, choices: Sequence[str], command: str) 
 @cyclic_gc_paused  # the scan's heap lives on while the plans are made and rendered
 def layers_document(
     path: Optional[Path], installed: bool, release: Optional[str], arch: Optional[str], hf_config: Optional[Path],
-    k: Optional[int], all_: bool, layers: int, runner: Optional[str], method: str, set_: Optional[list[str]],
+    k: Optional[int], all_: bool, layers: int, runner: Optional[str], method: Optional[str], set_: Optional[list[str]],
     platform: str, fmt: str, cache_dir: Optional[Path], no_cache: bool, config: Optional[Path],
     plugin: Optional[list[Path]], plugin_release: Optional[list[str]],
     speculative_config: Optional[str] = None, engine_mode: str = "both", progress: "Optional[Progress]" = None,
@@ -224,8 +224,14 @@ def layers_document(
         if spec.k is not None and k is not None and spec.k != k:
             raise UsageError(f"--k {k} and --speculative-config num_speculative_tokens {spec.k} disagree: give one")
         k = spec.k if spec.k is not None else k
-        method = spec.method or method
+        if spec.method is not None and method is not None and spec.method != method:
+            raise UsageError(f"--method {method} and --speculative-config method {spec.method} disagree: give one")
+        # A speculative config without a method is asked with none, as vLLM is given it (its own
+        # default decides: "draft_model", unless the model names another).
+        method = spec.method if spec.method is not None else method
         options = spec.options
+    elif method is None:
+        method = "mtp"
     if k is None and speculative_config is None:
         raise UsageError("give --k K (num_speculative_tokens), or --speculative-config as vllm serve takes it")
     # A --speculative-config without num_speculative_tokens is asked as vLLM is given it: no K.

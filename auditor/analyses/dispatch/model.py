@@ -26,7 +26,7 @@ class Setting:
 
     runner: str
     k: int | None  # num_speculative_tokens; None: not given (``--speculative-config`` without it)
-    method: str = "mtp"
+    method: str | None = "mtp"  # None: not given (``--speculative-config`` without it: vLLM's default decides)
     platform: str = "cuda"
     architecture: str | None = None  # a registered draft architecture (--arch)
     fields: tuple[tuple[str, Any], ...] = ()  # draft hf-config fields (--set)

@@ -23,7 +23,7 @@ from .route_values import RouteLeg
 
 class Planner(DispatchPart):
     def plan(self, setting: Setting) -> Plan:
-        if setting.k is None:
+        if setting.k is None or setting.method is None:
             return self._without_k(setting)
         hf, override_decisions, notes, _ = self.provider.factory_runs.draft_config(setting)
         assert hf is not None
@@ -81,9 +81,10 @@ class Planner(DispatchPart):
         return self._outcome(plan, hf)
 
     def _without_k(self, setting: Setting) -> Plan:
-        """A speculative config given no ``num_speculative_tokens``: what its construction and
-        validation do with none (vLLM rejects some such configurations; where it does not, the K
-        it then uses is not derived, so no step is planned and the outcome is unknown)."""
+        """A speculative config given no ``num_speculative_tokens`` or no method: what its
+        construction and validation do without (vLLM rejects some such configurations; where it
+        does not, the K or the method it then uses is not derived, so no step is planned and the
+        outcome is unknown)."""
         hf, override_decisions, notes, rejections = self.provider.factory_runs.draft_config(setting)
         assert hf is not None
         archs = hf.fields.get(self.config.override_field[0])
@@ -96,15 +97,19 @@ class Planner(DispatchPart):
             roles[self.roles.get("model", "model_config")] = draft
         checked, undecided = self.provider.outcomes.rejections(spec, Obj(self.roles["root"], roles=roles), hf, None,
                                                                setting.method)
-        found = [*self.provider.spec_fields.type_rejections(setting), *rejections, *checked]
+        # Nothing else to go on: the construction itself, run over the config (every path raising).
+        built = self.provider.spec_fields.construction_raise(spec, setting.method)
+        found = [*self.provider.spec_fields.type_rejections(setting), *rejections, *([built] if built else []), *checked]
         decisions = tuple(DecisionRow.of(d) for d in override_decisions)
         plan = Plan(setting, arch, None, None, None, model, None, None, (), decisions, (), tuple(notes))
         if found:
             return replace(plan, outcome="rejected", rejections=tuple(found))
         if undecided:
             notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
-        notes.append(f"{self.roles['k']} is not given: the K vLLM then uses is not derived "
-                     "(give num_speculative_tokens for a per-step plan)")
+        missing = [what for what, given in ((self.roles["k"], setting.k), (self.roles["method"], setting.method))
+                   if given is None]
+        notes.append(f"{' and '.join(missing)} not given: what vLLM then uses is not derived "
+                     "(give them for a per-step plan)")
         return replace(plan, outcome="unknown", notes=tuple(notes))
 
     def _outcome(self, plan: Plan, hf: Obj) -> Plan:

@@ -91,6 +91,34 @@ class SpecFields(DispatchPart):
                         return True
         return False
 
+    def constructed(self, spec: Obj, given_method: Value) -> Obj:
+        """A copy of ``spec`` as the class's construction starts from it: the method as given, and
+        every literal field default of the class (its MRO) for a field not given."""
+        built = copy.deepcopy(spec)
+        built.fields[self.roles["method"]] = given_method
+        for c in self.index.mro(spec.cls) if spec.cls is not None else ():
+            cf = self.index.class_fact(c)
+            for name, e in (cf.field_defaults.items() if cf is not None else ()):
+                if e.has_literal and name not in built.fields:
+                    built.fields[name] = e.literal
+        return built
+
+    def construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
+        """The raise of the first validation method when every path through it raises for this
+        config (run over the config as constructed; a cut path is no raise), as vLLM fails
+        building it."""
+        found = next((m for m in (self.index.method(spec.cls, n) for n in self.config.validation_methods) if m), None) \
+            if spec.cls is not None else None
+        if found is None or not found[1].body:
+            return None
+        owner, fn = found
+        key = (owner[0], f"{owner[1]}.{fn.name}")
+        ev = self.evaluator()
+        p = ev.run_joined(key, fn, {"self": self.constructed(spec, given_method)})
+        if p.raised is None or p.raised_at is None or ev.notes:  # (a cut may hide a path that does not raise)
+            return None
+        return Rejection(key[0], p.raised_at, key[1], p.raised.removeprefix("raise "), "validation")
+
     def left_unset(self, spec: Obj, fields: set[str], upto: str, given_method: Value,
                    hit: Callable[[str], None] | None = None) -> set[str]:
         """Of ``fields`` (unset: None in ``spec``), those the validation methods run before ``upto``
@@ -100,13 +128,7 @@ class SpecFields(DispatchPart):
         cls = spec.cls
         if cls is None or not fields:
             return set()
-        built = copy.deepcopy(spec)
-        built.fields[self.roles["method"]] = given_method
-        for c in self.index.mro(cls):
-            cf = self.index.class_fact(c)
-            for name, e in (cf.field_defaults.items() if cf is not None else ()):
-                if e.has_literal and name not in built.fields:
-                    built.fields[name] = e.literal
+        built = self.constructed(spec, given_method)
         ev = self.evaluator(hit)  # (the caller's count of cuts, replayed with its memo)
         for name in self.config.validation_methods:
             if name == upto:
@@ -135,7 +157,7 @@ class SpecFields(DispatchPart):
         role = self.roles["method"]
         given = setting.method
         cls = spec.cls
-        if cls is None or not isinstance(given, str):
+        if cls is None or not (given is None or isinstance(given, str)):
             return given, []
         # What the prefix reads is the whole given config (the draft's fields included).
         shape = structural_key(spec)
@@ -157,7 +179,7 @@ class SpecFields(DispatchPart):
             self._method_memo[memo_key] = (held, out[0], tuple(out[1]), tuple(cuts))
         return out
 
-    def _validated_method(self, cls: ClassKey, spec: Obj, role: str, given: str,
+    def _validated_method(self, cls: ClassKey, spec: Obj, role: str, given: str | None,
                           hit: Callable[[str], None]) -> tuple[Value, list[Decision]]:
         value: Value = given
         found = next((m for m in (self.index.method(cls, n) for n in self.config.validation_methods) if m), None)
@@ -170,8 +192,7 @@ class SpecFields(DispatchPart):
         for i, stmt in enumerate(fn.body):
             if not _writes_self(stmt, role):
                 continue
-            ran = copy.deepcopy(spec)
-            ran.fields[role] = given
+            ran = self.constructed(spec, given)
             p = ev.run_joined(key, msgspec.structs.replace(fn, body=fn.body[: i + 1]), {"self": ran})
             now = ran.fields.get(role)
             if p.raised or ev.notes or not isinstance(now, str):
