@@ -67,7 +67,8 @@ _MISSING.update({
                                            "the reader counts the container's entries ([0, 1])"),
 })
 
-# The sixth reader (heldout_cases_s12.json): 33/40 at the start of session 12, 35/40 after it.
+# The sixth reader (heldout_cases_s12.json): 33/40 at the start of session 12, 34/40 after it, 35/40 after
+# session 13 (a layer count a helper computes evaluated: Inkling).
 _STARTUP_WORD = ("disputed, the vocabulary: a raise in the start-up profile run is `rejected` at start-up "
                  "(docs/layers.md), the reader writes `raises` while its evidence says the engine fails before serving")
 _MISSING.update({
@@ -86,9 +87,6 @@ _MISSING.update({
     "v028-v2-gemma4-draft-4layers-k2-localargmax-noordered": _STARTUP_WORD,
     "v027-v1-nemotronh-target-1layers-k3": ("disputed, the unit counted (as v032-v1-nemotronh-target-1layer-k2): the "
                                             "reader lists the container's sub-layers, the tool counts MTP layers"),
-    "v030-v2-inkling-target-2layers-k4": ("the layer count a helper computes (self.num_mtp_layers = "
-                                          "_select_mtp_depth_count(n_predict, num_spec): min(n, K)) is not evaluated: "
-                                          "unknown, so steps above 0 name no layer (sound, not derived)"),
 })
 
 # The seventh reader (heldout_cases_s13.json): 14/27 at the start of session 13, 21/27 after it.

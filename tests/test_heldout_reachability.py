@@ -55,12 +55,6 @@ for _id in ("0.23.0-v1-ErnieMTP-EagleProposer-SpecDecodeBaseProposer.propose",
             "0.28.0-v2-ErnieMTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"):
     _MISSING[_id] = _ERNIE_WEIGHTS
 
-# Sound, not derived: InklingMultiTokenPredictor sizes its layers by what a helper returns
-# (self.num_mtp_layers = _select_mtp_depth_count(n_predict, num_spec), min(n, K)); the helper is
-# not evaluated, so the count is unknown and the steps above 0 name no layer (the reader: 0, 1, 2).
-_MISSING["0.28.0-v2-InklingMTP-MultiModuleMTPSpeculator-MultiModuleMTPSpeculator._generate_drafts"] = (
-    "the layer count a helper computes (min(n, K)) is not evaluated: unknown, steps above 0 name no layer")
-
 # Disputed, the vocabulary: step 1's assert (mimo_mtp.py) fires in the V2 start-up profile run
 # (profile_run -> _dummy_run(is_profile=True) -> propose, whose dispatch gives an eager descriptor), so
 # vLLM fails before serving: `layers` says `rejected` at start-up, the reader `raises at step 1`.

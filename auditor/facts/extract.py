@@ -35,6 +35,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     LiteralAlias as LiteralAlias,
     literal_alias as _literal_alias,
     str_table as _str_table,
+    call_fields as call_fields,
     str_pair_table as _str_pair_table,
     TableEntry as TableEntry,
     FieldType as FieldType,
@@ -85,7 +86,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     literal_entries,
 )
 
-FACTS_VERSION = 26  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 27  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -579,6 +580,7 @@ class _FunctionExtractor(_SkippableVisits):
         self.src = src
         self.calls: list[CallFact] = []
         self.assigns: dict[str, list[ExprFact]] = {}
+        self._local_nodes: dict[str, list[ast.AST]] = {}  # the values locals are assigned, as written
         self.dicts: dict[str, list[DictEntry]] = {}
         self.subscripts: list[SubscriptFact] = []
         self.attr_assigns: list[AttrAssignFact] = []
@@ -642,6 +644,7 @@ class _FunctionExtractor(_SkippableVisits):
             if value is not None:
                 for alt in _alternatives(value):
                     values.append(_expr(alt, self.src))
+                    self._local_nodes.setdefault(target.id, []).append(alt)
                     self._maybe_dict(target.id, alt)
         elif isinstance(target, (ast.Tuple, ast.List)):
             flat = not any(isinstance(elt, ast.Starred) for elt in target.elts)
@@ -657,7 +660,7 @@ class _FunctionExtractor(_SkippableVisits):
                 choice = pexpr(value, self.src) if isinstance(value, ast.IfExp) else None
                 for alt in _alternatives(value):
                     entries, keys = literal_entries(alt)
-                    self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, _config_fields(alt)), line,
+                    self.attr_assigns.append(AttrAssignFact(ch, _expr(alt, self.src, tuple(sorted({*_config_fields(alt), *call_fields(alt, self._local_nodes)}))), line,
                                                             bool(self._branch_stack or self._loop_stack),
                                                             _element_calls(alt), tuple(self._branch_stack),
                                                             tuple(self._loop_stack), self._skippable > 0, choice,

@@ -614,3 +614,53 @@ def union_names(node: ast.AST) -> tuple[str, ...] | None:
             out += got
         return out + (("None",) if node.value.id == "Optional" else ())
     return None
+
+
+def function_statements(text: str, qualname: str) -> tuple[Stmt, ...] | None:
+    """The statement tree of the function ``qualname`` (``f`` or ``Cls.m``, at module level) in
+    the module source ``text``, extracted on demand for one the facts keep no tree of (parsed,
+    never run); None: no such function, or a source that does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    scope: list[ast.stmt] = tree.body
+    *owners, name = qualname.split(".")
+    for owner in owners:
+        cls = next((n for n in scope if isinstance(n, ast.ClassDef) and n.name == owner), None)
+        if cls is None:
+            return None
+        scope = cls.body
+    fn = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
+    return stmt_tree(fn.body, _Source(text)) if fn is not None else None
+
+
+def call_fields(value: ast.AST, local_nodes: dict[str, list[ast.AST]]) -> tuple[str, ...]:
+    """For an attribute's value that is a call, the fields of a config the locals it hands the
+    call read (``n = config.f`` then ``self.n = helper(n, k)``: ``f``; ``local_nodes``: the values
+    assigned to each local before; a local holding a config itself, ``config = x.hf_config``,
+    adds nothing)."""
+    if not isinstance(value, ast.Call):
+        return ()
+    out: list[str] = []
+    for arg in [*value.args, *(kw.value for kw in value.keywords)]:
+        if isinstance(arg, ast.Name):
+            for node in local_nodes.get(arg.id, ()):
+                out += _field_of_config(node)
+    return tuple(out)
+
+
+def _field_of_config(node: ast.AST) -> tuple[str, ...]:
+    """``<...config>.f`` or ``getattr(<...config>, "f", d)``: ``f``, when ``f`` names no config
+    itself; else nothing."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2:
+        owner, name = node.args[0], node.args[1]
+        field = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
+    elif isinstance(node, ast.Attribute):
+        owner, field = node.value, node.attr
+    else:
+        return ()
+    held = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+    if field is None or "config" in field or "config" not in held or field.startswith("_"):
+        return ()
+    return (field,)

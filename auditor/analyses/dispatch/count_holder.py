@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from ...facts.extract import FunctionFact
 from ...facts.statements import PAttr, PCall, PConst, PExpr, PName
+from ...index.bodies import FunctionBodies
 from ...index.index import ClassKey
-from .constructors import LOCAL_DEPTH
+from ..partial_eval import Evaluator, Obj
+from .constructors import LOCAL_DEPTH, constructor_env, constructor_path
 from .part import DispatchPart
-from .syntax import expr_nodes
+from .syntax import BodiesWorld, expr_nodes
 
 
 def read_chain(fn: FunctionFact, e: PExpr, depth: int = 0) -> tuple[str, ...] | None:
@@ -48,6 +50,8 @@ def read_chain(fn: FunctionFact, e: PExpr, depth: int = 0) -> tuple[str, ...] | 
 
 
 class CountHolder(DispatchPart):
+    _bodies: FunctionBodies | None = None  # the helpers' trees, extracted when a count asks for them
+
     def count_field(self, model: ClassKey, fields: list[str]) -> str | None:
         """Of the config fields that size ``model``'s layer containers, the one a size
         attribute's definition reads (``self.num_mtp_layers = text_config.num_hidden_layers``:
@@ -88,12 +92,16 @@ class CountHolder(DispatchPart):
         return None
 
 
-    def sized(self, model: ClassKey, count_field: str, n: int) -> tuple[int | None, str | None]:
+    def sized(self, model: ClassKey, count_field: str, n: int, root: Obj | None = None,
+              hf: Obj | None = None) -> tuple[int | None, str | None]:
         """The layer count ``model`` builds when ``count_field`` holds ``n``: ``n`` when every
         definition of a size attribute of its layer containers that reads the field is a plain
         read of it (``self.n = config.f``, ``getattr(config, "f", d)``, through locals), the
-        value of ``min``/``max`` of such a read and int literals; else None, with the
-        definition (``self.n = helper(config.f, k)``: the count is not the field's value)."""
+        value of ``min``/``max`` of such a read and int literals, or, given the build's
+        configuration (``root``, ``hf``), the int the definition evaluates to there, its locals
+        through their single definitions and a helper it calls run with its statements
+        extracted on demand (``self.n = _select(config.f, spec.num_speculative_tokens)``);
+        else None, with the definition (the count is not the field's value)."""
         out: int | None = n
         for part in sorted(self.registry.model_parts(model)):
             for c in self.types.containers(part):
@@ -108,11 +116,26 @@ class CountHolder(DispatchPart):
                     if v is None or isinstance(v, PConst) or _plain_read(fn, v, count_field):
                         continue
                     bounded = _min_max(fn, v, count_field, n)
+                    if bounded is None and root is not None and count_field in _names_read(fn, v):
+                        bounded = self._evaluated(found[0], fn, a, v, root, hf)
                     if bounded is not None:
                         out = bounded
                     elif count_field in _names_read(fn, v):
                         return None, f"self.{a} in {found[0][1]}.__init__"
         return out, None
+
+
+    def _evaluated(self, owner: ClassKey, fn: FunctionFact, attr: str, v: PExpr, root: Obj, hf: Obj | None) -> int | None:
+        """``self.<attr> = v`` in ``owner``'s constructor, evaluated over the build's configuration:
+        an int, or None (unknown, or a value that is not an int)."""
+        key = (owner[0], f"{owner[1]}.__init__")
+        line = next((a.line for a in fn.attr_assigns if a.target == ("self", attr)), fn.line)
+        if self._bodies is None or self._bodies.index is not self.index:
+            self._bodies = FunctionBodies(self.index)
+        ev = Evaluator(BodiesWorld(self._bodies, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
+        p = constructor_path(ev, key, fn, constructor_env(fn, self.roles, root, hf), v, line)
+        got = ev.eval(v, p, key)
+        return got if type(got) is int and not p.raised else None
 
 
 def _plain_read(fn: FunctionFact, e: PExpr, field: str, depth: int = 0) -> bool:

@@ -54,7 +54,9 @@ class Planner(DispatchPart):
         leg = self.provider.route_values.leg(proposer, model) if model else None
         n, layer_field = self._layer_count(leg, hf) if leg else (None, None)
         if n is not None and model is not None and layer_field:
-            n, computed = self.provider.count_holder.sized(model, layer_field.rpartition(".")[2], n)
+            _, build_root, draft_hf = self._build(setting, hf)
+            n, computed = self.provider.count_holder.sized(model, layer_field.rpartition(".")[2], n, build_root,
+                                                           draft_hf if draft_hf is not None else hf)
             if computed is not None:  # the container is sized by something computed from the field
                 notes.append(f"the layer count is computed from {layer_field} ({computed}), not its value: unknown")
         fixed = fixed_layer_count(self, model) if model else None
@@ -112,21 +114,26 @@ class Planner(DispatchPart):
                      "(give them for a per-step plan)")
         return replace(plan, outcome="unknown", notes=tuple(notes))
 
-    def _outcome(self, plan: Plan, hf: Obj) -> Plan:
-        """The plan, or the configuration's rejection, or the step an assert on the route
-        fails at (:mod:`.outcomes`)."""
-        setting, model = plan.setting, plan.model_class
-        world = copy.deepcopy(self.provider.factory_runs.world(setting, hf))
-        spec = world["speculative"]
+    def _build(self, setting: Setting, hf: Obj) -> tuple[Obj, Obj, Obj | None]:
+        """The configuration the draft model is built with: the speculative config (a copy of the
+        factory runs'), the build's root holding it and the draft's model config, and the draft's
+        hf config."""
+        spec = copy.deepcopy(self.provider.factory_runs.world(setting, hf))["speculative"]
         draft = spec.fields.get(self.roles["draft"])
         # A draft model is named whenever a draft config exists (the target's, for MTP).
         spec.fields.setdefault(self.roles.get("draft_name", "model"), "<draft model>")
         roles = {self.roles["speculative"]: spec}
         if isinstance(draft, Obj):
             roles[self.roles.get("model", "model_config")] = draft  # the draft model is built with the draft's config
-        build_root = Obj(self.roles["root"], roles=roles)
         draft_hf = draft.fields.get(self.roles["hf"]) if isinstance(draft, Obj) else None
-        rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if isinstance(draft_hf, Obj) else hf,
+        return spec, Obj(self.roles["root"], roles=roles), draft_hf if isinstance(draft_hf, Obj) else None
+
+    def _outcome(self, plan: Plan, hf: Obj) -> Plan:
+        """The plan, or the configuration's rejection, or the step an assert on the route
+        fails at (:mod:`.outcomes`)."""
+        setting, model = plan.setting, plan.model_class
+        spec, build_root, draft_hf = self._build(setting, hf)
+        rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if draft_hf is not None else hf,
                                                                   model, setting.method)
         # The override that rewrites the config into the draft config raises for it: that comes first.
         rejections = [*self.provider.factory_runs.draft_config(plan.setting).rejections, *rejections]

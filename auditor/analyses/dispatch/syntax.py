@@ -8,6 +8,7 @@ from typing import Any, Iterable
 import msgspec
 
 from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
+from ...index.bodies import FunctionBodies
 from ...index.index import Index, SymbolKind
 from ..partial_eval import ClassRef, EnumMember, FuncRef, Obj, Unknown, Value, World, module_constant
 
@@ -50,6 +51,20 @@ class TreeWorld(World):
         if not _names(self.index, path, (func,), "typing", "get_args"):
             return None
         return literal_alias_args(self.index, path, alias)
+
+
+class BodiesWorld(TreeWorld):
+    """A :class:`TreeWorld` that gives a callee the facts keep no statement tree of its tree,
+    extracted on demand (:class:`~auditor.index.bodies.FunctionBodies`): for one question about
+    a few calls."""
+
+    def __init__(self, bodies: FunctionBodies, pure_methods: Iterable[str] = (),
+                 sub_config_getters: dict[str, list[str]] | None = None) -> None:
+        super().__init__(bodies.index, pure_methods, sub_config_getters)
+        self.bodies = bodies
+
+    def function(self, key: tuple[str, str]) -> FunctionFact | None:
+        return self.bodies.function(key)
 
 
 def literal_alias_args(index: Index, path: str, name: str, hops: int = 0) -> tuple[Value, ...] | None:
