@@ -182,12 +182,13 @@ def test_a_renaming_that_does_more_than_literal_replaces_claims_nothing(tmp_path
 
 _COUNTED_BY_A_HELPER = '''
 import torch.nn as nn
+from vllm.platforms import depth_limit
 
 
 def _depths(n, k):
     if n <= 0:
         raise ValueError("no depth")
-    return min(n, k)
+    return min(n, k, depth_limit())
 
 
 class DeepMTP(nn.Module):
@@ -202,8 +203,10 @@ class DeepMTP(nn.Module):
 
 
 def test_a_threaded_step_over_an_unknown_layer_count_names_only_step_0s_layer(tmp_path):
-    # The container is sized by what a helper returns: the count is unknown, so step i > 0
-    # runs layer i mod n for an n the analysis cannot tell (never "layer i").
+    # The container is sized by what a helper returns, and the helper calls what the tree does
+    # not hold (depth_limit): the count is unknown, so step i > 0 runs layer i mod n for an n the
+    # analysis cannot tell (never "layer i"). (A helper it can run is evaluated:
+    # tests/test_layers_helper_count.py.)
     files = gate_tree()
     files["vllm/models/deep_mtp.py"] = _COUNTED_BY_A_HELPER
     root = write_tree(tmp_path / "t", files)
