@@ -15,7 +15,7 @@ from test_layers import planned_scan
 from test_partial_eval import _World
 
 from auditor.analyses.dispatch import Setting
-from auditor.analyses.partial_eval import MAX_PATHS, ClassRef, Evaluator, FuncRef, Obj, Unknown, World
+from auditor.analyses.partial_eval import MAX_CALL_DEPTH, MAX_PATHS, ClassRef, Evaluator, FuncRef, Obj, Unknown, World
 from auditor.facts.extract import UNPACK, PCall, PConst, PName, PSubscript, extract
 from trees import gate_tree as _tree
 
@@ -291,8 +291,9 @@ def f(cfg):
 
 
 def test_call_depth_cut_is_noted_and_unknown():
-    chain = "".join(f"def g{i}(cfg):\n    return g{i + 1}(cfg)\n\n" for i in range(6))
-    src = chain + "def g6(cfg):\n    cfg.x = 1\n    return 1\n"
+    deep = MAX_CALL_DEPTH + 2  # a chain of calls longer than the evaluator follows
+    chain = "".join(f"def g{i}(cfg):\n    return g{i + 1}(cfg)\n\n" for i in range(deep))
+    src = chain + f"def g{deep}(cfg):\n    cfg.x = 1\n    return 1\n"
     w = _FunctionsWorld(src)
     ev = Evaluator(w)
     cfg = Obj("cfg", {"x": 0})

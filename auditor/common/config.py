@@ -116,6 +116,10 @@ class Config:
                                  "xpu": "vllm/platforms/xpu.py", "cpu": "vllm/platforms/cpu.py"}
     )
     head_methods: list[str] = field(default_factory=lambda: ["compute_logits", "get_top_tokens"])
+    # Attributes of the draft's model config that vLLM's model registry reads off the draft
+    # model class (``SpeculativeDraftModel.speculator_config_class``: a class it holds, given
+    # by its qualified name, or None when the class declares none).
+    draft_class_attrs: list[str] = field(default_factory=lambda: ["speculator_config_class"])
     # Issue 18 (start-up passes, auditor/analyses/dispatch/startup.py): the fields of vLLM's
     # parallel config a platform's module sets to its worker class (a dotted name), and the
     # worker methods the engine calls at start-up, before it serves (profiling, warm-up).
@@ -184,7 +188,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
               "validation_methods", "drafter_load_methods", "head_free_bases",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes", "worker_class_fields",
-              "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks"}
+              "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks", "draft_class_attrs"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions",
                   "config_registries",
                   "weight_mapper_fields"}

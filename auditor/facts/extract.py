@@ -53,6 +53,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     PIfExp as PIfExp,
     PBinOp as PBinOp,
     PNamed as PNamed,
+    PFormat as PFormat,
     POpaque as POpaque,
     UNPACK as UNPACK,
     PExpr as PExpr,
@@ -86,7 +87,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     literal_entries,
 )
 
-FACTS_VERSION = 27  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 28  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 
@@ -408,6 +409,9 @@ class ModuleFacts(Struct, frozen=True):
     # ``ModelRegistry.register_model(...)``): a plugin's monkeypatches and registrations.
     module_attr_assigns: tuple[AttrAssignFact, ...] = ()
     module_calls: tuple[CallFact, ...] = ()
+    # Issue 18: module-level names a function rebinds at run time (``global X`` in it): their
+    # import-time value is no constant.
+    rebound_globals: tuple[str, ...] = ()
 
 
 # --- issue 11 (dispatch): statement trees of branching functions -------------------
@@ -1169,5 +1173,11 @@ def extract(text: str, path: str, module: str, is_package: bool) -> ModuleFacts:
         module_assigns={k: tuple(v) for k, v in ex.module_assigns.items()},
         module_attr_assigns=tuple(ex.module_attr_assigns),
         module_calls=tuple(ex.module_calls),
+        rebound_globals=_rebound_globals(tree) if "global " in text else (),
     )
+
+
+def _rebound_globals(tree: ast.Module) -> tuple[str, ...]:
+    """The names a ``global`` statement of the module declares (in a function it rebinds them)."""
+    return tuple(sorted({n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}))
 

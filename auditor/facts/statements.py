@@ -111,11 +111,20 @@ class PNamed(PExprBase, frozen=True, tag="walrus"):
     value: "PExpr"
 
 
+class PFormat(PExprBase, frozen=True, tag="fmt"):
+    """An f-string whose replacement fields have no conversion and no format spec
+    (``f"{a}.{b}"``): its parts in order, the literal ones as :class:`PConst` strings."""
+
+    parts: tuple["PExpr", ...]
+    text: str  # as written (what :class:`POpaque` would keep)
+
+
 class POpaque(PExprBase, frozen=True, tag="o"):
     text: str
 
 
-PExpr = Union[PConst, PName, PAttr, PCall, PCompare, PBool, PNot, PSeq, PDict, PSubscript, PIfExp, PBinOp, PNamed, POpaque]
+PExpr = Union[PConst, PName, PAttr, PCall, PCompare, PBool, PNot, PSeq, PDict, PSubscript, PIfExp, PBinOp, PNamed,
+              PFormat, POpaque]
 
 
 class StmtBase(Struct, tag_field="k", frozen=True):
@@ -214,6 +223,16 @@ def pexpr(node: ast.AST, src: "_Source", depth: int = 0) -> PExpr:
         return PBinOp(_BIN_OPS[type(node.op)], pexpr(node.left, src, d), pexpr(node.right, src, d))
     elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
         return PNamed(node.target.id, pexpr(node.value, src, d))
+    elif isinstance(node, ast.JoinedStr):
+        parts: list[PExpr] = []
+        for v in node.values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                parts.append(PConst(v.value))
+            elif isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None:
+                parts.append(pexpr(v.value, src, d))
+            else:
+                return POpaque(src.segment(node))
+        return PFormat(tuple(parts), src.segment(node))
     return POpaque(src.segment(node))
 
 
@@ -624,6 +643,11 @@ def function_statements(text: str, qualname: str) -> tuple[Stmt, ...] | None:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return None
+    return function_statements_in(tree, text, qualname)
+
+
+def function_statements_in(tree: ast.Module, text: str, qualname: str) -> tuple[Stmt, ...] | None:
+    """:func:`function_statements` of a module already parsed (``tree``, from ``text``)."""
     scope: list[ast.stmt] = tree.body
     *owners, name = qualname.split(".")
     for owner in owners:

@@ -6,18 +6,65 @@ parsed, never run; the trees are kept per function."""
 
 from __future__ import annotations
 
+import ast
+from collections import OrderedDict
+
 import msgspec
 
 from ..facts.extract import FunctionFact
-from ..facts.statements import Stmt, function_statements
+from ..facts.statements import POpaque, PExpr, Stmt, _Source, function_statements_in, pexpr
 from ..source.trees import FileTooLarge
 from .index import FuncKey, Index
+
+_PARSED = 8  # files whose syntax trees are kept while their functions are asked for
 
 
 class FunctionBodies:
     def __init__(self, index: Index) -> None:
         self.index = index
         self._trees: dict[FuncKey, tuple[Stmt, ...] | None] = {}
+        self._values: dict[tuple[str, str], PExpr | None] = {}
+        self._parsed: OrderedDict[str, tuple[ast.Module, str] | None] = OrderedDict()
+
+    def _module(self, path: str) -> tuple[ast.Module, str] | None:
+        """The file at ``path`` parsed (never run); None when it cannot be read or parsed."""
+        if path in self._parsed:
+            self._parsed.move_to_end(path)
+            return self._parsed[path]
+        found: tuple[ast.Module, str] | None = None
+        try:
+            data: bytes | None = self.index.tree.read(path)
+        except (FileTooLarge, OSError):
+            data = None
+        if data is not None:
+            text = data.decode("utf-8", "surrogateescape")
+            try:
+                found = (ast.parse(text), text)
+            except (SyntaxError, ValueError, RecursionError):
+                found = None
+        self._parsed[path] = found
+        if len(self._parsed) > _PARSED:
+            self._parsed.popitem(last=False)
+        return found
+
+    def module_value(self, path: str, name: str) -> PExpr | None:
+        """The expression of the one module-level assignment of ``name`` in the file at
+        ``path`` (``N = expr`` or ``N: T = expr``, not under a branch), as the partial
+        evaluator reads it; None: no such assignment, or one it cannot read at all."""
+        key = (path, name)
+        if key not in self._values:
+            parsed = self._module(path)
+            found: PExpr | None = None
+            if parsed is not None:
+                tree, text = parsed
+                values = [n.value for n in tree.body
+                          if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                          or isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name]
+                if len(values) == 1 and values[0] is not None:
+                    found = pexpr(values[0], _Source(text))
+                    found = None if isinstance(found, POpaque) else found
+            self._values[key] = found
+        return self._values[key]
 
     def function(self, key: FuncKey) -> FunctionFact | None:
         """:meth:`Index.function`, with its statement tree when the facts keep none."""
@@ -25,11 +72,7 @@ class FunctionBodies:
         if fn is None or fn.body:
             return fn
         if key not in self._trees:
-            try:
-                data: bytes | None = self.index.tree.read(key[0])
-            except (FileTooLarge, OSError):
-                data = None
-            text = data.decode("utf-8", "surrogateescape") if data is not None else None
-            self._trees[key] = function_statements(text, key[1]) if text is not None else None
+            parsed = self._module(key[0])
+            self._trees[key] = function_statements_in(parsed[0], parsed[1], key[1]) if parsed is not None else None
         body = self._trees[key]
         return msgspec.structs.replace(fn, body=body) if body else fn

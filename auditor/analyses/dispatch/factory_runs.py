@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from ...facts.extract import FunctionFact, PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
-from ...index.index import ClassKey, FuncKey
+from ...index.index import ClassKey, FuncKey, module_name
 from ...model.findings import Hop
-from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
+from ..partial_eval import ABSENT, ClassRef, Decision, Instance, Obj, Path, Unknown, Value
 from .model import CUT, Setting
 from .syntax import to_obj
 from .outcomes import Rejection
@@ -214,14 +214,40 @@ class FactoryRuns(DispatchPart):
         field_name = self.config.override_field[0]
         if field_name in hf.fields:
             draft.fields[field_name] = hf.fields[field_name]
+            draft.fields.update(self.draft_class_fields(hf.fields[field_name], setting.platform))
         spec_cls = self.provider.location.spec_config_class()
         spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft}, cls=spec_cls)
         spec.fields.update(dict(setting.options))
         for name, value in self.provider.spec_fields.defaults(spec_cls).items():
             spec.fields.setdefault(name, value)
         spec.fields[r["method"]] = self.provider.spec_fields.validated_method(setting, spec)[0]
+        for name, value in self.provider.spec_fields.construction_fields(setting, spec).items():
+            spec.fields.setdefault(name, value)
         root = Obj(r["root"], roles={r["speculative"]: spec})
         return {"speculative": spec, "root": root}
+
+    def draft_class_fields(self, architectures: Value, platform: str) -> dict[str, Value]:
+        """The draft model config's ``draft-class-attrs``, as vLLM's model registry reads them off
+        the draft model class the architecture names (on ``platform``): a class the model class
+        holds there is its qualified name (``module.Class``), none held is None; unknown when
+        the architecture, the class or what it holds is not known."""
+        attrs = self.config.draft_class_attrs
+        if not attrs:
+            return {}
+        arch = architectures[0] if isinstance(architectures, list) and len(architectures) == 1 else None
+        cls = self.provider.registry_lookup.model_class_for(arch, platform) if isinstance(arch, str) else None
+        world = self.evaluator().world
+        out: dict[str, Value] = {}
+        for attr in attrs:
+            held = world.class_attr(cls, attr) if cls is not None else None
+            if isinstance(held, ClassRef):
+                module = module_name(held.cls[0])[0]
+                out[attr] = f"{module}.{held.cls[1]}"
+            elif held is ABSENT:
+                out[attr] = None
+            else:
+                out[attr] = Unknown(f"{self.roles['draft']}.{attr} (what the draft model class declares)")
+        return out
 
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         """Drafters the runner's factory can build for this configuration, each with the
@@ -261,7 +287,7 @@ class FactoryRuns(DispatchPart):
         A path cut short that builds no drafter the evaluator can tell (joined paths
         returning different drafters, a build past the cut) may stand for any of them:
         its cut goes on every chain."""
-        fn = self.index.function(fkey)
+        fn = self.provider.bodies.function(fkey)
         if fn is None:
             return [], []
         ev = self.evaluator()
@@ -285,14 +311,24 @@ class FactoryRuns(DispatchPart):
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
         lost: list[str] = []  # cuts on paths that build no drafter the evaluator can tell
         for path in ev.run(fkey, pruned, args):
-            built = self._drafter_of(path)
-            if built is None:
+            for built in self._drafters_of(path):
+                cls, line = built
+                # The factory's branches on the way, and the values it split on (one of several
+                # classes a call returned: which one the configuration gets is unknown).
+                chain = [d for d in path.decisions if d.line in relevant or d.value is None and d.function == fkey[1]]
+                if isinstance(path.returned, Unknown) and path.returned.options:
+                    chain.append(Decision(fkey[0], line, fkey[1], f"<{fkey[1]} returns one of several drafters>", None,
+                                          (), path.returned.reason, None))
+                chain += [_cut_decision(fkey, line, c) for c in path.cuts]
+                out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
+            if not self._drafters_of(path):
                 lost += [c for c in path.cuts if c not in lost]
-                continue
-            cls, line = built
-            chain = [d for d in path.decisions if d.line in relevant]
-            chain += [_cut_decision(fkey, line, c) for c in path.cuts]
-            out.append((cls, Hop(fkey[0], line, fkey[1], f"builds {cls[1]}"), chain))
+                if path.raised is None and isinstance(path.returned, Unknown):
+                    # It returns what the evaluator cannot tell: that may be a drafter.
+                    note = f"{fkey[1]} returns {path.returned.reason}, which may be a drafter the evaluator cannot tell"
+                    lost += [note] if note not in lost else []
+                    if note not in ev.notes:
+                        ev.notes.append(note)
         if lost:
             for _cls, site, chain in out:
                 # A cut the build's own path made already says it: named once.
@@ -352,15 +388,21 @@ class FactoryRuns(DispatchPart):
         visit(body)
         return lines
 
-    def _drafter_of(self, path: Path) -> tuple[ClassKey, int] | None:
+    def _drafters_of(self, path: Path) -> list[tuple[ClassKey, int]]:
+        """The drafter the path built (the last one it assigns, or the one it returns), or the
+        drafters it returns one of (:attr:`Unknown.options`, each a possible build)."""
         found: tuple[ClassKey, int] | None = None
         for _target, value, line in path.built:
             # (an Obj of a class: a drafter the evaluator built as a data record)
             if isinstance(value, (Instance, Obj)) and value.cls is not None and self.provider.location.is_drafter(value.cls):
                 found = (value.cls, line)
-        if isinstance(path.returned, Instance) and self.provider.location.is_drafter(path.returned.cls):
-            found = (path.returned.cls, path.returned.line)
-        return found
+        returned = path.returned
+        if isinstance(returned, Instance) and self.provider.location.is_drafter(returned.cls):
+            found = (returned.cls, returned.line)
+        if isinstance(returned, Unknown) and returned.options and all(
+                isinstance(o, Instance) and self.provider.location.is_drafter(o.cls) for o in returned.options):
+            return [(o.cls, o.line) for o in returned.options]
+        return [found] if found is not None else []
 
 
 def _branch_at(body: tuple[Stmt, ...], line: int) -> SIf | None:

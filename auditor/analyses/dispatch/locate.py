@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...facts.extract import PCall, PExpr, SAssign, SReturn
+from ...facts.extract import PCall, PExpr, PName, SAssign, SReturn
 from ...index.index import ClassKey, FuncKey, SymbolKind
 from .syntax import name_chain, walk
 from .part import DispatchPart
@@ -84,13 +84,28 @@ class FactoryLocation(DispatchPart):
             return self._factories
         located = self._locate_all()
         out = {
-            r: [k for n in ns for k in located.get(n, []) if self.built_classes(k)]
+            r: [k for n in ns for k in located.get(n, []) if self.built_classes(k) or self.builds_computed_class(k)]
             for r, ns in sorted(self.config.dispatch_factories.items())
         }
         for r, keys in self.provider.plugin_dispatch.plugin_factories(out).items():
             out[r] = keys
         self._factories = out
         return out
+
+    def builds_computed_class(self, fkey: FuncKey) -> bool:
+        """The function returns an object of a class it computes (``cls = resolve(name)``, then
+        ``return cls(...)``): a call of a local it assigns, where no class or function of the
+        module has that name. Which class is built is what running it says."""
+        fn = self.provider.bodies.function(fkey)
+        if fn is None:
+            return False
+        assigned = {t.id for s in walk(fn.body) if isinstance(s, SAssign) for t in s.targets if isinstance(t, PName)}
+        for s in walk(fn.body):
+            value = s.value if isinstance(s, SReturn) else None
+            if isinstance(value, PCall) and isinstance(value.func, PName) and value.func.id in assigned \
+                    and not self.index.resolve(fkey[0], value.func.id):
+                return True
+        return False
 
     def overrides(self) -> list[FuncKey]:
         located = self._locate_all()

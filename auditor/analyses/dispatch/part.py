@@ -14,7 +14,7 @@ from ..loops import LoopProvider
 from ..reachability import ReachabilityProvider
 from ..registry import RegistryProvider
 from ..types import TypeProvider
-from .syntax import TreeWorld
+from .syntax import BodiesWorld
 
 if TYPE_CHECKING:
     from .provider import DispatchProvider
@@ -38,6 +38,9 @@ class DispatchPart:
 
     def evaluator(self, hit: Callable[[str], None] | None = None) -> Evaluator:
         """A fresh partial evaluator over the tree (its pure methods and sub-config getters as
-        configured), whose cuts count against the provider's limits (or go to ``hit``)."""
-        return Evaluator(TreeWorld(self.index, self.config.pure_methods, self.config.sub_config_getters),
+        configured; a callee's statements extracted from its file when the facts keep none; a
+        drafter built without running its constructor), whose cuts count against the provider's
+        limits (or go to ``hit``)."""
+        return Evaluator(BodiesWorld(self.provider.bodies, self.config.pure_methods, self.config.sub_config_getters,
+                                     self.config.head_free_bases, self.provider.location.is_drafter),
                          hit or self.limits.hit)

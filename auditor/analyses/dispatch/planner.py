@@ -42,6 +42,13 @@ class Planner(DispatchPart):
                 # The factory run was cut short: it may build a drafter the evaluator lost.
                 why = "no drafter the evaluator can tell, the factory run was cut: " + "; ".join(factory_cuts)
                 steps = tuple(StepPlan(i, None, None, Verdict.UNKNOWN.value, why) for i in range(setting.draft_steps))
+            elif not self.provider.location.factories().get(setting.runner):
+                # No factory for this runner in the tree (a release without that runner, or one
+                # whose factory is not under the configured names): nothing says what runs.
+                why = (f"no dispatch factory for runner {setting.runner} in this tree "
+                       f"({', '.join(self.config.dispatch_factories.get(setting.runner, [])) or 'none configured'}): "
+                       "which drafter runs is not known")
+                steps = tuple(StepPlan(i, None, None, Verdict.UNKNOWN.value, why) for i in range(setting.draft_steps))
             return self._outcome(Plan(setting, arch, None, None, None, model, None, None, steps, tuple(decisions), (),
                                       tuple(notes)), hf)
         proposer, site, chain = options[0]

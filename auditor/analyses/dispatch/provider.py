@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ...index.bodies import FunctionBodies
 from ...index.index import ClassKey, FuncKey
 from ...model.findings import ClassReachability, Hop
 from ..base import Analyses, Provider
@@ -80,6 +81,9 @@ class DispatchProvider(Provider):
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()
         self._plan_memo: dict[Setting, tuple[int, Plan]] = {}
+        # The statement trees of functions the facts keep none of, extracted when the partial
+        # evaluator runs one (shared by every evaluator of this scan).
+        self.bodies = FunctionBodies(self.index)
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 
-from ...facts.extract import FunctionFact, GuardedAppend, GuardedRaise, PAttr, PCall, PConst, PExpr, PName, POpaque
+from ...facts.extract import FunctionFact, GuardedAppend, GuardedRaise, PAttr, PCall, PConst, PExpr, PFormat, PName, POpaque
 from ...index.index import ClassKey, FuncKey
 from ..partial_eval import Evaluator, Obj, Value, truth
 from .constructors import constructor_path
@@ -101,7 +101,7 @@ class RunnerChecks(DispatchPart):
                 undecided = True  # it may run
                 continue
             items.append(a.value.value if isinstance(a.value, PConst) and isinstance(a.value.value, str)
-                         else a.value.text if isinstance(a.value, POpaque) else f"the item appended at line {a.line}")
+                         else a.value.text if isinstance(a.value, (POpaque, PFormat)) else f"the item appended at line {a.line}")
         return items, bool(items) or not undecided
 
 

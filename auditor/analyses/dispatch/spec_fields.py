@@ -12,12 +12,13 @@ names the field (a validator may rewrite the value first)."""
 
 from __future__ import annotations
 
+import ast
 import copy
 from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from ...facts.extract import PAttr, PCall, PName, SAssign, SOpaque, Stmt
+from ...facts.extract import ExprFact, PAttr, PCall, PName, SAssign, SOpaque, Stmt
 from ...index.index import ClassKey
 from ..partial_eval import Decision, Obj, Value
 from ..partial_eval.values import structural_key
@@ -35,7 +36,8 @@ class SpecFields(DispatchPart):
     def __init__(self, provider: "DispatchProvider") -> None:
         super().__init__(provider)
         self._spec_memo: dict[ClassKey, tuple[int, dict[str, Value]]] = {}
-        self._method_memo: dict[Any, tuple[int, Value, tuple[Decision, ...], tuple[str, ...]]] = {}
+        self._method_memo: dict[Any, tuple[int, Value, tuple[Decision, ...], tuple[str, ...], dict[str, Value]]] = {}
+        self._written_at: dict[str, tuple[int, frozenset[tuple[str, int]] | None]] = {}
 
     def type_rejections(self, setting: Setting) -> list[Rejection]:
         """The fields the user gives (the method and the options) that the speculative config's
@@ -99,8 +101,9 @@ class SpecFields(DispatchPart):
         for c in self.index.mro(spec.cls) if spec.cls is not None else ():
             cf = self.index.class_fact(c)
             for name, e in (cf.field_defaults.items() if cf is not None else ()):
-                if e.has_literal and name not in built.fields:
-                    built.fields[name] = e.literal
+                known, value = field_default(e)
+                if known and name not in built.fields:
+                    built.fields[name] = value
         return built
 
     def construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
@@ -144,7 +147,18 @@ class SpecFields(DispatchPart):
                 return set()
         return {f for f in fields if f in built.fields and built.fields[f] is None}
 
+    def construction_fields(self, setting: Setting, spec: Obj) -> dict[str, Value]:
+        """Fields the construction's first statements decide (:meth:`validated_method`'s run)
+        that no other code of the tree writes: a field written only in a branch of those
+        statements that the run does not take keeps its literal default (``custom_method``
+        stays None unless the method given is a registered custom one)."""
+        return self._method_run(setting, spec)[2]
+
     def validated_method(self, setting: Setting, spec: Obj) -> tuple[Value, list[Decision]]:
+        value, decisions, _fields = self._method_run(setting, spec)
+        return value, decisions
+
+    def _method_run(self, setting: Setting, spec: Obj) -> tuple[Value, list[Decision], dict[str, Value]]:
         """The method as the speculative config's construction leaves it, and the decisions that
         rewrote it (``if self.method in get_args(MTPModelTypes) and self.method != "mtp":
         self.method = "mtp"``: a family's own name is vLLM's alias of ``mtp``).
@@ -158,7 +172,7 @@ class SpecFields(DispatchPart):
         given = setting.method
         cls = spec.cls
         if cls is None or not (given is None or isinstance(given, str)):
-            return given, []
+            return given, [], {}
         # What the prefix reads is the whole given config (the draft's fields included).
         shape = structural_key(spec)
         memo_key: Any = (cls, given, shape) if shape is not None else None
@@ -167,7 +181,7 @@ class SpecFields(DispatchPart):
         if hit is not None and hit[0] == held:
             for name in hit[3]:  # the cuts the run made count again, as a run would count them
                 self.limits.hit(name)
-            return hit[1], list(hit[2])
+            return hit[1], list(hit[2]), dict(hit[4])
         cuts: list[str] = []
 
         def count(name: str) -> None:
@@ -176,19 +190,20 @@ class SpecFields(DispatchPart):
 
         out = self._validated_method(cls, spec, role, given, count)
         if memo_key is not None and len(self.index.facts) == held:
-            self._method_memo[memo_key] = (held, out[0], tuple(out[1]), tuple(cuts))
+            self._method_memo[memo_key] = (held, out[0], tuple(out[1]), tuple(cuts), dict(out[2]))
         return out
 
     def _validated_method(self, cls: ClassKey, spec: Obj, role: str, given: str | None,
-                          hit: Callable[[str], None]) -> tuple[Value, list[Decision]]:
+                          hit: Callable[[str], None]) -> tuple[Value, list[Decision], dict[str, Value]]:
         value: Value = given
         found = next((m for m in (self.index.method(cls, n) for n in self.config.validation_methods) if m), None)
         if found is None:
-            return value, []
+            return value, [], {}
         owner, fn = found
         key = (owner[0], f"{owner[1]}.{fn.name}")
         decisions: list[Decision] = []
         ev = self.evaluator(hit)
+        last: tuple[int, Obj] | None = None  # the last prefix run that decided the method
         for i, stmt in enumerate(fn.body):
             if not _writes_self(stmt, role):
                 continue
@@ -197,10 +212,63 @@ class SpecFields(DispatchPart):
             now = ran.fields.get(role)
             if p.raised or ev.notes or not isinstance(now, str):
                 break
+            last = (i, ran)
             if now != value:
                 decisions = [d for d in p.decisions if d.path == key[0] and d.line >= stmt.line and d.value is not None]
                 value = now
-        return value, decisions
+        return value, decisions, self._prefix_fields(key, fn.body[: last[0] + 1], last[1], spec, role) if last else {}
+
+    def _prefix_fields(self, key: tuple[str, str], prefix: tuple[Stmt, ...], ran: Obj, spec: Obj,
+                       role: str) -> dict[str, Value]:
+        """The fields the statements ``prefix`` (run, leaving ``ran``) assign on ``self``, other
+        than the method and those given, that end the run holding their literal value and are
+        written nowhere else in the tree (every ``.<field> =`` and ``setattr(..., "<field>", ...)``
+        of every file that names the field is one of those statements)."""
+        at: set[tuple[str, int]] = set()
+        names: set[str] = set()
+        for sub in walk(prefix):
+            for t in sub.targets if isinstance(sub, SAssign) else ():
+                if isinstance(t, PAttr) and isinstance(t.value, PName) and t.value.id == "self":
+                    names.add(t.attr)
+                    at.add((key[0], sub.line))
+        out: dict[str, Value] = {}
+        for name in sorted(names - {role} - set(spec.fields)):
+            value = ran.fields.get(name)
+            if not (value is None or isinstance(value, (bool, int, float, str))) or name not in ran.fields:
+                continue
+            written = self._writes_of(name)
+            if written is not None and written <= at:
+                out[name] = value
+        return out
+
+    def _writes_of(self, name: str) -> frozenset[tuple[str, int]] | None:
+        """Every place of the tree that sets an attribute ``name`` (``x.name = ...`` in a
+        function or at module level, ``setattr(x, "name", ...)``), as (file, line); None when
+        one cannot be placed (a ``setattr`` whose name is no literal, a file not read)."""
+        held = len(self.index.facts)
+        memo = self._written_at.get(name)
+        if memo is not None and memo[0] == held:
+            return memo[1]
+        out: set[tuple[str, int]] = set()
+        found: frozenset[tuple[str, int]] | None = None
+        try:
+            for path in self.index.files_mentioning([name.encode()]):
+                facts = self.index.lookup(path)
+                if facts is None:
+                    raise LookupError(path)
+                functions = [*facts.functions.values(), *(m for c in facts.classes.values() for m in c.methods.values())]
+                for fn in functions:
+                    out |= {(path, a.line) for a in fn.attr_assigns if a.target[-1] == name}
+                    for c in fn.calls:
+                        if c.func == ("setattr",) and len(c.args) >= 2 and (
+                                not c.args[1].has_literal or c.args[1].literal == name):
+                            out.add((path, c.line))
+                out |= {(path, a.line) for a in facts.module_attr_assigns if a.target[-1] == name}
+            found = frozenset(out)
+        except LookupError:
+            found = None
+        self._written_at[name] = (held, found)
+        return found
 
     def defaults(self, cls: ClassKey | None) -> dict[str, Value]:
         """The speculative config's fields a user leaves unset, as its class declares them: the
@@ -217,10 +285,36 @@ class SpecFields(DispatchPart):
         for c in self.index.mro(cls):
             cf = self.index.class_fact(c)
             for name, e in (cf.field_defaults.items() if cf is not None else ()):
-                if name not in written and e.has_literal and name not in out:
-                    out[name] = e.literal
+                known, value = field_default(e)
+                if name not in written and known and name not in out:
+                    out[name] = value
         self._spec_memo[cls] = (held, out)
         return out
+
+
+#: A dataclass field's default given through the field function (``field(default=None)``).
+_FIELD_FUNCTIONS = frozenset({("field",), ("dataclasses", "field"), ("Field",), ("pydantic", "Field")})
+
+
+def field_default(e: ExprFact) -> tuple[bool, Value]:
+    """The literal default of an annotated field: ``f: T = 1``, or ``f: T = field(default=1,
+    ...)`` (``default`` a plain literal; a ``default_factory`` or a call the text cannot show
+    whole is no literal default). (False, None) when there is none."""
+    if e.has_literal:
+        return True, e.literal
+    if e.called not in _FIELD_FUNCTIONS:
+        return False, None
+    try:
+        call = ast.parse(e.text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return False, None
+    if not isinstance(call, ast.Call):
+        return False, None
+    for kw in call.keywords:
+        if kw.arg == "default" and isinstance(kw.value, ast.Constant) and (
+                kw.value.value is None or isinstance(kw.value.value, (bool, int, float, str))):
+            return True, kw.value.value
+    return False, None
 
 
 def _writes_self(stmt: Stmt, attr: str) -> bool:

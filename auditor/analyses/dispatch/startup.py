@@ -55,7 +55,7 @@ from ...facts.statements import PBool, PExpr
 from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
-from ..partial_eval.values import structural_key
+from ..partial_eval.values import _Absent, structural_key
 from .constructors import config_copies, self_assignments
 from .env_defaults import env_defaults
 from .outcomes import Rejection
@@ -141,10 +141,10 @@ class _StartupWorld(TreeWorld):
                 return Obj(sym.name, dict(self.part.env(sym.path)))  # every variable unset
         return super().resolve_name(path, name)
 
-    def class_attr(self, cls: tuple[str, str], name: str) -> Value | None:
+    def class_attr(self, cls: tuple[str, str], name: str, instance: bool = False) -> Value | _Absent | None:
         cf = self.index.class_fact(cls)
         if cf is None or not any(b and b[-1] in _INT_ENUMS for b in cf.bases):
-            return super().class_attr(cls, name)
+            return super().class_attr(cls, name, instance)
         e = cf.class_attrs.get(name)
         if e is None or not e.has_literal or not isinstance(e.literal, int) or isinstance(e.literal, bool):
             return None

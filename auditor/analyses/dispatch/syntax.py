@@ -3,22 +3,27 @@ partial evaluator's view of the tree."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import msgspec
 
-from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
+from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PFormat, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
 from ...index.bodies import FunctionBodies
 from ...index.index import Index, SymbolKind
-from ..partial_eval import ClassRef, EnumMember, FuncRef, Obj, Unknown, Value, World, module_constant
+from ..partial_eval import ABSENT, ClassRef, EnumMember, FuncRef, ModuleRef, Obj, Unknown, Value, World, module_constant
+from ..partial_eval.values import _Absent
 
 
 class TreeWorld(World):
     def __init__(self, index: Index, pure_methods: Iterable[str] = (),
-                 sub_config_getters: dict[str, list[str]] | None = None) -> None:
+                 sub_config_getters: dict[str, list[str]] | None = None, free_bases: Iterable[str] = ()) -> None:
         self.index = index
         self.pure_methods = frozenset(pure_methods)
         self.sub_config_getters = {k: tuple(v) for k, v in (sub_config_getters or {}).items()}
+        # Bases outside the tree taken to define none of the attributes the evaluator reads
+        # (``head-free-bases``: ``nn.Module``, ``Protocol``, ``object``, ...).
+        self.free_bases = frozenset(free_bases)
+        self.bodies: FunctionBodies | None = None  # statement trees extracted on demand (BodiesWorld)
 
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.index.resolve(path, name):
@@ -34,15 +39,132 @@ class TreeWorld(World):
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         return self.index.function(key)
 
-    def class_attr(self, cls: tuple[str, str], name: str) -> Value | None:
-        """A member of a plain ``enum.Enum`` class (its only base, imported from ``enum``),
-        read through the class: an :class:`EnumMember` (a private or dunder name is no member)."""
+    def class_attr(self, cls: tuple[str, str], name: str, instance: bool = False) -> Value | _Absent | None:
+        """``name`` read through the class ``cls`` (``instance``: through an object of it).
+
+        A member of a plain ``enum.Enum`` class (its only base, imported from ``enum``) is an
+        :class:`EnumMember` (a private or dunder name is no member). Otherwise the first class
+        of the MRO that assigns ``name`` in its body decides: a literal is its value, a name
+        of a class of the tree a :class:`ClassRef`; :data:`ABSENT` when no class of a whole
+        MRO (:meth:`whole_mro`) defines it. None (unknown) for anything else: a method or a
+        computed value, a dunder, an attribute of ``free_bases``, a class answering reads
+        itself (``__getattr__``/``__getattribute__``), and, through an object, one its methods
+        may set (``self.<name> = ...``, ``setattr(self, ...)``)."""
         cf = self.index.class_fact(cls)
-        if cf is None or name.startswith("_") or name not in cf.class_attrs or not _plain_enum(self.index, cls[0], cf.bases):
+        if cf is None:
             return None
-        e = cf.class_attrs[name]
-        value: Value = e.literal if e.has_literal and isinstance(e.literal, (int, str, float, bool)) else Unknown(f"{cls[1]}.{name}")
-        return EnumMember(cls, name, value)
+        if _plain_enum(self.index, cls[0], cf.bases):
+            if name.startswith("_") or name not in cf.class_attrs:
+                return None
+            e = cf.class_attrs[name]
+            value: Value = e.literal if e.has_literal and isinstance(e.literal, (int, str, float, bool)) else Unknown(f"{cls[1]}.{name}")
+            return EnumMember(cls, name, value)
+        if name.startswith("__") or name in BASE_ATTRIBUTES:
+            return None
+        mro = self.whole_mro(cls)
+        if mro is None:
+            return None
+        facts = [(c, self.index.class_fact(c)) for c in mro]
+        if any(f is None or _HOOKS & set(f.methods) for _c, f in facts):
+            return None
+        if instance and any(_sets_on_self(m, name) for _c, f in facts if f is not None for m in f.methods.values()):
+            return None
+        # Through an object of a decorated class (a dataclass, a pydantic or attrs class), an
+        # annotated class-level name is a field the constructor sets: not the class's value.
+        fields_are_set = instance and any(f is not None and f.decorators for _c, f in facts)
+        for c, f in facts:
+            assert f is not None
+            if name in f.methods:
+                return None
+            if fields_are_set and name in f.field_defaults:
+                return None
+            held = f.class_attrs.get(name) or f.field_defaults.get(name)
+            if held is None:
+                continue
+            if held.has_literal:
+                return held.literal
+            if held.chain is not None:
+                for sym in self.index.resolve_chain(c[0], held.chain):
+                    if sym.kind is SymbolKind.CLASS:
+                        return ClassRef((sym.path, sym.name))
+            return None
+        return ABSENT
+
+    def method_after(self, cls: tuple[str, str], name: str, after: tuple[str, str]) -> tuple[tuple[str, str], FunctionFact] | None:
+        if after not in self.index.mro(cls):
+            return None
+        return self.index.method(cls, name, after=after)
+
+    def module_value(self, path: str, name: str, hops: int = 0) -> tuple[str, PExpr] | None:
+        """The expression a module-level ``name`` is bound to by its module's one assignment (the
+        module's own, or that of the module it is imported from, followed as
+        :func:`module_constant` follows them), extracted from the file on demand; None when the
+        module binds it otherwise (twice, under a branch, by ``global`` in a function) or the
+        expression is not one the evaluator reads."""
+        facts = self.index.lookup(path)
+        if facts is None or hops > 8 or name in facts.rebound_globals:
+            return None
+        assigns = facts.module_assigns.get(name, ())
+        if len(assigns) == 1 and name not in self.index.imports_of(path):
+            value = self.bodies.module_value(path, name) if self.bodies is not None else None
+            return (path, value) if value is not None else None
+        if assigns:
+            return None
+        found = [(self.index.path_of_module.get(m), a) for m, a in self.index.imports_of(path).get(name, [])]
+        if len(found) != 1 or found[0][0] is None or found[0][1] is None:
+            return None
+        target, attr = found[0]
+        assert target is not None and attr is not None
+        return self.module_value(target, attr, hops + 1)
+
+    def whole_mro(self, cls: tuple[str, str]) -> list[tuple[str, str]] | None:
+        """The MRO of ``cls`` when every base of every class in it is a class of the tree or
+        one of ``free_bases``; None otherwise (a base the tree does not hold may define anything)."""
+        mro = self.index.mro(cls)
+        for c in mro:
+            f = self.index.class_fact(c)
+            if f is None:
+                return None
+            resolved = self.index.bases(c)
+            outside = [b for b in f.bases if ".".join(b) not in self.free_bases]
+            if len(outside) != len(resolved):
+                return None
+        return mro
+
+    def property_method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
+        """The getter of ``name`` when the first class of ``cls``'s MRO that defines it defines a
+        ``property`` there; None otherwise."""
+        for c in self.index.mro(cls):
+            f = self.index.class_fact(c)
+            if f is None:
+                return None
+            if name in f.methods:
+                fn = f.methods[name]
+                return (c, fn) if any(d in _PROPERTY_DECORATORS for d in fn.decorators) else None
+            if name in f.class_attrs or name in f.field_defaults:
+                return None
+        return None
+
+    def is_subclass(self, cls: tuple[str, str], base: tuple[str, str]) -> bool | None:
+        """``issubclass(cls, base)`` for two classes of the tree: True when ``base`` is in the
+        MRO; False when it is not and the MRO is whole (:meth:`whole_mro`); None otherwise."""
+        if base in self.index.mro(cls):
+            return True
+        return False if self.whole_mro(cls) is not None else None
+
+    def module(self, name: str) -> ModuleRef | None:
+        """The module ``name`` (dotted) of the tree, as ``importlib.import_module`` finds it."""
+        path = self.index.path_of_module.get(name)
+        return ModuleRef(name, path) if path else None
+
+    def stdlib_function(self, path: str, chain: tuple[str, ...]) -> str | None:
+        """Which of the standard-library functions the evaluator models (``module.name``)
+        ``chain`` names through the imports of the module at ``path``; None: none of them."""
+        for dotted in _STDLIB_FUNCTIONS:
+            module, _, fname = dotted.rpartition(".")
+            if _names(self.index, path, chain, module, fname):
+                return dotted
+        return None
 
     def record_fields(self, cls: tuple[str, str]) -> dict[str, Value] | None:
         return _record_fields(self.index, cls)
@@ -59,12 +181,66 @@ class BodiesWorld(TreeWorld):
     a few calls."""
 
     def __init__(self, bodies: FunctionBodies, pure_methods: Iterable[str] = (),
-                 sub_config_getters: dict[str, list[str]] | None = None) -> None:
-        super().__init__(bodies.index, pure_methods, sub_config_getters)
+                 sub_config_getters: dict[str, list[str]] | None = None, free_bases: Iterable[str] = (),
+                 opaque_classes: Callable[[tuple[str, str]], bool] | None = None) -> None:
+        super().__init__(bodies.index, pure_methods, sub_config_getters, free_bases)
         self.bodies = bodies
+        self.opaque_classes = opaque_classes
+
+    def runs_constructor(self, cls: tuple[str, str]) -> bool:
+        return self.opaque_classes is None or not self.opaque_classes(cls)
 
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
+        assert self.bodies is not None
         return self.bodies.function(key)
+
+    def _with_body(self, found: tuple[tuple[str, str], FunctionFact] | None,
+                   name: str) -> tuple[tuple[str, str], FunctionFact] | None:
+        if found is None or found[1].body:
+            return found
+        fn = self.function((found[0][0], f"{found[0][1]}.{name}"))
+        return (found[0], fn) if fn is not None else found
+
+    def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
+        return self._with_body(super().method(cls, name), name)
+
+    def method_after(self, cls: tuple[str, str], name: str, after: tuple[str, str]) -> tuple[tuple[str, str], FunctionFact] | None:
+        return self._with_body(super().method_after(cls, name, after), name)
+
+    def property_method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
+        return self._with_body(super().property_method(cls, name), name)
+
+
+#: The non-dunder attributes of the bases ``head-free-bases`` names (torch 2.13's
+#: ``nn.Module``: its class and what ``Module.__init__`` sets; ``object``, ``typing.Protocol``
+#: and ``typing.Generic``): a name among them, or any dunder, is never absent.
+BASE_ATTRIBUTES = frozenset("""
+T_destination _abc_impl _apply _backward_hooks _backward_pre_hooks _buffers _call_impl _compiled_call_impl
+_forward_hooks _forward_hooks_always_called _forward_hooks_with_kwargs _forward_pre_hooks
+_forward_pre_hooks_with_kwargs _get_backward_hooks _get_backward_pre_hooks _get_name _is_full_backward_hook
+_is_protocol _is_runtime_protocol _load_from_state_dict _load_state_dict_post_hooks _load_state_dict_pre_hooks
+_maybe_warn_non_full_backward_hook _modules _named_members _non_persistent_buffers_set _parameters
+_register_load_state_dict_pre_hook _register_state_dict_hook _replicate_for_data_parallel _save_to_state_dict
+_slow_forward _state_dict_hooks _state_dict_pre_hooks _version _wrapped_call_impl add_module apply bfloat16 buffers
+call_super_init children compile cpu cuda double dump_patches eval extra_repr float forward get_buffer
+get_extra_state get_parameter get_submodule half ipu load_state_dict modules mtia named_buffers named_children
+named_modules named_parameters parameters register_backward_hook register_buffer register_forward_hook
+register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
+register_load_state_dict_post_hook register_load_state_dict_pre_hook register_module register_parameter
+register_state_dict_post_hook register_state_dict_pre_hook requires_grad_ set_extra_state set_submodule
+share_memory state_dict to to_empty train training type xpu zero_grad
+""".split())
+
+#: Standard-library functions the evaluator models by their documented meaning.
+_STDLIB_FUNCTIONS = ("importlib.import_module", "typing.cast")
+_PROPERTY_DECORATORS = frozenset({"property"})  # a data descriptor: the object cannot shadow it
+_HOOKS = frozenset({"__getattr__", "__getattribute__"})
+
+
+def _sets_on_self(fn: FunctionFact, name: str) -> bool:
+    """A method that may set ``self.<name>`` (an assignment, or ``setattr`` on ``self``)."""
+    return any(a.target == ("self", name) for a in fn.attr_assigns) or any(
+        c.func == ("setattr",) and c.args and c.args[0].chain == ("self",) for c in fn.calls)
 
 
 def literal_alias_args(index: Index, path: str, name: str, hops: int = 0) -> tuple[Value, ...] | None:
@@ -211,6 +387,8 @@ def subexprs(e: PExpr) -> Iterable[PExpr]:
         kids = [e.value, e.index]
     elif isinstance(e, PIfExp):
         kids = [e.test, e.body, e.orelse]
+    elif isinstance(e, PFormat):
+        kids = list(e.parts)
     for k in kids:
         if k is not None:
             yield from subexprs(k)

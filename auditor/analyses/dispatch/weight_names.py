@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ...facts.extract import ExprFact, FunctionFact, PCall, PConst, PDict, PExpr, POpaque, PSeq, parse_pexpr
+from ...facts.extract import ExprFact, FunctionFact, PCall, PConst, PDict, PExpr, PFormat, POpaque, PSeq, parse_pexpr
 from ...index.index import ClassKey
 from ..types import REGISTRY
 from .outcomes import Rejection
@@ -241,7 +241,7 @@ def _target_start(v: PExpr) -> str | None:
         v = v.elts[0]
     if isinstance(v, PConst):
         return v.value if isinstance(v.value, str) else None
-    if isinstance(v, POpaque):
+    if isinstance(v, (POpaque, PFormat)):  # an f-string as written
         try:
             node = ast.parse(v.text.strip(), mode="eval").body
         except SyntaxError:

@@ -11,6 +11,7 @@ from .values import (
     EnumMember,
     FuncRef,
     Instance,
+    ModuleRef,
     Obj,
     Path,
     Unknown,
@@ -21,6 +22,6 @@ from .values import (
 )
 
 __all__ = [
-    "ABSENT", "ClassRef", "Decision", "EnumMember", "Evaluator", "FuncRef", "Instance", "MAX_CALL_DEPTH", "MAX_PATHS", "Obj",
+    "ABSENT", "ClassRef", "Decision", "EnumMember", "Evaluator", "FuncRef", "Instance", "MAX_CALL_DEPTH", "ModuleRef", "MAX_PATHS", "Obj",
     "Path", "Unknown", "Value", "World", "describe", "expr_text", "module_constant", "truth",
 ]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ...facts.extract import UNPACK, PCall, PName
 from .state import havoc
-from .values import ABSENT, Obj, Path, Unknown, Value, _Absent, describe, truth
+from .values import ABSENT, ClassRef, Instance, ModuleRef, Obj, Path, Unknown, Value, _Absent, describe, truth
 
 if TYPE_CHECKING:
     from .expressions import ExpressionEvaluator
@@ -28,13 +28,28 @@ def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: t
         whole, count = ev.eval(args[0], p, key, depth), ev.eval(args[1], p, key, depth)
         if isinstance(whole, (list, tuple)) and isinstance(count, int) and len(whole) == count:
             return whole
+        if isinstance(whole, Unknown) and whole.options and isinstance(count, int) and all(
+                isinstance(o, (list, tuple)) and len(o) == count for o in whole.options):
+            return whole  # one of several sequences of that length: its elements are read per option
         return whole if isinstance(whole, Unknown) else Unknown(f"{e.text} (unpacked)")
     if name == "getattr" and len(args) in (2, 3):
         owner = ev.eval(args[0], p, key, depth)
         attr = ev.eval(args[1], p, key, depth)
+        default: Value | _Absent = ev.eval(args[2], p, key, depth) if len(args) == 3 else ABSENT
+        if isinstance(owner, Unknown) and owner.options and isinstance(attr, str) and isinstance(default, _Absent):
+            read: str = attr
+            return ev._each(owner, p, lambda o, side: ev._attr(o, read, side, key, depth), e.text)
         if not isinstance(attr, str):
             return Unknown(e.text)
-        default: Value | _Absent = ev.eval(args[2], p, key, depth) if len(args) == 3 else ABSENT
+        if isinstance(owner, (ClassRef, Instance, ModuleRef)):
+            got = ev.attribute(owner, attr, p, key, depth)
+            if isinstance(got, _Absent):
+                return default if not isinstance(default, _Absent) else Unknown(f"{e.text} (no such attribute)")
+            return got
+        if isinstance(owner, Obj) and owner.cls is not None and attr not in owner.fields and attr not in owner.roles:
+            prop = ev._property(owner.cls, attr, owner, p, key, depth)
+            if prop is not None:
+                return prop
         if isinstance(owner, Obj):
             v = owner.get(attr)
             if not isinstance(v, Obj):
@@ -57,6 +72,9 @@ def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: t
             return Unknown(e.text) if isinstance(v, Unknown) and (not owner.closed or v.maybe_absent) else True
         if owner is None and isinstance(attr, str):
             return False
+        if isinstance(owner, (ClassRef, Instance, ModuleRef)) and isinstance(attr, str):
+            got = ev.attribute(owner, attr, p, key, depth)
+            return False if isinstance(got, _Absent) else Unknown(e.text) if isinstance(got, Unknown) else True
         return Unknown(e.text)
     if name == "setattr" and len(args) == 3:
         owner = ev.eval(args[0], p, key, depth)
@@ -109,11 +127,43 @@ def call_builtin(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: t
         values = ev.world.literal_args(key[0], name, args[0].id)
         if values is not None:
             return values
+    if name in ("issubclass", "isinstance") and len(args) == 2 and not e.keywords:
+        decided = _class_test(ev, name, e, p, key, depth)
+        if decided is not None:
+            return decided
+        return Unknown(e.text)
     if name in ("isinstance", "callable", "any", "all", "type", "issubclass"):
         for a in args:
             ev.eval(a, p, key, depth)
         return Unknown(e.text)
     return NOT_BUILTIN
+
+
+def _class_test(ev: "ExpressionEvaluator", name: str, e: PCall, p: Path, key: tuple[str, str], depth: int) -> bool | None:
+    """``issubclass(C, B)`` for classes of the tree (B or a tuple of them), decided through
+    C's MRO (:meth:`World.is_subclass`); ``isinstance(x, B)`` for an object of the tree likewise,
+    and ``isinstance(x, type)`` (the builtin, not shadowed) for a class, an object or a literal
+    of the tree. None: not decided."""
+    subject = ev.eval(e.args[0], p, key, depth)
+    kind = e.args[1]
+    if name == "isinstance" and isinstance(kind, PName) and kind.id == "type" and kind.id not in p.env \
+            and isinstance(ev.world.resolve_name(key[0], "type"), Unknown):
+        if isinstance(subject, ClassRef):
+            return True
+        if isinstance(subject, (Instance, str, int, float, bool)) or subject is None:
+            return False
+        return None
+    bases = ev.eval(kind, p, key, depth)
+    candidates = [b for b in (bases if isinstance(bases, tuple) else (bases,)) if isinstance(b, ClassRef)]
+    if not candidates or len(candidates) != (len(bases) if isinstance(bases, tuple) else 1):
+        return None
+    if name == "issubclass" and isinstance(subject, ClassRef) or name == "isinstance" and isinstance(subject, Instance):
+        assert isinstance(subject, (ClassRef, Instance))
+        answers = [ev.world.is_subclass(subject.cls, b.cls) for b in candidates]
+        if any(a is True for a in answers):
+            return True
+        return False if all(a is False for a in answers) else None
+    return None
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -204,8 +254,10 @@ def call_method(owner: Value, name: str, args: list[Value], kwargs: dict[str, Va
         if name in ("startswith", "endswith") and n == 1 and (
                 isinstance(args[0], str) or isinstance(args[0], tuple) and all(isinstance(x, str) for x in args[0])):
             return bool(getattr(owner, name)(args[0]))
-        if name == "split" and n <= 1 and all(isinstance(a, str) for a in args):
-            return list(owner.split(*args))  # type: ignore[arg-type]
+        if name in ("split", "rsplit") and (n == 0 or n == 1 and isinstance(args[0], str) and args[0]
+                                            or n == 2 and isinstance(args[0], str) and args[0]
+                                            and type(args[1]) is int):
+            return list(getattr(owner, name)(*args))
         if name == "replace" and n == 2 and all(isinstance(a, str) for a in args):
             return owner.replace(str(args[0]), str(args[1]))
         if name == "join" and n == 1 and isinstance(args[0], (list, tuple)) and all(isinstance(x, str) for x in args[0]):

@@ -2,6 +2,7 @@
 at module level to a literal of constants (``_TYPES = {"a"}``, ``N_LAYERS = 1``), in the
 module itself or in the module it is imported from (``from .m import N_LAYERS``, also
 inside a function), read with ``ast.literal_eval`` from the assignment's text (never run).
+A name a function of its module rebinds (``global X``) is no constant.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def module_constant(index: Index, path: str, name: str, hops: int = 0) -> Value:
     facts = index.lookup(path)
     if facts is None or hops > _MAX_HOPS:
         return Unknown(name)
+    if name in facts.rebound_globals:
+        return Unknown(f"{name} (rebound at run time)")
     assigns = facts.module_assigns.get(name, ())
     if assigns:
         if len(assigns) != 1 or not assigns[0].constant:

@@ -20,7 +20,7 @@ becomes unknown on one path (no fork). Each path records the branches it took
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ...facts.extract import (
     FunctionFact,
@@ -41,7 +41,7 @@ from ...facts.extract import (
 )
 from .expressions import MAX_CALL_DEPTH, ExpressionEvaluator, World, _is_chain
 from .state import fork, havoc, join, restore
-from .values import Decision, Instance, Obj, Path, Unknown, Value, _literal_text, _text, truth
+from .values import ClassRef, Decision, Instance, Obj, Path, Unknown, Value, _literal_text, _text, describe, truth
 
 MAX_PATHS = 32
 __all__ = ["MAX_CALL_DEPTH", "MAX_PATHS", "Evaluator", "World"]
@@ -162,6 +162,10 @@ class Evaluator(ExpressionEvaluator):
             p.returned = None if stmt.value is None else self.eval(stmt.value, p, key, depth)
             if isinstance(p.returned, Instance) and p.returned.line == 0:
                 p.returned = Instance(p.returned.cls, stmt.line)
+            elif isinstance(p.returned, Unknown) and p.returned.options:
+                # One of several objects built here: each carries this line.
+                p.returned = Unknown(p.returned.reason, known_truth=p.returned.known_truth, options=tuple(
+                    Instance(o.cls, stmt.line) if isinstance(o, Instance) and o.line == 0 else o for o in p.returned.options))
             p.done = True
             return [p]
         if isinstance(stmt, SRaise):
@@ -173,6 +177,12 @@ class Evaluator(ExpressionEvaluator):
                 self._aug_assign(stmt.targets[0], stmt.value, p, key, depth, stmt.line)
                 return [p]
             assigned = self.eval(stmt.value, p, key, depth)
+            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], PName):
+                # A local one of several values: a path each, so what is derived from it later
+                # stays paired with it (``cls = f(); name = cls.name``).
+                name = stmt.targets[0].id
+                return self._split(key, stmt.line, f"{name} = {_text(stmt.value)}", p, assigned,
+                                   lambda q, v: self._assign(stmt.targets[0], v, q, key, depth, stmt.line))
             for target in stmt.targets:
                 self._assign(target, assigned, p, key, depth, stmt.line)
             return [p]
@@ -199,6 +209,23 @@ class Evaluator(ExpressionEvaluator):
             return [p]
         return [p]
 
+    def _split(self, key: tuple[str, str], line: int, text: str, p: Path, value: Value,
+               put: "Callable[[Path, Value], object]") -> list[Path]:
+        """``put`` ``value`` on ``p``; when it is one of several values (:attr:`Unknown.options`),
+        one path per value instead, each with a decision of unknown value saying which."""
+        if not (isinstance(value, Unknown) and value.options):
+            put(p, value)
+            return [p]
+        out: list[Path] = []
+        options = value.options
+        for i, option in enumerate(options):
+            q = p if i == len(options) - 1 else fork(p)
+            q.decisions.append(Decision(key[0], line, key[1], f"{text} is {describe(option)}", None, tuple(p.reads),
+                                        value.reason, True))
+            put(q, option)
+            out.append(q)
+        return out
+
     def _aug_assign(self, target: PExpr, e: PBinOp, p: Path, key: tuple[str, str], depth: int, line: int) -> None:
         """``t op= v``: a list or dict target is changed in place (every alias sees it)."""
         old = self.eval(target, p, key, depth)
@@ -224,6 +251,10 @@ class Evaluator(ExpressionEvaluator):
             owner = self.eval(target.value, p, key, depth)
             if isinstance(owner, Obj):
                 owner.fields[target.attr] = value
+            elif isinstance(owner, (Instance, ClassRef)):
+                # An object or class of the tree keeps no state here: what is read through it
+                # from now on is unknown (see ExpressionEvaluator.attribute).
+                self._object_writes.add((owner.cls, target.attr))
         elif isinstance(target, PSubscript):
             self._store(target, value, p, key, depth, line)
             return

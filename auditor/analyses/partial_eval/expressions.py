@@ -19,6 +19,7 @@ from ...facts.extract import (
     PConst,
     PDict,
     PExpr,
+    PFormat,
     PIfExp,
     PName,
     PNamed,
@@ -27,11 +28,14 @@ from ...facts.extract import (
     PSubscript,
 )
 from .builtins import NOT_BUILTIN, call_builtin, call_method
+from .objects import TreeValues, _bound_to, _chain_of, _is_super, _options
 from .state import fork, havoc, join, restore
 from .values import (
+    one_of,
     ClassRef,
     FuncRef,
     Instance,
+    ModuleRef,
     Obj,
     Path,
     Unknown,
@@ -40,11 +44,10 @@ from .values import (
     _compare_values,
     _same,
     _text,
-    describe,
     truth,
 )
 
-MAX_CALL_DEPTH = 4
+MAX_CALL_DEPTH = 8
 _MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
 
@@ -68,9 +71,41 @@ class World:
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         return None
 
-    def class_attr(self, cls: tuple[str, str], name: str) -> Value | None:
-        """The value of a class's attribute read through the class (``Mode.NONE``), when the
-        world knows it; None: unknown."""
+    def class_attr(self, cls: tuple[str, str], name: str, instance: bool = False) -> "Value | _Absent | None":
+        """The value of a class's attribute read through the class (``Mode.NONE``), or through
+        an object of it (``instance``), when the world knows it (:data:`~.values.ABSENT`: the
+        class surely has none); None: unknown."""
+        return None
+
+    def property_method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
+        """The getter when ``name`` is a property of ``cls``; None otherwise."""
+        return None
+
+    def method_after(self, cls: tuple[str, str], name: str, after: tuple[str, str]) -> tuple[tuple[str, str], FunctionFact] | None:
+        """``super()``'s lookup: ``name`` in the MRO of ``cls`` past the class ``after``."""
+        return None
+
+    def is_subclass(self, cls: tuple[str, str], base: tuple[str, str]) -> bool | None:
+        return None
+
+    def runs_constructor(self, cls: tuple[str, str]) -> bool:
+        """Whether building an object of ``cls`` runs its ``__init__`` (the dispatch analysis
+        builds a drafter without running its constructor: the build is what it asks)."""
+        return True
+
+    def module(self, name: str) -> "ModuleRef | None":
+        """The module ``name`` of the tree (``importlib.import_module``); None: not in the tree."""
+        return None
+
+    def stdlib_function(self, path: str, chain: tuple[str, ...]) -> str | None:
+        """The modelled standard-library function (``importlib.import_module``, ``typing.cast``)
+        that ``chain`` names in the module at ``path``; None: none."""
+        return None
+
+    def module_value(self, path: str, name: str) -> "tuple[str, PExpr] | None":
+        """The expression a module-level ``name`` of the module at ``path`` is bound to once (in
+        that module or the one it is imported from), with the module it is evaluated in; None:
+        not such a name."""
         return None
 
     def record_fields(self, cls: tuple[str, str]) -> dict[str, Value] | None:
@@ -84,7 +119,7 @@ class World:
         as ``Literal`` flattens nested ones; None: anything else (the call stays unknown)."""
         return None
 
-class ExpressionEvaluator:
+class ExpressionEvaluator(TreeValues):
     """Evaluates expressions on one path; :class:`~.evaluator.Evaluator` adds statements."""
 
     def __init__(self, world: World, on_limit: Callable[[str], None] | None = None) -> None:
@@ -92,6 +127,13 @@ class ExpressionEvaluator:
         self.on_limit = on_limit or (lambda _name: None)
         # Every cut of every run of this evaluator, in order (a plan shows them).
         self.notes: list[str] = []
+        # (module, name) -> the value of a module-level name bound to an expression (``_global``).
+        self._module_values: dict[tuple[str, str], Value | object] = {}
+        # Objects of the tree carry no state (:class:`Instance`): (class, attribute) set through
+        # an object or the class, and classes whose objects were handed to code not run; a class
+        # attribute read through them is unknown from then on.
+        self._object_writes: set[tuple[tuple[str, str], str]] = set()
+        self._escaped: set[tuple[str, str]] = set()
 
     def _cut(self, p: Path, kind: str, note: str) -> None:
         self.on_limit(kind)
@@ -113,10 +155,12 @@ class ExpressionEvaluator:
                 return p.env[e.id]
             if e.id in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[e.id]
-            return self.world.resolve_name(key[0], e.id)
+            return self._global(key[0], e.id)
         if isinstance(e, PAttr):
             owner = self.eval(e.value, p, key, depth)
-            return self._attr(owner, e.attr, p)
+            return self._attr(owner, e.attr, p, key, depth)
+        if isinstance(e, PFormat):
+            return self._format(e, p, key, depth)
         if isinstance(e, PSeq):
             elts = [self.eval(x, p, key, depth) for x in e.elts]
             if e.kind == "list":
@@ -166,22 +210,6 @@ class ExpressionEvaluator:
         if isinstance(e, PCall):
             return self._call(e, p, key, depth)
         return Unknown(_text(e))
-
-    def _attr(self, owner: Value, attr: str, p: Path) -> Value:
-        if isinstance(owner, Obj):
-            v = owner.get(attr)
-            if not isinstance(v, Obj):  # a config field, not a hop to another config object
-                p.reads.append(f"{owner.label}.{attr}")
-            if isinstance(v, _Absent):
-                return Unknown(f"{owner.label}.{attr} (not set)")
-            return v
-        if isinstance(owner, Unknown):
-            return Unknown(f"{owner.reason}.{attr}")
-        if isinstance(owner, ClassRef):
-            known = self.world.class_attr(owner.cls, attr)
-            if known is not None:
-                return known
-        return Unknown(f"{describe(owner)}.{attr}")
 
     def _boolop(self, e: PBool, p: Path, key: tuple[str, str], depth: int) -> Value:
         """``a and b`` / ``a or b``: Python's value while the operands are known; after an
@@ -247,6 +275,10 @@ class ExpressionEvaluator:
         for op, comp in zip(e.ops, e.comparators):
             right = self.eval(comp, p, key, depth)
             r = _compare_values(op, left, right)
+            if r is None and any(isinstance(v, Unknown) and v.options for v in (left, right)):
+                # One of several values on one side or both: decided when every pairing agrees.
+                found = {_compare_values(op, a, b) for a in _options(left) for b in _options(right)}
+                r = found.pop() if len(found) == 1 else None
             if r is None:
                 result = Unknown(f"{_text(e.left)} {op} {_text(comp)}") if not isinstance(left, Unknown) else left
                 if isinstance(right, Unknown) and not isinstance(left, Unknown):
@@ -257,6 +289,8 @@ class ExpressionEvaluator:
         return result
 
     def _subscript(self, value: Value, index: Value, e: PSubscript) -> Value:
+        if isinstance(value, Unknown) and value.options and not isinstance(index, Unknown):
+            return one_of([self._subscript(o, index, e) for o in value.options], _text(e))
         if isinstance(value, Unknown):
             return value
         if isinstance(index, Unknown):
@@ -303,83 +337,72 @@ class ExpressionEvaluator:
     def _call(self, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value:
         f = e.func
         text = e.text or _text(e)
+        chain = _chain_of(f)
+        if chain is not None and chain[0] not in p.env:
+            which = self.world.stdlib_function(key[0], chain)
+            if which is not None:
+                return self._stdlib(which, e, p, key, depth, text)
         if isinstance(f, PName) and f.id not in p.env:
             builtin = call_builtin(self, f.id, e, p, key, depth)
             if builtin is not NOT_BUILTIN:
                 return builtin  # type: ignore[return-value]
         if isinstance(f, PAttr):
+            if _is_super(f.value) and "super" not in p.env:
+                return self._super_call(e, f.attr, p, key, depth, text)
             owner = self.eval(f.value, p, key, depth)
-            if isinstance(owner, Obj) and f.attr == "update" and len(e.args) <= 1:
-                return self._update(owner, e, p, key, depth, text)
-            if isinstance(owner, Obj) and f.attr == "get" and owner.cls is None and 1 <= len(e.args) <= 2 and not e.keywords:
-                got = self._mapping_get(owner, e, p, key, depth)
-                if got is not NOT_BUILTIN:
-                    return got  # type: ignore[return-value]
-            if isinstance(owner, (Obj, ClassRef)):
-                cls = owner.cls
-                found = self.world.method(cls, f.attr) if cls is not None else None
-                if found is not None:
-                    (ckey, fn) = found
-                    return self._invoke((ckey[0], f"{ckey[1]}.{f.attr}"), fn, e, p, key, depth,
-                                        owner if isinstance(owner, Obj) else None)
-                sub = _sub_config(owner, self.world.sub_config_getters.get(f.attr)) \
-                    if isinstance(owner, Obj) and not e.args and not e.keywords else None
-                if sub is not None:
-                    return sub
-                pure = f.attr in self.world.pure_methods and not e.args and not e.keywords
-                return self._opaque_call(e, p, key, depth, [owner] if isinstance(owner, Obj) and not pure else [], text)
-            if isinstance(owner, (list, dict, tuple, frozenset, str, int, float, bool)) or owner is None:
-                args = [self.eval(a, p, key, depth) for a in e.args]
-                kwargs = {kw.name: self.eval(kw.value, p, key, depth) for kw in e.keywords if kw.name is not None}
-                if len(kwargs) == len(e.keywords):
-                    done = call_method(owner, f.attr, args, kwargs)
-                    if done is not NOT_BUILTIN:
-                        return done  # type: ignore[return-value]
-                # A method of a builtin type the evaluator does not model: it may change its
-                # receiver (a list or dict) and, for all we know, its arguments.
-                havoc(p, [owner, *args, *kwargs.values()], f"{text} not evaluated")
-                if isinstance(owner, frozenset) and _is_chain(f.value):
-                    # A set is modelled as a frozenset: a method that may change it makes
-                    # the name or field holding it unknown (another alias is not found).
-                    self._forget(f.value, p, key, depth, text)
-                return Unknown(text)
-            return self._opaque_call(e, p, key, depth, [owner], text)
-        callee = self.eval(f, p, key, depth)
-        if isinstance(callee, ClassRef):
-            record = _record(self, callee.cls, e, p, key, depth)
-            if record is not None:
-                return record
-            init = self.world.method(callee.cls, "__init__")
-            if init is not None and init[1].body:
-                (ckey, fn) = init
-                this = Obj(f"{callee.cls[1]}(...)", cls=callee.cls)
-                self._invoke((ckey[0], f"{ckey[1]}.__init__"), fn, e, p, key, depth, this)
-            else:
-                self._opaque_call(e, p, key, depth, [], text, init[1] if init is not None else None)
-            return Instance(callee.cls, 0)
-        if isinstance(callee, FuncRef):
-            target_fn = self.world.function(callee.key)
-            if target_fn is not None:
-                return self._invoke(callee.key, target_fn, e, p, key, depth, callee.self_obj)
-        return self._opaque_call(e, p, key, depth, [callee], text)
+            if isinstance(owner, Unknown) and owner.options:
+                attr = f.attr
+                return self._each(owner, p, lambda o, side: self._call_on(o, attr, e, side, key, depth, text), text)
+            return self._call_on(owner, f.attr, e, p, key, depth, text)
+        return self._call_value(self.eval(f, p, key, depth), e, p, key, depth, text)
 
-    def _mapping_get(self, owner: Obj, e: PCall, p: Path, key: tuple[str, str], depth: int) -> Value | object:
-        """``d.get("k"[, default])`` on a config object of no class of the tree: a nested mapping
-        of a config (``mtp_config`` in a config.json), which code reads with ``.get`` only when
-        it is a plain dict at run time (``dict.get`` changes nothing). A field it has is its
-        value; one a closed object lacks is the default; otherwise unknown. A key that is not
-        a string literal is not modelled (nothing evaluated: the generic call path runs)."""
-        first = e.args[0]
-        if not (isinstance(first, PConst) and isinstance(first.value, str)):
-            return NOT_BUILTIN
-        name = first.value
-        default = self.eval(e.args[1], p, key, depth) if len(e.args) == 2 else None
-        p.reads.append(f"{owner.label}.{name}")
-        if name in owner.fields:
-            return owner.fields[name]
-        if owner.closed and name not in owner.roles:
-            return default
-        return Unknown(f"{owner.label}.get({name!r})")
+    def _call_on(self, owner: Value, attr: str, e: PCall, p: Path, key: tuple[str, str], depth: int, text: str) -> Value:
+        """``owner.attr(...)``: a method of a config object, a class or an object of the tree, a
+        module's function, a method of a builtin value, or opaque."""
+        f = e.func
+        assert isinstance(f, PAttr)
+        if isinstance(owner, Obj) and f.attr == "update" and len(e.args) <= 1:
+            return self._update(owner, e, p, key, depth, text)
+        if isinstance(owner, Obj) and f.attr == "get" and owner.cls is None and 1 <= len(e.args) <= 2 and not e.keywords:
+            got = self._mapping_get(owner, e, p, key, depth)
+            if got is not NOT_BUILTIN:
+                return got  # type: ignore[return-value]
+        if isinstance(owner, (Obj, ClassRef, Instance)):
+            cls = owner.cls
+            found = self.world.method(cls, f.attr) if cls is not None else None
+            if found is not None:
+                (ckey, fn) = found
+                return self._invoke((ckey[0], f"{ckey[1]}.{f.attr}"), fn, e, p, key, depth, _bound_to(owner, fn))
+            sub = _sub_config(owner, self.world.sub_config_getters.get(f.attr)) \
+                if isinstance(owner, Obj) and not e.args and not e.keywords else None
+            if sub is not None:
+                return sub
+            if isinstance(owner, (ClassRef, Instance)):
+                # An attribute holding something callable (``cls.factory(...)``), or unknown.
+                held = self.attribute(owner, f.attr, p, key, depth)
+                if isinstance(held, (ClassRef, FuncRef)):
+                    return self._call_value(held, e, p, key, depth, text)
+            pure = f.attr in self.world.pure_methods and not e.args and not e.keywords
+            return self._opaque_call(e, p, key, depth, [owner] if isinstance(owner, (Obj, Instance)) and not pure else [],
+                                     text)
+        if isinstance(owner, ModuleRef):
+            return self._call_value(self._global(owner.path, f.attr), e, p, key, depth, text)
+        if isinstance(owner, (list, dict, tuple, frozenset, str, int, float, bool)) or owner is None:
+            args = [self.eval(a, p, key, depth) for a in e.args]
+            kwargs = {kw.name: self.eval(kw.value, p, key, depth) for kw in e.keywords if kw.name is not None}
+            if len(kwargs) == len(e.keywords):
+                done = call_method(owner, f.attr, args, kwargs)
+                if done is not NOT_BUILTIN:
+                    return done  # type: ignore[return-value]
+            # A method of a builtin type the evaluator does not model: it may change its
+            # receiver (a list or dict) and, for all we know, its arguments.
+            havoc(p, [owner, *args, *kwargs.values()], f"{text} not evaluated")
+            if isinstance(owner, frozenset) and _is_chain(f.value):
+                # A set is modelled as a frozenset: a method that may change it makes
+                # the name or field holding it unknown (another alias is not found).
+                self._forget(f.value, p, key, depth, text)
+            return Unknown(text)
+        return self._opaque_call(e, p, key, depth, [owner], text)
 
     def _forget(self, target: PExpr, p: Path, key: tuple[str, str], depth: int, text: str) -> None:
         if isinstance(target, PName):
@@ -408,30 +431,29 @@ class ExpressionEvaluator:
         show it writes none of them."""
         args = [self.eval(a, p, key, depth) for a in e.args]
         kwargs = [self.eval(kw.value, p, key, depth) for kw in e.keywords]
-        if fn is not None and not _may_write(fn, self.world.pure_methods):
-            return Unknown(text)
-        havoc(p, [*receivers, *args, *kwargs], f"{text} not evaluated")
+        self._escape(p, [*receivers, *args, *kwargs], f"{text} not evaluated", fn)
         return Unknown(text)
 
     def _invoke(self, fkey: tuple[str, str], fn: FunctionFact, e: PCall, p: Path, key: tuple[str, str], depth: int,
-                self_obj: Obj | None) -> Value:
+                self_value: Value | None) -> Value:
         """Evaluate a callee whose body the facts keep: every path through it, joined
-        into the caller's state (a write on one of its paths only is unknown)."""
+        into the caller's state (a write on one of its paths only is unknown). ``self_value``:
+        what its first parameter is bound to (the object of a method, the class of a
+        classmethod); None: the arguments bind from the first parameter on."""
         text = e.text or _text(e)
+        receivers: list[Value] = [self_value] if isinstance(self_value, (Obj, Instance, ClassRef)) else []
         if depth >= MAX_CALL_DEPTH:
             self._cut(p, "partial evaluation call depth",
                       f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {MAX_CALL_DEPTH}: not evaluated, "
                       "its result and what it may write are unknown")
-            return self._opaque_call(e, p, key, depth, [self_obj] if self_obj is not None else [], text)
+            return self._opaque_call(e, p, key, depth, receivers, text)
         if not fn.body or any(kw.name is None for kw in e.keywords):
-            return self._opaque_call(e, p, key, depth, [self_obj] if self_obj is not None else [], text, fn)
+            return self._opaque_call(e, p, key, depth, receivers, text, fn)
         params = [q.name for q in fn.params]
         args: dict[str, Value] = {}
         positional = list(e.args)
-        if self_obj is not None and params and params[0] in ("self", "cls"):
-            args[params[0]] = self_obj
-            params = params[1:]
-        elif params and params[0] in ("self", "cls") and "staticmethod" not in " ".join(fn.decorators):
+        if self_value is not None and params:
+            args[params[0]] = self_value
             params = params[1:]
         for name, a in zip(params, positional):
             args[name] = self.eval(a, p, key, depth)
@@ -441,6 +463,19 @@ class ExpressionEvaluator:
         if len(positional) > len(params):
             extra = [self.eval(a, p, key, depth) for a in positional[len(params):]]
             havoc(p, extra, f"{text}: *args not modelled")
+        return self._run_bound(fkey, fn, args, p, key, depth, text)
+
+    def _run_bound(self, fkey: tuple[str, str], fn: FunctionFact, args: dict[str, Value], p: Path,
+                   key: tuple[str, str], depth: int, text: str) -> Value:
+        """Run ``fn`` with its parameters bound to ``args`` (the rest: their defaults) from the
+        path ``p``, every path through it joined into the caller's state; what it returns."""
+        if depth >= MAX_CALL_DEPTH or not fn.body:
+            if depth >= MAX_CALL_DEPTH:
+                self._cut(p, "partial evaluation call depth",
+                          f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {MAX_CALL_DEPTH}: not "
+                          "evaluated, its result and what it may write are unknown")
+            self._escape(p, list(args.values()), f"{text} not evaluated", fn)
+            return Unknown(text)
         saved = p.reads
         paths = self.run(fkey, fn, args, depth + 1, [p.env, *p.roots])
         reads = list(saved)
@@ -467,34 +502,11 @@ class ExpressionEvaluator:
         result = joined.env.pop(slot)
         if isinstance(result, Unknown) and not deps:
             return result
-        return result if not isinstance(result, Unknown) else Unknown(deps[0] if deps else text)
+        if isinstance(result, Unknown):
+            return Unknown(deps[0] if deps else text, known_truth=result.known_truth, options=result.options)
+        return result
 
 
-
-
-def _record(ev: "ExpressionEvaluator", cls: tuple[str, str], e: PCall, p: Path, key: tuple[str, str], depth: int) -> Obj | None:
-    """``C(f=v, ...)`` of a data record (:meth:`World.record_fields`: a ``@dataclass``
-    that writes no ``__init__``/``__post_init__`` and compares, hashes and tests true as
-    a dataclass does): an object of ``C`` holding what the call's keywords bind, and the
-    literal defaults of the fields it leaves out when every argument is a keyword.
-    Anything else of it (a field bound positionally, a base's field) is unknown."""
-    defaults = ev.world.record_fields(cls)
-    if defaults is None or any(kw.name is None for kw in e.keywords):
-        return None
-    fields: dict[str, Value] = {}
-    for a in e.args:  # which field a positional argument binds is not modelled
-        ev.eval(a, p, key, depth)
-    if not e.args:
-        fields.update(defaults)
-    for kw in e.keywords:
-        assert kw.name is not None
-        fields[kw.name] = ev.eval(kw.value, p, key, depth)
-    return Obj(f"{cls[1]}(...)", fields, cls=cls)
-
-
-# Python builtins that never change their arguments.
-_PURE_BUILTINS = frozenset({"getattr", "hasattr", "isinstance", "issubclass", "len", "type", "id", "repr", "str", "int",
-                            "float", "bool", "min", "max", "any", "all", "sorted", "tuple", "callable", "print"})
 
 
 def _sub_config(owner: Obj, fields: tuple[str, ...] | None) -> Obj | None:
@@ -510,26 +522,6 @@ def _sub_config(owner: Obj, fields: tuple[str, ...] | None) -> Obj | None:
         return owner
     return present[0] if len(present) == 1 and isinstance(present[0], Obj) else None
 
-
-def _may_write(fn: FunctionFact, pure_methods: frozenset[str] = frozenset()) -> bool:
-    """From a function's facts (its body is not kept): whether it may change an object it
-    is handed — it assigns an attribute or stores into a container of a parameter, or
-    hands a parameter (or calls a method of one) to code it calls, other than the pure
-    builtins and ``pure_methods`` without arguments."""
-    params = set(fn.param_names)
-    if any(a.target[0] in params for a in fn.attr_assigns) or any(s[0] in params for s in fn.stores):
-        return True
-    for c in fn.calls:
-        if c.func and len(c.func) == 1 and c.func[0] in _PURE_BUILTINS and not c.star_args and not c.star_kwargs:
-            continue
-        if c.func and c.func[0] in params and len(c.func) > 1:
-            if c.func[-1] in pure_methods and len(c.func) == 2 and not c.args and not c.keywords:
-                continue
-            return True
-        for x in [*c.args, *(k.value for k in c.keywords), *c.star_args, *c.star_kwargs]:
-            if any(n.split(".")[0] in params for n in x.names):
-                return True
-    return False
 
 def _is_chain(e: PExpr) -> bool:
     """A name, or attributes and subscripts of one: evaluating it runs no code."""
@@ -573,4 +565,6 @@ def _subexprs(e: PExpr) -> list[PExpr]:
             stack += [x.left, x.right]
         elif isinstance(x, PNamed):
             stack.append(x.value)
+        elif isinstance(x, PFormat):
+            stack += list(x.parts)
     return out

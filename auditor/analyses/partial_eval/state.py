@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Iterable
 
-from .values import Decision, Obj, Path, Unknown, Value, _same
+from .values import Decision, Obj, Path, Unknown, Value, _same, one_of
 
 _MUTABLE = (Obj, list, dict)
 
@@ -99,7 +99,7 @@ def _join_value(vals: list[Any], memo: dict[tuple[int, ...], Value], why: str) -
         return first  # type: ignore[no-any-return]
     if not any(isinstance(v, _MUTABLE) for v in vals) and all(_same(v, first) for v in vals):
         return first  # type: ignore[no-any-return]
-    out = Unknown(why)
+    out = one_of(vals, why) if not any(isinstance(v, (Obj, dict)) for v in vals) else Unknown(why)
     memo[key] = out
     return out
 

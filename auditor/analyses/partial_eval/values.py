@@ -20,6 +20,7 @@ from ...facts.extract import (
     PCompare,
     PConst,
     PExpr,
+    PFormat,
     PName,
     PNot,
     POpaque,
@@ -42,16 +43,20 @@ class Unknown:
     # The expression raises (its operands known: ``k % 0``): the exception, as Python words it.
     # Every other use of the value is unknown; a test or guard that evaluates it raises.
     raises: str | None = None
+    # The value is one of these (paths joined where they held different values: each a
+    # literal, a class, a module, a function or an object of the tree, or a tuple of such);
+    # which one depends on ``reason``. None: nothing is known of it.
+    options: tuple[Any, ...] | None = None
 
     def __repr__(self) -> str:
-        return f"Unknown({self.reason!r})"
+        return f"Unknown({self.reason!r})" if self.options is None else f"Unknown({self.reason!r}, options={self.options!r})"
 
     # A fork (state.fork, copy.deepcopy) copies every value a path holds. These copy
     # methods make the copies the generic protocol made (a new object with equal fields,
     # mutable parts copied through the memo), without its reduce/reconstruct round trip:
     # the fork of a runner's state dominated planning ``layers --all``.
     def __deepcopy__(self, memo: dict[int, Any]) -> "Unknown":
-        return Unknown(self.reason, self.maybe_absent, self.known_truth, self.upper, self.lower, self.raises)
+        return Unknown(self.reason, self.maybe_absent, self.known_truth, self.upper, self.lower, self.raises, self.options)
 
 
 _UIDS = itertools.count(1)
@@ -156,9 +161,21 @@ class ClassRef:
         return ClassRef(self.cls)
 
 
+@dataclass(frozen=True)
+class ModuleRef:
+    """A module of the scanned tree as a value (``importlib.import_module("a.b")``): its
+    attributes are the names the module defines or imports. ``path`` is its file."""
+
+    name: str
+    path: str
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "ModuleRef":
+        return self
+
+
 Value = Union[
     None, bool, int, float, str, "tuple[Any, ...]", "list[Any]", "frozenset[Any]", "dict[Any, Any]",
-    Obj, Instance, EnumMember, FuncRef, ClassRef, Unknown,
+    Obj, Instance, EnumMember, FuncRef, ClassRef, ModuleRef, Unknown,
 ]
 
 
@@ -226,9 +243,44 @@ def _structural(v: Any, seen: dict[int, int]) -> Hashable:
         return ("dict", tuple((_structural(k, seen), _structural(x, seen)) for k, x in v.items()))
     if isinstance(v, FuncRef):
         return ("funcref", v.key, _structural(v.self_obj, seen))
-    if v is None or isinstance(v, (bool, int, float, str, frozenset, Unknown, Instance, EnumMember, ClassRef, _Absent)):
+    if v is None or isinstance(v, (bool, int, float, str, frozenset, Unknown, Instance, EnumMember, ClassRef, ModuleRef, _Absent)):
         return (type(v).__name__, v)
     raise _NoKey(type(v).__name__)
+
+
+#: How many values an :attr:`Unknown.options` holds at most (more: nothing is known).
+MAX_OPTIONS = 8
+
+
+def is_atom(v: Any) -> bool:
+    """A value an :attr:`Unknown.options` may hold: immutable, and known whole."""
+    if v is None or isinstance(v, (bool, int, float, str, ClassRef, ModuleRef, Instance, EnumMember)):
+        return True
+    if isinstance(v, FuncRef):
+        return v.self_obj is None
+    return isinstance(v, tuple) and all(is_atom(x) for x in v)
+
+
+def one_of(values: list[Any], why: str) -> "Value":
+    """The value of joined paths that held ``values``: the one value when they agree, an
+    :class:`Unknown` holding the options when each is an atom (lists as tuples; an
+    :class:`Unknown` with options contributes its own), else a plain :class:`Unknown`."""
+    out: list[Any] = []
+    for v in values:
+        for x in (v.options or ()) if isinstance(v, Unknown) else (v,):
+            x = tuple(x) if type(x) is list else x
+            if not is_atom(x):
+                return Unknown(why)
+            if not any(_same(x, o) for o in out):
+                out.append(x)
+        if isinstance(v, Unknown) and not v.options:
+            return Unknown(why)
+    if len(out) == 1:
+        return out[0]  # type: ignore[no-any-return]
+    if len(out) > MAX_OPTIONS:
+        return Unknown(why)
+    truths = {truth(x) for x in out}
+    return Unknown(why, known_truth=truths.pop() if len(truths) == 1 else None, options=tuple(out))
 
 
 def truth(v: Value) -> bool | None:
@@ -237,7 +289,7 @@ def truth(v: Value) -> bool | None:
         return v.known_truth
     if isinstance(v, EnumMember):
         return None  # truthy unless its class defines ``__bool__``: not modelled
-    if isinstance(v, (Obj, Instance, FuncRef, ClassRef)):
+    if isinstance(v, (Obj, Instance, FuncRef, ClassRef, ModuleRef)):
         return True
     return bool(v)
 
@@ -251,6 +303,10 @@ def describe(v: Value) -> str:
         return f"{v.cls[1]}(...)"
     if isinstance(v, EnumMember):
         return f"{v.cls[1]}.{v.name}"
+    if isinstance(v, ClassRef):
+        return v.cls[1]
+    if isinstance(v, ModuleRef):
+        return f"module {v.name}"
     return repr(v)
 
 
@@ -330,7 +386,7 @@ def _text(e: PExpr | None) -> str:
         return f"{_text(e.value)}.{e.attr}"
     if isinstance(e, PCall):
         return e.text or f"{_text(e.func)}(...)"
-    if isinstance(e, POpaque):
+    if isinstance(e, (POpaque, PFormat)):
         return e.text
     if isinstance(e, PCompare):
         parts = [_text(e.left)]
