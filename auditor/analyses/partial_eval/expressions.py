@@ -487,6 +487,17 @@ class ExpressionEvaluator(TreeValues):
                 if c not in p.cuts:
                     p.cuts.append(c)
         p.reads = reads
+        returning = [q for q in paths if q.raised is None]
+        if returning and len(returning) < len(paths):
+            # Python goes on only where the callee returned: the caller continues from those paths;
+            # that it may raise instead is said (a note, and a cut on the path: when in doubt, unknown).
+            raised = next(q.raised for q in paths if q.raised is not None)
+            note = f"{fkey[1]} raises on some paths for this configuration ({raised}): what follows assumes it returns"
+            if note not in p.cuts:
+                p.cuts.append(note)
+            if note not in self.notes:
+                self.notes.append(note)
+            paths = returning
         slot = "\0returned"
         for q in paths:
             q.env[slot] = q.returned if q.raised is None else Unknown(f"{text} raises")
