@@ -94,3 +94,17 @@ def test_a_truncated_or_edited_layers_entry_is_recomputed(tmp_path: Path) -> Non
         again = cli(*args)
         assert (again.returncode, again.stdout) == (0, first.stdout)
         assert entry.read_bytes() == raw  # the damaged entry was removed and written again
+
+
+def test_facts_holding_a_lone_surrogate_are_kept_in_memory_not_cached(tmp_path: Path) -> None:
+    """A string literal may spell a lone surrogate (``"\\ud800"``, as vLLM's tokenizer tests do):
+    its facts cannot be encoded as UTF-8 JSON. The cache leaves them out (a write failure), the
+    scan goes on with them, and a second read is a miss, not an internal error."""
+    from auditor.facts.cache import FactsCache
+    from auditor.facts.extract import extract
+
+    facts = extract('X = "\\ud800"\n\ndef f():\n    return "\\udfff" + X\n', "vllm/s.py", "vllm.s", False)
+    cache = FactsCache(tmp_path / "cache")
+    cache.put("k" * 64, facts)
+    assert cache.write_failures == 1
+    assert cache.get("k" * 64, "vllm/s.py") is None

@@ -133,7 +133,11 @@ class FactsCache:
         p = self._path(key)
         if p is None:
             return
-        raw = seal(key, _encoder.encode(CacheEntry(key, __version__, facts)))
+        try:
+            raw = seal(key, _encoder.encode(CacheEntry(key, __version__, facts)))
+        except UnicodeEncodeError:  # a string literal holding a lone surrogate: kept in memory only
+            self.write_failures += 1
+            return
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(p, raw)

@@ -251,8 +251,11 @@ class SpecFields(DispatchPart):
             return memo[1]
         out: set[tuple[str, int]] = set()
         found: frozenset[tuple[str, int]] | None = None
+        mentioning = self.index.files_mentioning([name.encode()])
         try:
-            for path in self.index.files_mentioning([name.encode()]):
+            if len(mentioning) > _MAX_WRITER_FILES:
+                raise LookupError(name)  # a name too common to place every write of
+            for path in mentioning:
                 facts = self.index.lookup(path)
                 if facts is None:
                     raise LookupError(path)
@@ -291,6 +294,9 @@ class SpecFields(DispatchPart):
         self._spec_memo[cls] = (held, out)
         return out
 
+
+#: Files naming a field the search for its writes reads at most (a more common name: not placed).
+_MAX_WRITER_FILES = 64
 
 #: A dataclass field's default given through the field function (``field(default=None)``).
 _FIELD_FUNCTIONS = frozenset({("field",), ("dataclasses", "field"), ("Field",), ("pydantic", "Field")})
