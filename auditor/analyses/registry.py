@@ -159,4 +159,14 @@ class RegistryProvider(Provider):
         owner = self.types.defining_class(func)
         if owner is None:
             return []
-        return [ClassRef(*c) for c in self.model_classes() if owner in self.model_parts(c)]
+        name = func[1].rpartition(".")[2]
+
+        def runs(c: ClassKey) -> bool:
+            # A base of the class runs it only where the class's MRO resolves the name to it (a
+            # subclass's override runs instead); a part it holds runs its own.
+            if owner not in self.index.mro(c):
+                return True
+            hit = self.index.method(c, name)
+            return hit is not None and hit[0] == owner
+
+        return [ClassRef(*c) for c in self.model_classes() if owner in self.model_parts(c) and runs(c)]

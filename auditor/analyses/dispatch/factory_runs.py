@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from ...facts.extract import FunctionFact, PCall, PName, SAssign, SIf, SRaise, SReturn, Stmt
-from ...index.index import ClassKey, FuncKey, module_name
+from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
-from ..partial_eval import ABSENT, ClassRef, Decision, Instance, Obj, Path, Unknown, Value
+from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
 from .model import CUT, Setting
+from .declared import draft_class_fields
 from .syntax import to_obj
 from .outcomes import Rejection
 from .part import DispatchPart
@@ -214,7 +215,7 @@ class FactoryRuns(DispatchPart):
         field_name = self.config.override_field[0]
         if field_name in hf.fields:
             draft.fields[field_name] = hf.fields[field_name]
-            draft.fields.update(self.draft_class_fields(hf.fields[field_name], setting.platform))
+            draft.fields.update(draft_class_fields(self, hf.fields[field_name], setting.platform))
         spec_cls = self.provider.location.spec_config_class()
         spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft}, cls=spec_cls)
         spec.fields.update(dict(setting.options))
@@ -226,28 +227,27 @@ class FactoryRuns(DispatchPart):
         root = Obj(r["root"], roles={r["speculative"]: spec})
         return {"speculative": spec, "root": root}
 
-    def draft_class_fields(self, architectures: Value, platform: str) -> dict[str, Value]:
-        """The draft model config's ``draft-class-attrs``, as vLLM's model registry reads them off
-        the draft model class the architecture names (on ``platform``): a class the model class
-        holds there is its qualified name (``module.Class``), none held is None; unknown when
-        the architecture, the class or what it holds is not known."""
-        attrs = self.config.draft_class_attrs
-        if not attrs:
-            return {}
-        arch = architectures[0] if isinstance(architectures, list) and len(architectures) == 1 else None
-        cls = self.provider.registry_lookup.model_class_for(arch, platform) if isinstance(arch, str) else None
-        world = self.evaluator().world
-        out: dict[str, Value] = {}
-        for attr in attrs:
-            held = world.class_attr(cls, attr) if cls is not None else None
-            if isinstance(held, ClassRef):
-                module = module_name(held.cls[0])[0]
-                out[attr] = f"{module}.{held.cls[1]}"
-            elif held is ABSENT:
-                out[attr] = None
-            else:
-                out[attr] = Unknown(f"{self.roles['draft']}.{attr} (what the draft model class declares)")
-        return out
+    def open_world(self, method: str, hf: Obj) -> dict[str, Obj]:
+        """The configuration a route is run over: the speculative config of ``method`` for a
+        draft config ``hf`` (what it does not fix unknown), any K and options, with the fields its
+        construction's first statements decide that no user gives (``init=False``) and the
+        draft class's declared attributes on every platform alike."""
+        r = self.roles
+        field_name = self.config.override_field[0]
+        draft = Obj(r["draft"], {r["hf"]: hf})
+        if field_name in hf.fields:
+            draft.fields[field_name] = hf.fields[field_name]
+            draft.fields.update(draft_class_fields(self, hf.fields[field_name], None))
+        spec_cls = self.provider.location.spec_config_class()
+        spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=spec_cls)
+        # Only what a user cannot give (a field the construction sets, ``init=False``): a route
+        # stands for every option a user may set.
+        setting = Setting("", None, method)
+        internal = self.provider.spec_fields.internal_fields(spec_cls)
+        for name, value in self.provider.spec_fields.construction_fields(setting, spec).items():
+            if name in internal:
+                spec.fields.setdefault(name, value)
+        return {"speculative": spec, "root": Obj(r["root"], roles={r["speculative"]: spec})}
 
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         """Drafters the runner's factory can build for this configuration, each with the

@@ -84,7 +84,7 @@ class FactoryLocation(DispatchPart):
             return self._factories
         located = self._locate_all()
         out = {
-            r: [k for n in ns for k in located.get(n, []) if self.built_classes(k) or self.builds_computed_class(k)]
+            r: [k for n in ns for k in located.get(n, []) if self.builds_computed_class(k) or self.built_classes(k)]
             for r, ns in sorted(self.config.dispatch_factories.items())
         }
         for r, keys in self.provider.plugin_dispatch.plugin_factories(out).items():
@@ -169,6 +169,11 @@ class FactoryLocation(DispatchPart):
                 cls = self.resolve_class(fkey[0], value.func)
                 if cls is not None and self.is_drafter(cls):
                     out.append(cls)
+        if not out and self.builds_computed_class(fkey):
+            # The class is computed: the drafters its runs build, for every method and
+            # architecture the load routes run it for (MTP's and the draft-model methods').
+            out = [rt.drafter for rt in self.provider.load_routes.load_routes()
+                   if (rt.site.path, rt.site.function) == fkey]
         built = list(dict.fromkeys(out))
         if self.index.frozen:  # while the index loads, a later call may resolve more
             self._built[fkey] = built

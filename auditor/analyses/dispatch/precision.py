@@ -33,13 +33,10 @@ class ScanPrecision(DispatchPart):
         out: list[Route] = []
         r = self.roles
         for method in self.config.mtp_methods:
-            hf = Obj(r["hf"])  # open: every field unknown
-            draft = Obj(r["draft"], {r["hf"]: hf})
-            spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=self.provider.location.spec_config_class())
-            root = Obj(r["root"], roles={r["speculative"]: spec})
+            world = self.provider.factory_runs.open_world(method, Obj(r["hf"]))  # open: every field unknown
             for runner, factories in self.provider.location.factories().items():
                 for fkey in factories:
-                    for cls, site, chain in self.provider.factory_runs.run_factory(fkey, {"root": root, "speculative": spec}):
+                    for cls, site, chain in self.provider.factory_runs.run_factory(fkey, world):
                         conds = tuple(DecisionRow.of(d) for d in chain if route_condition(d))
                         out.append(Route(runner, cls, site, conds))
         self._routes = list(dict.fromkeys(out))

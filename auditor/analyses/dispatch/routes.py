@@ -55,19 +55,15 @@ class RouteMap(DispatchPart):
         (loading ``models``): once per set of literals an override branch that picks it fixes."""
         r = self.roles
         field_name = self.config.override_field[0]
-        spec_cls = self.provider.location.spec_config_class()
         out: list[ModelRoute] = []
         for fixed in self.provider.family_facts.arch_literals(arch) or [()]:
             fields: dict[str, Value] = dict(fixed)
             fields[field_name] = [arch]
             hf = Obj(r["hf"], fields)  # open: what the family does not fix is unknown
-            draft = Obj(r["draft"], {r["hf"]: hf, field_name: [arch]})
-            spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=spec_cls)
-            root = Obj(r["root"], roles={r["speculative"]: spec})
+            world = self.provider.factory_runs.open_world(method, hf)
             for runner, factories in self.provider.location.factories().items():
                 for fkey in factories:
-                    for cls, site, chain in self.provider.factory_runs.run_factory(
-                            fkey, {"root": root, "speculative": spec}):
+                    for cls, site, chain in self.provider.factory_runs.run_factory(fkey, world):
                         conds = tuple(DecisionRow.of(d) for d in chain if route_condition(d))
                         out.append(ModelRoute(runner, arch, models, cls, site, conds))
         return out

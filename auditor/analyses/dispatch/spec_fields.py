@@ -147,6 +147,17 @@ class SpecFields(DispatchPart):
                 return set()
         return {f for f in fields if f in built.fields and built.fields[f] is None}
 
+    def internal_fields(self, cls: ClassKey | None) -> frozenset[str]:
+        """The fields of the speculative config's class a user cannot give: declared with
+        ``field(..., init=False)``."""
+        out: set[str] = set()
+        for c in self.index.mro(cls) if cls is not None else ():
+            cf = self.index.class_fact(c)
+            for name, e in (cf.field_defaults.items() if cf is not None else ()):
+                if e.called in _FIELD_FUNCTIONS and "init=False" in e.text.replace(" ", ""):
+                    out.add(name)
+        return frozenset(out)
+
     def construction_fields(self, setting: Setting, spec: Obj) -> dict[str, Value]:
         """Fields the construction's first statements decide (:meth:`validated_method`'s run)
         that no other code of the tree writes: a field written only in a branch of those

@@ -180,8 +180,7 @@ class Evaluator(ExpressionEvaluator):
             if len(stmt.targets) == 1 and isinstance(stmt.targets[0], PName):
                 # A local one of several values: a path each, so what is derived from it later
                 # stays paired with it (``cls = f(); name = cls.name``).
-                name = stmt.targets[0].id
-                return self._split(key, stmt.line, f"{name} = {_text(stmt.value)}", p, assigned,
+                return self._split(key, stmt.line, _text(stmt.value), p, assigned,
                                    lambda q, v: self._assign(stmt.targets[0], v, q, key, depth, stmt.line))
             for target in stmt.targets:
                 self._assign(target, assigned, p, key, depth, stmt.line)
@@ -220,7 +219,7 @@ class Evaluator(ExpressionEvaluator):
         options = value.options
         for i, option in enumerate(options):
             q = p if i == len(options) - 1 else fork(p)
-            q.decisions.append(Decision(key[0], line, key[1], f"{text} is {describe(option)}", None, tuple(p.reads),
+            q.decisions.append(Decision(key[0], line, key[1], f"{text} gives {describe(option)}", None, tuple(p.reads),
                                         value.reason, True))
             put(q, option)
             out.append(q)

@@ -1,0 +1,51 @@
+"""The draft model config's attributes vLLM's model registry reads off the draft model class
+(``draft-class-attrs``: ``speculator_config_class``, the speculator config a draft model class
+declares), as the partial evaluator's configuration holds them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...index.index import ClassKey, module_name
+from ..partial_eval import ABSENT, ClassRef, Unknown, Value
+from ..partial_eval.values import _Absent
+
+if TYPE_CHECKING:
+    from .part import DispatchPart
+
+
+def draft_class_fields(part: DispatchPart, architectures: Value, platform: str | None) -> dict[str, Value]:
+    """The draft model config's ``draft-class-attrs``, as vLLM's model registry reads them off
+    the draft model class the architecture names (on ``platform``): a class the model class
+    holds there is its qualified name (``module.Class``), none held is None; unknown when
+    the architecture, the class or what it holds is not known."""
+    attrs = part.config.draft_class_attrs
+    if not attrs:
+        return {}
+    arch = architectures[0] if isinstance(architectures, list) and len(architectures) == 1 else None
+    lookup = part.provider.registry_lookup
+    if not isinstance(arch, str):
+        classes: list[ClassKey] = []
+    elif platform is not None:
+        one = lookup.model_class_for(arch, platform)
+        classes = [one] if one is not None else []
+    else:  # any platform: what every registered copy declares alike
+        classes = sorted(lookup.classes_for(arch))
+    world = part.evaluator().world
+    out: dict[str, Value] = {}
+    for attr in attrs:
+        held = {_declared(world.class_attr(c, attr)) for c in classes}
+        value = held.pop() if len(held) == 1 else None
+        out[attr] = value if value is not None else Unknown(f"{part.roles['draft']}.{attr} (what the draft model "
+                                                            "class declares)")
+        if value == "":
+            out[attr] = None
+    return out
+
+
+def _declared(held: Value | _Absent | None) -> str | None:
+    """A class attribute as the registry records it: a class's qualified name, "" for none
+    held (None in vLLM's record), None when not known."""
+    if isinstance(held, ClassRef):
+        return f"{module_name(held.cls[0])[0]}.{held.cls[1]}"
+    return "" if held is ABSENT else None
