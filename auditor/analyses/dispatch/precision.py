@@ -36,9 +36,16 @@ class ScanPrecision(DispatchPart):
             world = self.provider.factory_runs.open_world(method, Obj(r["hf"]))  # open: every field unknown
             for runner, factories in self.provider.location.factories().items():
                 for fkey in factories:
-                    for cls, site, chain in self.provider.factory_runs.run_factory(fkey, world):
+                    built = self.provider.factory_runs.run_factory(fkey, world)
+                    for cls, site, chain in built:
                         conds = tuple(DecisionRow.of(d) for d in chain if route_condition(d))
                         out.append(Route(runner, cls, site, conds))
+                    if not built:
+                        # A factory that builds a class it computes from the draft's architecture
+                        # tells nothing for an unknown one: its routes are the architectures' own.
+                        out += [Route(mr.runner, mr.drafter, mr.site, mr.conditions)
+                                for mr in self.provider.route_map.model_routes()
+                                if (mr.site.path, mr.site.function) == fkey]
         self._routes = list(dict.fromkeys(out))
         return self._routes
 
