@@ -30,6 +30,8 @@ CASES_S12 = HERE / "data" / "heldout" / "heldout_cases_s12.json"
 #: The seventh reader's cases (session 13: releases 0.24.0-0.32.0, family method names, K
 #: omitted; README beside it).
 CASES_S13 = HERE / "data" / "heldout" / "heldout_cases_s13.json"
+#: The eighth reader's cases (session 14: vLLM 0.34.0, a release nobody developed against).
+CASES_S14 = HERE / "data" / "heldout" / "heldout_cases_s14.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 
