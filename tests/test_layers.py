@@ -160,6 +160,13 @@ def test_both_runners_without_runner_and_formats(tree, cache_env):
     assert [p["runner"] for p in doc["plans"]] == ["v1", "v2"]
     v1, v2 = doc["plans"]
     assert v1["proposer"] is None and any("runner v1" in n for n in v1["notes"])  # this tree has no V1 factory
+    # ... so nothing says which drafter runs: every step unknown, never "none built" (a release
+    # without that runner, as vLLM 0.34.0 has no V1 runner).
+    assert [s["verdict"] for s in v1["steps"]] == ["unknown", "unknown"]
+    assert all("no dispatch factory for runner v1" in s["why"] for s in v1["steps"])
+    text = run_cli("layers", str(tree), "--arch", "DeepMTPModel", "--set", "num_nextn_predict_layers=3", "--k", "2",
+                   "--runner", "v1", env=cache_env).stdout
+    assert "drafter:     not known" in text and "none built" not in text
     assert [s["forward_layer"] for s in v2["steps"]] == [0, 1]
     assert [s["head_layer"] for s in v2["steps"]] == [None, None]  # one shared head
     r = run_cli("layers", str(tree), "--arch", "DeepMTPModel", "--set", "num_nextn_predict_layers=3", "--k", "2",

@@ -94,7 +94,9 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
     for plan in plans:
         s = plan.setting
         out.append(f"{tree_label} · runner {s.runner} · method {_given(s.method)} · K={_given(s.k)} · {plan.architecture or '?'} · platform {s.platform}")
-        if plan.proposer is None:
+        if plan.proposer is None and any(st.verdict == "unknown" for st in plan.steps):
+            out.append("  drafter:     not known (the steps say why)")
+        elif plan.proposer is None:
             out.append("  drafter:     none built for this configuration")
         else:
             site = f", built at {plan.proposer_site.path}:{plan.proposer_site.line}" if plan.proposer_site else ""
