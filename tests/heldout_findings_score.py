@@ -47,7 +47,7 @@ def judge(case: dict[str, Any], findings: list[Any], cases: list[dict[str, Any]]
     """(agrees, what the scan says) for one entry."""
     rules = RULES[case["question"]]
     mine = [f for f in findings if f.rule in rules]
-    sites = {(case["path"], fn) for fn in case.get("functions", [case["function"]])}
+    sites = {(case["path"], fn) for fn in case["functions"]} if "functions" in case else {(case.get("path"), case.get("function"))}
     if case.get("none") and "functions" in case:
         # The eighth reader's absence is at the places it names: no such finding there.
         extra = sorted(f"{f.rule} {f.path}:{f.line} {f.function}" for f in mine if sites & _sites(f)
