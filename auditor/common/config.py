@@ -67,6 +67,7 @@ class Config:
             "hf": "hf_config",
             "model": "model_config",  # issue 18: a draft model is built with the draft's config in this role
             "draft_name": "model",  # issue 18: the speculative config names its draft model here (set for MTP)
+            "target": "target_model_config",  # the target's model config the engine hands the speculative config
         }
     )
     # Issue 18: methods of the speculative-config class whose guarded raises reject a

@@ -48,6 +48,7 @@ class FactoryRuns(DispatchPart):
         # factory -> (files held, its dispatch lines, its pruned body): what a run evaluates does
         # not depend on the configuration (the load routes run each factory per architecture)
         self._pruned: dict[FuncKey, tuple[int, FunctionFact, set[int], FunctionFact]] = {}
+        self._internal_memo: dict[tuple[str, ClassKey | None], tuple[int, dict[str, Value]]] = {}
 
     def draft_config(self, setting: Setting) -> DraftConfig:
         """The draft's hf config: given (``--arch``/``--set``) or the target's config run
@@ -219,6 +220,13 @@ class FactoryRuns(DispatchPart):
         spec_cls = self.provider.location.spec_config_class()
         spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft}, cls=spec_cls)
         spec.fields.update(dict(setting.options))
+        target = r.get("target")
+        if target:
+            # The engine always hands the speculative config the target's model config: its hf
+            # config is the target's config.json when one is given; everything else unknown.
+            hf_target = to_obj(r["hf"], json.loads(setting.target_config)) if setting.target_config else Obj(r["hf"])
+            # (its checkpoint is named: a path, as the draft's is where a draft config exists)
+            spec.fields[target] = Obj(target, {r["hf"]: hf_target, r.get("draft_name", "model"): "<target model>"})
         for name, value in self.provider.spec_fields.defaults(spec_cls).items():
             spec.fields.setdefault(name, value)
         spec.fields[r["method"]] = self.provider.spec_fields.validated_method(setting, spec)[0]
@@ -240,14 +248,26 @@ class FactoryRuns(DispatchPart):
             draft.fields.update(draft_class_fields(self, hf.fields[field_name], None))
         spec_cls = self.provider.location.spec_config_class()
         spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=spec_cls)
-        # Only what a user cannot give (a field the construction sets, ``init=False``): a route
-        # stands for every option a user may set.
-        setting = Setting("", None, method)
-        internal = self.provider.spec_fields.internal_fields(spec_cls)
-        for name, value in self.provider.spec_fields.construction_fields(setting, spec).items():
-            if name in internal:
-                spec.fields.setdefault(name, value)
+        for name, value in self._internal_fields(method, spec_cls).items():
+            spec.fields.setdefault(name, value)
         return {"speculative": spec, "root": Obj(r["root"], roles={r["speculative"]: spec})}
+
+    def _internal_fields(self, method: str, spec_cls: ClassKey | None) -> dict[str, Value]:
+        """The fields of a route's configuration only the construction sets (``init=False``: a
+        route stands for every option a user may give), as its first statements decide them for
+        ``method`` over a draft config nothing is known of (so for every architecture alike)."""
+        held = len(self.index.facts)
+        memo = self._internal_memo.get((method, spec_cls))
+        if memo is not None and memo[0] == held:
+            return memo[1]
+        r = self.roles
+        spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: Obj(r["draft"], {r["hf"]: Obj(r["hf"])})},
+                   cls=spec_cls)
+        internal = self.provider.spec_fields.internal_fields(spec_cls)
+        found = {k: v for k, v in self.provider.spec_fields.construction_fields(Setting("", None, method), spec).items()
+                 if k in internal}
+        self._internal_memo[(method, spec_cls)] = (held, found)
+        return found
 
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         """Drafters the runner's factory can build for this configuration, each with the

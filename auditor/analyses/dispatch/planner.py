@@ -146,6 +146,10 @@ class Planner(DispatchPart):
         rejections = [*self.provider.factory_runs.draft_config(plan.setting).rejections, *rejections]
         # A value the speculative config's field types reject fails its construction, before anything else.
         rejections = [*self.provider.spec_fields.type_rejections(setting), *rejections]
+        if not rejections:  # the construction run whole, over the config as given: a raise it reaches
+            given = copy.deepcopy(self.provider.factory_runs.world(setting, hf))["speculative"]
+            built = self.provider.spec_fields.construction_raise(given, setting.method)
+            rejections = [built] if built is not None else []
         if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
             rejections = self.provider.runner_checks.rejections(setting.runner, spec)
         drafter_notes: list[str] = []

@@ -21,6 +21,7 @@ import msgspec
 from ...facts.extract import ExprFact, PAttr, PCall, PName, SAssign, SOpaque, Stmt
 from ...index.index import ClassKey
 from ..partial_eval import Decision, Obj, Value
+from ..partial_eval.expressions import MAY_RAISE
 from ..partial_eval.values import structural_key
 from .constructors import self_assignments
 from .model import Setting
@@ -37,7 +38,7 @@ class SpecFields(DispatchPart):
         super().__init__(provider)
         self._spec_memo: dict[ClassKey, tuple[int, dict[str, Value]]] = {}
         self._method_memo: dict[Any, tuple[int, Value, tuple[Decision, ...], tuple[str, ...], dict[str, Value]]] = {}
-        self._written_at: dict[str, tuple[int, frozenset[tuple[str, int]] | None]] = {}
+        self._raise_memo: dict[Any, tuple[int, Rejection | None]] = {}
 
     def type_rejections(self, setting: Setting) -> list[Rejection]:
         """The fields the user gives (the method and the options) that the speculative config's
@@ -108,8 +109,21 @@ class SpecFields(DispatchPart):
 
     def construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
         """The raise of the first validation method when every path through it raises for this
-        config (run over the config as constructed; a cut path is no raise), as vLLM fails
-        building it."""
+        config (run over the config as constructed, the methods it calls included; a cut path is
+        no raise), as vLLM fails building it. Memoised on what the run reads (the whole config)."""
+        shape = structural_key(spec)
+        memo_key = (spec.cls, given_method, shape) if shape is not None and isinstance(given_method, (str, type(None))) \
+            else None
+        held = len(self.index.facts)
+        hit = self._raise_memo.get(memo_key) if memo_key is not None else None
+        if hit is not None and hit[0] == held:
+            return hit[1]
+        found_raise = self._construction_raise(spec, given_method)
+        if memo_key is not None and len(self.index.facts) == held:
+            self._raise_memo[memo_key] = (held, found_raise)
+        return found_raise
+
+    def _construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
         found = next((m for m in (self.index.method(spec.cls, n) for n in self.config.validation_methods) if m), None) \
             if spec.cls is not None else None
         if found is None or not found[1].body:
@@ -117,10 +131,20 @@ class SpecFields(DispatchPart):
         owner, fn = found
         key = (owner[0], f"{owner[1]}.{fn.name}")
         ev = self.evaluator()
-        p = ev.run_joined(key, fn, {"self": self.constructed(spec, given_method)})
-        if p.raised is None or p.raised_at is None or ev.notes:  # (a cut may hide a path that does not raise)
+        built = self.constructed(spec, given_method)
+        if isinstance(built.fields.get(self.roles["draft"]), Obj):
+            # The construction builds the draft's model config (``self.draft_model_config =
+            # ModelConfig(...)``): that is the draft config this configuration derives.
+            built.pinned = frozenset({self.roles["draft"]})
+        p = ev.run_joined(key, fn, {"self": built})
+        # A cut may hide a path that does not raise; a callee that raises on some paths does not
+        # (there, the construction fails earlier: rejected all the same, maybe with its message).
+        earlier = [c.split(MAY_RAISE)[0] for c in p.cuts if MAY_RAISE in c]
+        if p.raised is None or p.raised_at is None or len(earlier) < len(p.cuts):
             return None
-        return Rejection(key[0], p.raised_at, key[1], p.raised.removeprefix("raise "), "validation")
+        path, function, line = p.raised_in or (key[0], key[1], p.raised_at)
+        first = f"unless an earlier check raises first ({', '.join(dict.fromkeys(earlier))})" if earlier else ""
+        return Rejection(path, line, function, p.raised.removeprefix("raise "), "validation", first)
 
     def left_unset(self, spec: Obj, fields: set[str], upto: str, given_method: Value,
                    hit: Callable[[str], None] | None = None) -> set[str]:
@@ -232,57 +256,22 @@ class SpecFields(DispatchPart):
     def _prefix_fields(self, key: tuple[str, str], prefix: tuple[Stmt, ...], ran: Obj, spec: Obj,
                        role: str) -> dict[str, Value]:
         """The fields the statements ``prefix`` (run, leaving ``ran``) assign on ``self``, other
-        than the method and those given, that end the run holding their literal value and are
-        written nowhere else in the tree (every ``.<field> =`` and ``setattr(..., "<field>", ...)``
-        of every file that names the field is one of those statements)."""
-        at: set[tuple[str, int]] = set()
-        names: set[str] = set()
+        than the method and those given, that end the run holding a literal value and that no
+        other method of the class's hierarchy assigns (as :meth:`defaults` reads a field's
+        default: code outside the class that sets the field is not looked for)."""
+        count: dict[str, int] = {}
         for sub in walk(prefix):
             for t in sub.targets if isinstance(sub, SAssign) else ():
                 if isinstance(t, PAttr) and isinstance(t.value, PName) and t.value.id == "self":
-                    names.add(t.attr)
-                    at.add((key[0], sub.line))
+                    count[t.attr] = count.get(t.attr, 0) + 1
+        written = self_assignments(self.index, spec.cls) if spec.cls is not None else {}
         out: dict[str, Value] = {}
-        for name in sorted(names - {role} - set(spec.fields)):
+        for name in sorted(set(count) - {role} - set(spec.fields)):
             value = ran.fields.get(name)
-            if not (value is None or isinstance(value, (bool, int, float, str))) or name not in ran.fields:
-                continue
-            written = self._writes_of(name)
-            if written is not None and written <= at:
+            if name in ran.fields and (value is None or isinstance(value, (bool, int, float, str))) \
+                    and written.get(name, 0) == count[name]:
                 out[name] = value
         return out
-
-    def _writes_of(self, name: str) -> frozenset[tuple[str, int]] | None:
-        """Every place of the tree that sets an attribute ``name`` (``x.name = ...`` in a
-        function or at module level, ``setattr(x, "name", ...)``), as (file, line); None when
-        one cannot be placed (a ``setattr`` whose name is no literal, a file not read)."""
-        held = len(self.index.facts)
-        memo = self._written_at.get(name)
-        if memo is not None and memo[0] == held:
-            return memo[1]
-        out: set[tuple[str, int]] = set()
-        found: frozenset[tuple[str, int]] | None = None
-        mentioning = self.index.files_mentioning([name.encode()])
-        try:
-            if len(mentioning) > _MAX_WRITER_FILES:
-                raise LookupError(name)  # a name too common to place every write of
-            for path in mentioning:
-                facts = self.index.lookup(path)
-                if facts is None:
-                    raise LookupError(path)
-                functions = [*facts.functions.values(), *(m for c in facts.classes.values() for m in c.methods.values())]
-                for fn in functions:
-                    out |= {(path, a.line) for a in fn.attr_assigns if a.target[-1] == name}
-                    for c in fn.calls:
-                        if c.func == ("setattr",) and len(c.args) >= 2 and (
-                                not c.args[1].has_literal or c.args[1].literal == name):
-                            out.add((path, c.line))
-                out |= {(path, a.line) for a in facts.module_attr_assigns if a.target[-1] == name}
-            found = frozenset(out)
-        except LookupError:
-            found = None
-        self._written_at[name] = (held, found)
-        return found
 
     def defaults(self, cls: ClassKey | None) -> dict[str, Value]:
         """The speculative config's fields a user leaves unset, as its class declares them: the
@@ -305,9 +294,6 @@ class SpecFields(DispatchPart):
         self._spec_memo[cls] = (held, out)
         return out
 
-
-#: Files naming a field the search for its writes reads at most (a more common name: not placed).
-_MAX_WRITER_FILES = 64
 
 #: A dataclass field's default given through the field function (``field(default=None)``).
 _FIELD_FUNCTIONS = frozenset({("field",), ("dataclasses", "field"), ("Field",), ("pydantic", "Field")})

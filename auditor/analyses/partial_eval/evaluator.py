@@ -135,6 +135,7 @@ class Evaluator(ExpressionEvaluator):
             value = self.eval(stmt.test, p, key, depth)
             if isinstance(value, Unknown) and value.raises:  # the test itself raises
                 p.raised, p.raised_at, p.done = f"{value.raises} (in the test {stmt.text})", stmt.line, True
+                p.raised_in = value.raised_in or (key[0], key[1], stmt.line)
                 return [p]
             t = truth(value)
             fields = tuple(dict.fromkeys(p.reads))
@@ -160,6 +161,8 @@ class Evaluator(ExpressionEvaluator):
             return [merged, *done]
         if isinstance(stmt, SReturn):
             p.returned = None if stmt.value is None else self.eval(stmt.value, p, key, depth)
+            if _raising(p, p.returned, key, stmt.line):
+                return [p]
             if isinstance(p.returned, Instance) and p.returned.line == 0:
                 p.returned = Instance(p.returned.cls, stmt.line)
             elif isinstance(p.returned, Unknown) and p.returned.options:
@@ -169,7 +172,7 @@ class Evaluator(ExpressionEvaluator):
             p.done = True
             return [p]
         if isinstance(stmt, SRaise):
-            p.raised, p.raised_at = stmt.text or "raise", stmt.line
+            p.raised, p.raised_at, p.raised_in = stmt.text or "raise", stmt.line, (key[0], key[1], stmt.line)
             p.done = True
             return [p]
         if isinstance(stmt, SAssign):
@@ -177,6 +180,8 @@ class Evaluator(ExpressionEvaluator):
                 self._aug_assign(stmt.targets[0], stmt.value, p, key, depth, stmt.line)
                 return [p]
             assigned = self.eval(stmt.value, p, key, depth)
+            if _raising(p, assigned, key, stmt.line):
+                return [p]
             if len(stmt.targets) == 1 and isinstance(stmt.targets[0], PName):
                 # A local one of several values: a path each, so what is derived from it later
                 # stays paired with it (``cls = f(); name = cls.name``).
@@ -186,7 +191,7 @@ class Evaluator(ExpressionEvaluator):
                 self._assign(target, assigned, p, key, depth, stmt.line)
             return [p]
         if isinstance(stmt, SExpr):
-            self.eval(stmt.value, p, key, depth)
+            _raising(p, self.eval(stmt.value, p, key, depth), key, stmt.line)
             return [p]
         if isinstance(stmt, SOpaque):
             why = f"code at line {stmt.line} not evaluated"
@@ -248,7 +253,9 @@ class Evaluator(ExpressionEvaluator):
             p.env[target.id] = value
         elif isinstance(target, PAttr):
             owner = self.eval(target.value, p, key, depth)
-            if isinstance(owner, Obj):
+            if isinstance(owner, Obj) and target.attr in owner.pinned:
+                pass  # what the assignment builds is the value the field already holds
+            elif isinstance(owner, Obj):
                 owner.fields[target.attr] = value
             elif isinstance(owner, (Instance, ClassRef)):
                 # An object or class of the tree keeps no state here: what is read through it
@@ -281,6 +288,16 @@ class Evaluator(ExpressionEvaluator):
         havoc(p, [container, value], f"{_text(target)} = … at line {line}")
 
     # -- expressions -----------------------------------------------------------
+
+def _raising(p: Path, value: Value, key: tuple[str, str], line: int) -> bool:
+    """The statement's expression raises (a callee that raises on every path, ``k % 0``): the
+    path ends raising there, as Python's does."""
+    if not (isinstance(value, Unknown) and value.raises):
+        return False
+    p.raised, p.raised_at, p.done = value.raises, line, True
+    p.raised_in = value.raised_in or (key[0], key[1], line)
+    return True
+
 
 def _has_exit(stmts: tuple[Stmt, ...]) -> bool:
     for s in stmts:

@@ -48,6 +48,8 @@ from .values import (
 )
 
 MAX_CALL_DEPTH = 8
+#: The words of the note a callee that raises on some paths leaves (a cut: on the rest, it returned).
+MAY_RAISE = " raises on some paths for this configuration "
 _MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
 
@@ -487,17 +489,9 @@ class ExpressionEvaluator(TreeValues):
                 if c not in p.cuts:
                     p.cuts.append(c)
         p.reads = reads
-        returning = [q for q in paths if q.raised is None]
-        if returning and len(returning) < len(paths):
-            # Python goes on only where the callee returned: the caller continues from those paths;
-            # that it may raise instead is said (a note, and a cut on the path: when in doubt, unknown).
-            raised = next(q.raised for q in paths if q.raised is not None)
-            note = f"{fkey[1]} raises on some paths for this configuration ({raised}): what follows assumes it returns"
-            if note not in p.cuts:
-                p.cuts.append(note)
-            if note not in self.notes:
-                self.notes.append(note)
-            paths = returning
+        paths, raising = _returning(fkey, paths, p, self.notes, text)
+        if raising is not None:
+            return raising
         slot = "\0returned"
         for q in paths:
             q.env[slot] = q.returned if q.raised is None else Unknown(f"{text} raises")
@@ -518,6 +512,26 @@ class ExpressionEvaluator(TreeValues):
         return result
 
 
+
+
+def _returning(fkey: tuple[str, str], paths: list[Path], p: Path, notes: list[str],
+               text: str) -> tuple[list[Path], Unknown | None]:
+    """A callee's paths the caller goes on from: those that return, as Python does (that it may
+    raise instead is a note and a cut on the caller's path: when in doubt, unknown); when every
+    path raises, the call's value is that raise (its statement ends the caller's path raising)."""
+    returning = [q for q in paths if q.raised is None]
+    if not returning and paths:
+        sites = {q.raised_in for q in paths}
+        raised = paths[0].raised or "raise"
+        return paths, Unknown(f"{text} raises", raises=raised.removeprefix("raise "),
+                              raised_in=sites.pop() if len(sites) == 1 else None)
+    if len(returning) < len(paths):
+        raised = next(q.raised for q in paths if q.raised is not None)
+        note = f"{fkey[1]}{MAY_RAISE}({raised}): what follows assumes it returns"
+        for held in (p.cuts, notes):
+            if note not in held:
+                held.append(note)
+    return returning, None
 
 
 def _sub_config(owner: Obj, fields: tuple[str, ...] | None) -> Obj | None:

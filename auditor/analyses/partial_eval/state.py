@@ -24,7 +24,7 @@ def fork(p: Path) -> Path:
     memo: dict[int, object] = {}
     env, roots, returned = copy.deepcopy((p.env, p.roots, p.returned), memo)
     return Path(env, list(p.decisions), returned, p.done, p.raised, list(p.built), list(p.reads), list(p.cuts), roots,
-                p.raised_at)
+                p.raised_at, p.raised_in)
 
 
 def join(paths: list[Path], why: str, decision: Decision | None = None) -> Path:
@@ -50,6 +50,8 @@ def join(paths: list[Path], why: str, decision: Decision | None = None) -> Path:
         base.raised = raised[0] if all(r == raised[0] for r in raised) else f"{raised[0]} (or {len(set(raised)) - 1} other)"
         lines = {q.raised_at for q in paths}
         base.raised_at = lines.pop() if len(lines) == 1 else None
+        sites = {q.raised_in for q in paths}
+        base.raised_in = sites.pop() if len(sites) == 1 else None
     common: list[Decision] = []
     for i, d in enumerate(base.decisions):
         if all(len(q.decisions) > i and q.decisions[i] == d for q in paths):

@@ -47,6 +47,8 @@ class Unknown:
     # literal, a class, a module, a function or an object of the tree, or a tuple of such);
     # which one depends on ``reason``. None: nothing is known of it.
     options: tuple[Any, ...] | None = None
+    # Where the raise ``raises`` names is (file, function, line), when a callee raised it.
+    raised_in: tuple[str, str, int] | None = None
 
     def __repr__(self) -> str:
         return f"Unknown({self.reason!r})" if self.options is None else f"Unknown({self.reason!r}, options={self.options!r})"
@@ -56,7 +58,8 @@ class Unknown:
     # mutable parts copied through the memo), without its reduce/reconstruct round trip:
     # the fork of a runner's state dominated planning ``layers --all``.
     def __deepcopy__(self, memo: dict[int, Any]) -> "Unknown":
-        return Unknown(self.reason, self.maybe_absent, self.known_truth, self.upper, self.lower, self.raises, self.options)
+        return Unknown(self.reason, self.maybe_absent, self.known_truth, self.upper, self.lower, self.raises, self.options,
+                       self.raised_in)
 
 
 _UIDS = itertools.count(1)
@@ -78,6 +81,9 @@ class Obj:
     closed: bool = False
     cls: tuple[str, str] | None = None
     roles: dict[str, "Obj"] = field(default_factory=dict)
+    # Fields whose value stands for what code assigns them (the draft's model config the tool
+    # derived, which the speculative config's construction builds): an assignment keeps it.
+    pinned: frozenset[str] = frozenset()
     # The same object on every path: a fork copies it with its uid, so the copies on two
     # paths can be told to be one object when the paths are joined.
     uid: int = field(default_factory=lambda: next(_UIDS))
@@ -91,6 +97,7 @@ class Obj:
         new.cls = self.cls
         new.roles = copy.deepcopy(self.roles, memo)
         new.uid = self.uid
+        new.pinned = self.pinned
         return new
 
     def get(self, name: str) -> "Value | _Absent":
@@ -211,6 +218,7 @@ class Path:
     # callee's writes on one path never reach the caller's objects on another.
     roots: list[Any] = field(default_factory=list)
     raised_at: int | None = None  # the line of the statement that raised (``raise``, or a test that raises)
+    raised_in: tuple[str, str, int] | None = None  # the raise itself (file, function, line), a callee's included
 
 
 def structural_key(v: Value) -> Hashable | None:
@@ -325,6 +333,8 @@ def _compare_values(op: str, a: Value, b: Value) -> bool | None:
             return None
         return same if op in ("==", "is") else not same
     if op in ("is", "is not"):
+        if isinstance(a, Unknown) and b is None and a.known_truth or isinstance(b, Unknown) and a is None and b.known_truth:
+            return op == "is not"  # a value known to be truthy is not None
         if isinstance(a, Unknown) or isinstance(b, Unknown):
             return None
         if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
