@@ -234,8 +234,14 @@ def f(cfg):
         names.append(item)
     return (a, b, names)
 """
-    a, b, names = _one(src, "f", cfg=Obj("cfg", {"pair": (1, 2), "items": []}))
-    assert (a, b) == (1, 2) and isinstance(names, Unknown)
+    a, b, names = _one(src, "f", cfg=Obj("cfg", {"pair": (1, 2), "items": Unknown("items")}))
+    assert (a, b) == (1, 2) and isinstance(names, Unknown)  # a loop over what the evaluator cannot tell
+    # A loop over a known list runs once per element, as CPython does.
+    namespace: dict = {}
+    exec(compile(src, "m.py", "exec"), namespace)  # our own fixture, never scanned code
+    for items in ([], ["y", "z"]):
+        cfg = type("Cfg", (), {"pair": (1, 2), "items": items})()
+        assert _one(src, "f", cfg=Obj("cfg", {"pair": (1, 2), "items": list(items)})) == namespace["f"](cfg)
 
 
 def test_cross_module_constant_written_into_the_draft_config(tmp_path):

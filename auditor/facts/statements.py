@@ -157,13 +157,19 @@ class SExpr(StmtBase, tag="expr", frozen=True):
 
 
 class SOpaque(StmtBase, tag="opaque", frozen=True):
-    """A loop, try or match statement: not run; what it may write becomes unknown."""
+    """A loop, try or match statement: not run; what it may write becomes unknown. A plain
+    ``for`` loop (a name or names as its target, no ``else``, no ``break``/``continue`` of its
+    own) also keeps its target, iterable and body: the evaluator runs it once per element
+    when it knows the iterable (a list or tuple of a few elements)."""
 
     writes: tuple[PExpr, ...] = ()
     returns: bool = False  # it holds a return or raise
     # Values it may change in place: receivers and arguments of its calls, containers it
     # stores into or deletes from (the evaluator makes everything reachable from them unknown).
     mutated: tuple[PExpr, ...] = ()
+    loop_target: "PExpr | None" = None
+    loop_iter: "PExpr | None" = None
+    body: tuple["Stmt", ...] = ()
 
 
 Stmt = Union[SIf, SReturn, SRaise, SAssign, SExpr, SOpaque]
@@ -297,8 +303,33 @@ def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
             continue
         else:
             writes, returns, mutated = _writes([stmt], src)
-            out.append(SOpaque(stmt.lineno, writes, returns, mutated))
+            if _plain_for(stmt):
+                assert isinstance(stmt, ast.For)
+                out.append(SOpaque(stmt.lineno, writes, returns, mutated, pexpr(stmt.target, src), pexpr(stmt.iter, src),
+                                   stmt_tree(stmt.body, src)))
+            else:
+                out.append(SOpaque(stmt.lineno, writes, returns, mutated))
     return tuple(out)
+
+
+def _plain_for(stmt: ast.stmt) -> bool:
+    """A ``for`` loop the evaluator may run element by element: its target a name or a tuple of
+    names, no ``else``, and no ``break``/``continue`` of its own (a nested loop's are its own)."""
+    if not isinstance(stmt, ast.For) or stmt.orelse:
+        return False
+    names = stmt.target.elts if isinstance(stmt.target, ast.Tuple) else [stmt.target]
+    if not all(isinstance(n, ast.Name) for n in names):
+        return False
+    stack: list[ast.AST] = list(stmt.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Break, ast.Continue)):
+            return False
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                             ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return True
 
 
 def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -44,6 +44,7 @@ from .state import fork, havoc, join, restore
 from .values import ClassRef, Decision, Instance, Obj, Path, Unknown, Value, _literal_text, _text, describe, truth
 
 MAX_PATHS = 32
+MAX_UNROLL = 16  # elements of a known list or tuple a loop is run for, one by one
 __all__ = ["MAX_CALL_DEPTH", "MAX_PATHS", "Evaluator", "World"]
 
 
@@ -194,6 +195,9 @@ class Evaluator(ExpressionEvaluator):
             _raising(p, self.eval(stmt.value, p, key, depth), key, stmt.line)
             return [p]
         if isinstance(stmt, SOpaque):
+            unrolled = self._unrolled(key, stmt, p, depth)
+            if unrolled is not None:
+                return unrolled
             why = f"code at line {stmt.line} not evaluated"
             changed = [self.eval(m, p, key, depth) for m in stmt.mutated if _is_chain(m)]
             havoc(p, changed, why)
@@ -212,6 +216,23 @@ class Evaluator(ExpressionEvaluator):
                 return [p, q]
             return [p]
         return [p]
+
+    def _unrolled(self, key: tuple[str, str], stmt: SOpaque, p: Path, depth: int) -> list[Path] | None:
+        """A plain ``for`` loop over a list or tuple the path knows (at most
+        :data:`MAX_UNROLL` elements): its body run once per element, in order; None when it
+        is no such loop (then it is not run)."""
+        if stmt.loop_iter is None or stmt.loop_target is None or not stmt.body:
+            return None
+        items = self.eval(stmt.loop_iter, p, key, depth)
+        if not isinstance(items, (list, tuple)) or len(items) > MAX_UNROLL:
+            return None
+        paths = [p]
+        for item in list(items):
+            for q in paths:
+                if not q.done:
+                    self._assign(stmt.loop_target, item, q, key, depth, stmt.line)
+            paths = self._block(key, stmt.body, paths, depth)
+        return paths
 
     def _split(self, key: tuple[str, str], line: int, text: str, p: Path, value: Value,
                put: "Callable[[Path, Value], object]") -> list[Path]:
