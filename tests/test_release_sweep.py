@@ -291,17 +291,7 @@ def test_release_scans_without_crash(version, release_scan):
     }
 
 
-#: Releases whose views still disagree, each with the class of defect (strict: fixing it fails here).
-VIEWS_DISAGREE = {
-    "0.34.0": ("the V2 speculator's loop is its base class's (AutoRegressiveSpeculator), which the loop analysis "
-               "explores with that class: classes that select no layer by the step (ParseAuxMTPModel, the DSpark "
-               "drafts an override writes) get plans on it but no reachability row for it"),
-}
-
-
-def test_views_agree_with_the_routes(version: str, release_scan: ReleaseScan, request: pytest.FixtureRequest) -> None:
+def test_views_agree_with_the_routes(version: str, release_scan: ReleaseScan) -> None:
     """Every view summarises the same routes (:mod:`route_views`)."""
-    if version in VIEWS_DISAGREE:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=VIEWS_DISAGREE[version]))
     problems = view_problems(version, release_scan.scan, release_scan.query)
     assert not problems, "\n".join(problems)
