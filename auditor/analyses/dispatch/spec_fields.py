@@ -108,9 +108,10 @@ class SpecFields(DispatchPart):
         return built
 
     def construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
-        """The raise of the first validation method when every path through it raises for this
-        config (run over the config as constructed, the methods it calls included; a cut path is
-        no raise), as vLLM fails building it. Memoised on what the run reads (the whole config)."""
+        """The raise of the first validation method, run over the config as constructed (the
+        methods it calls included), when every path through it raises and no cut is on the way
+        but callees that raise on some paths (those fail the construction earlier: rejected all
+        the same), as vLLM fails building it. Memoised on what the run reads (the whole config)."""
         shape = structural_key(spec)
         memo_key = (spec.cls, given_method, shape) if shape is not None and isinstance(given_method, (str, type(None))) \
             else None
@@ -184,8 +185,8 @@ class SpecFields(DispatchPart):
 
     def construction_fields(self, setting: Setting, spec: Obj) -> dict[str, Value]:
         """Fields the construction's first statements decide (:meth:`validated_method`'s run)
-        that no other code of the tree writes: a field written only in a branch of those
-        statements that the run does not take keeps its literal default (``custom_method``
+        that no other method of the class's hierarchy writes: a field written only in a branch of
+        those statements that the run does not take keeps its literal default (``custom_method``
         stays None unless the method given is a registered custom one)."""
         return self._method_run(setting, spec)[2]
 
@@ -251,10 +252,9 @@ class SpecFields(DispatchPart):
             if now != value:
                 decisions = [d for d in p.decisions if d.path == key[0] and d.line >= stmt.line and d.value is not None]
                 value = now
-        return value, decisions, self._prefix_fields(key, fn.body[: last[0] + 1], last[1], spec, role) if last else {}
+        return value, decisions, self._prefix_fields(fn.body[: last[0] + 1], last[1], spec, role) if last else {}
 
-    def _prefix_fields(self, key: tuple[str, str], prefix: tuple[Stmt, ...], ran: Obj, spec: Obj,
-                       role: str) -> dict[str, Value]:
+    def _prefix_fields(self, prefix: tuple[Stmt, ...], ran: Obj, spec: Obj, role: str) -> dict[str, Value]:
         """The fields the statements ``prefix`` (run, leaving ``ran``) assign on ``self``, other
         than the method and those given, that end the run holding a literal value and that no
         other method of the class's hierarchy assigns (as :meth:`defaults` reads a field's
