@@ -254,10 +254,12 @@ def test_only_dispatch_shaped_functions_keep_their_statement_tree():
     assert facts.functions["factory"].body and facts.functions["override"].body
 
 
-def test_a_fork_copies_values_as_the_generic_deepcopy_did():
+def test_a_fork_copies_what_is_mutable_and_shares_what_is_not():
     """The values' own copy methods (fork's speed) keep what fork promised: every mutable
-    object copied once (aliases stay aliases, cycles close, uids kept), immutable values
-    copied as equal but distinct objects, so that a join still tells paths apart as before."""
+    object copied once (aliases stay aliases, cycles close, uids kept); an immutable value (an
+    unknown, an object or class of the tree) is shared: it is the same value on both paths, so a
+    join of paths that left it unchanged keeps it, bounds and all, and one that changed it on a
+    path does not."""
     import copy
 
     from auditor.analyses.partial_eval.state import fork, join
@@ -273,15 +275,21 @@ def test_a_fork_copies_values_as_the_generic_deepcopy_did():
     assert isinstance(s2, Obj) and s2 is not spec and s2.uid == spec.uid and s2.label == "spec" and s2.cls is None
     assert s2.roles["hf_config"] is s2.fields["hf"] is q.env["also"] is not hf
     assert s2.fields["hf"].fields["back"] is s2 and q.env["f"].self_obj is s2
-    n2 = s2.fields["hf"].fields["n"]
-    assert n2 == hf.fields["n"] and n2 is not hf.fields["n"]
+    assert s2.fields["hf"].fields["n"] is hf.fields["n"]
     assert s2.fields["kinds"] == spec.fields["kinds"] and s2.fields["kinds"] is not spec.fields["kinds"]
-    assert all(a is not b for a, b in zip(s2.fields["kinds"], spec.fields["kinds"]))
+    assert all(a is b for a, b in zip(s2.fields["kinds"], spec.fields["kinds"]))
     assert vars(s2).keys() == vars(copy.copy(spec)).keys()
-    # Unchanged on both paths yet copied: the join does not take one path's unknown for both.
-    joined = join([p, q], "joined here")
+    # Unchanged on both paths: the join keeps the one value (its bound too).
+    r = fork(p)
+    joined = join([p, r], "joined here")
     n = joined.env["spec"].fields["hf"].fields["n"]
-    assert isinstance(n, Unknown) and n.reason.endswith("joined here") and n.upper is None
+    assert isinstance(n, Unknown) and n.reason == "n" and n.upper == 3
+    # Changed on one path: unknown, with what it depends on.
+    r = fork(p)
+    r.env["spec"].fields["hf"].fields["n"] = 1
+    joined = join([p, r], "joined there")
+    n = joined.env["spec"].fields["hf"].fields["n"]
+    assert isinstance(n, Unknown) and n.reason.endswith("joined there")
 
 
 MAPPING_GET = """

@@ -24,6 +24,9 @@ class FunctionBodies:
         self.index = index
         self._trees: dict[FuncKey, tuple[Stmt, ...] | None] = {}
         self._values: dict[tuple[str, str], PExpr | None] = {}
+        # (module, name) -> what the partial evaluator found for a module-level value: it does
+        # not depend on a configuration, so every evaluator of the scan shares it.
+        self.evaluated: dict[tuple[str, str], object] = {}
         self._parsed: OrderedDict[str, tuple[ast.Module, str] | None] = OrderedDict()
 
     def _module(self, path: str) -> tuple[ast.Module, str] | None:
@@ -60,7 +63,9 @@ class FunctionBodies:
                 values = [n.value for n in tree.body
                           if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
                           or isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name]
-                if len(values) == 1 and values[0] is not None:
+                if len(values) == 1 and values[0] is not None and not isinstance(values[0], ast.Call):
+                    # (a table, a tuple, an f-string...; a bare call, ``logger = init_logger(...)``,
+                    # would run another module's code for a value nothing decides by)
                     found = pexpr(values[0], _Source(text))
                     found = None if isinstance(found, POpaque) else found
             self._values[key] = found

@@ -212,7 +212,9 @@ class FactoryRuns(DispatchPart):
 
     def world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
         r = self.roles
-        draft = Obj(r["draft"], {r["hf"]: hf})
+        # The draft checkpoint's path names no method (vLLM detects one from "eagle-", "dspark"
+        # ... in it): a neutral name, as the speculative config's is where a draft config exists.
+        draft = Obj(r["draft"], {r["hf"]: hf, r.get("draft_name", "model"): "<draft model>"})
         field_name = self.config.override_field[0]
         if field_name in hf.fields:
             draft.fields[field_name] = hf.fields[field_name]

@@ -99,6 +99,9 @@ class DispatchProvider(Provider):
         for mr in self.model_routes():
             self.drafter_loops(mr.drafter)
         self.load_routes.load_routes()  # MTP005: every class a route can load (may parse files)
+        # The modules the speculative config's construction run may reach: loaded here, not by
+        # a later question.
+        self.spec_fields.preload(self.location.spec_config_class())
         self.engine_modes.load_platforms()
         self.startup.load()  # the platforms' workers and the runners they hold
         self.forward_reads.load()  # the sub-module classes a loop's per-step forward reads resolve

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import ast
 import copy
-from typing import TYPE_CHECKING, Any, Callable
+import functools
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-import msgspec
-
-from ...facts.extract import ExprFact, PAttr, PCall, PName, SAssign, SOpaque, Stmt
-from ...index.index import ClassKey
-from ..partial_eval import Decision, Obj, Value
+from ...facts.extract import ExprFact, PAttr, PCall, PName, SAssign, SIf, SOpaque, Stmt
+from ...index.index import ClassKey, SymbolKind
+from ..partial_eval import Decision, Obj, Path, Unknown, Value
+from ..partial_eval.state import fork, join
 from ..partial_eval.expressions import MAY_RAISE
 from ..partial_eval.values import structural_key
 from .constructors import self_assignments
@@ -37,8 +37,7 @@ class SpecFields(DispatchPart):
     def __init__(self, provider: "DispatchProvider") -> None:
         super().__init__(provider)
         self._spec_memo: dict[ClassKey, tuple[int, dict[str, Value]]] = {}
-        self._method_memo: dict[Any, tuple[int, Value, tuple[Decision, ...], tuple[str, ...], dict[str, Value]]] = {}
-        self._raise_memo: dict[Any, tuple[int, Rejection | None]] = {}
+        self._method_memo: dict[Any, tuple[int, Construction, tuple[str, ...]]] = {}
 
     def type_rejections(self, setting: Setting) -> list[Rejection]:
         """The fields the user gives (the method and the options) that the speculative config's
@@ -108,44 +107,9 @@ class SpecFields(DispatchPart):
         return built
 
     def construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
-        """The raise of the first validation method, run over the config as constructed (the
-        methods it calls included), when every path through it raises and no cut is on the way
-        but callees that raise on some paths (those fail the construction earlier: rejected all
-        the same), as vLLM fails building it. Memoised on what the run reads (the whole config)."""
-        shape = structural_key(spec)
-        memo_key = (spec.cls, given_method, shape) if shape is not None and isinstance(given_method, (str, type(None))) \
-            else None
-        held = len(self.index.facts)
-        hit = self._raise_memo.get(memo_key) if memo_key is not None else None
-        if hit is not None and hit[0] == held:
-            return hit[1]
-        found_raise = self._construction_raise(spec, given_method)
-        if memo_key is not None and len(self.index.facts) == held:
-            self._raise_memo[memo_key] = (held, found_raise)
-        return found_raise
-
-    def _construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
-        found = next((m for m in (self.index.method(spec.cls, n) for n in self.config.validation_methods) if m), None) \
-            if spec.cls is not None else None
-        if found is None or not found[1].body:
-            return None
-        owner, fn = found
-        key = (owner[0], f"{owner[1]}.{fn.name}")
-        ev = self.evaluator()
-        built = self.constructed(spec, given_method)
-        if isinstance(built.fields.get(self.roles["draft"]), Obj):
-            # The construction builds the draft's model config (``self.draft_model_config =
-            # ModelConfig(...)``): that is the draft config this configuration derives.
-            built.pinned = frozenset({self.roles["draft"]})
-        p = ev.run_joined(key, fn, {"self": built})
-        # A cut may hide a path that does not raise; a callee that raises on some paths does not
-        # (there, the construction fails earlier: rejected all the same, maybe with its message).
-        earlier = [c.split(MAY_RAISE)[0] for c in p.cuts if MAY_RAISE in c]
-        if p.raised is None or p.raised_at is None or len(earlier) < len(p.cuts):
-            return None
-        path, function, line = p.raised_in or (key[0], key[1], p.raised_at)
-        first = f"unless an earlier check raises first ({', '.join(dict.fromkeys(earlier))})" if earlier else ""
-        return Rejection(path, line, function, p.raised.removeprefix("raise "), "validation", first)
+        """The raise of the construction run whole (:meth:`construction`), as vLLM fails building
+        the speculative config."""
+        return self.construction(spec, given_method).rejection
 
     def left_unset(self, spec: Obj, fields: set[str], upto: str, given_method: Value,
                    hit: Callable[[str], None] | None = None) -> set[str]:
@@ -184,75 +148,130 @@ class SpecFields(DispatchPart):
         return frozenset(out)
 
     def construction_fields(self, setting: Setting, spec: Obj) -> dict[str, Value]:
-        """Fields the construction's first statements decide (:meth:`validated_method`'s run)
-        that no other method of the class's hierarchy writes: a field written only in a branch of
-        those statements that the run does not take keeps its literal default (``custom_method``
-        stays None unless the method given is a registered custom one)."""
-        return self._method_run(setting, spec)[2]
+        """Fields the construction's first statements decide that no other method of the class's
+        hierarchy writes: a field written only in a branch of those statements that the run does
+        not take keeps its literal default (``custom_method`` stays None unless the method given
+        is a registered custom one)."""
+        return self.construction(spec, setting.method).fields
 
     def validated_method(self, setting: Setting, spec: Obj) -> tuple[Value, list[Decision]]:
-        value, decisions, _fields = self._method_run(setting, spec)
-        return value, decisions
-
-    def _method_run(self, setting: Setting, spec: Obj) -> tuple[Value, list[Decision], dict[str, Value]]:
         """The method as the speculative config's construction leaves it, and the decisions that
         rewrote it (``if self.method in get_args(MTPModelTypes) and self.method != "mtp":
-        self.method = "mtp"``: a family's own name is vLLM's alias of ``mtp``).
+        self.method = "mtp"``: a family's own name is vLLM's alias of ``mtp``)."""
+        run = self.construction(spec, setting.method)
+        return run.method, list(run.decisions)
 
-        The first validation method's top-level statements run in order, over the given
-        config, through each one that may write the method; the value stands as long as the
-        run decides it (a statement that may write it under a branch the run cannot decide,
-        or past a cut, ends the prefix: the value before it is kept, as a method vLLM goes on
-        to detect from the draft checkpoint's name is not modelled either)."""
-        role = self.roles["method"]
-        given = setting.method
+    def preload(self, cls: ClassKey | None) -> None:
+        """Load (while the index loads) the modules the construction run may reach: the names its
+        validation methods and the functions they call read, followed as deep as the run follows
+        calls (config-independent, so a later question loads nothing new: the recorded loading
+        phase serves it, :mod:`auditor.engine.prepared`)."""
+        if cls is None or self.index.frozen:
+            return
+        todo: list[tuple[tuple[str, str], ClassKey | None, int]] = []
+        for name in self.config.validation_methods:
+            found = self.index.method(cls, name)
+            if found is not None:
+                todo.append(((found[0][0], f"{found[0][1]}.{name}"), cls, 0))
+        seen: set[tuple[str, str]] = set()
+        while todo:
+            fkey, owner, depth = todo.pop()
+            if fkey in seen or depth > _CONSTRUCTION_DEPTH:
+                continue
+            seen.add(fkey)
+            fn = self.provider.bodies.function(fkey)
+            if fn is None:
+                continue
+            for e in (x for st in _statements(fn.body) for root in stmt_exprs(st) for x in expr_nodes(root)):
+                if isinstance(e, PName) and e.id not in fn.local_defs and e.id not in fn.param_names:
+                    for sym in self.index.resolve(fkey[0], e.id):
+                        if sym.kind is SymbolKind.FUNCTION:
+                            todo.append(((sym.path, sym.name), None, depth + 1))
+                elif isinstance(e, PAttr) and isinstance(e.value, PName) and e.value.id in ("self", "cls") and owner:
+                    hit = self.index.method(owner, e.attr)
+                    if hit is not None:
+                        todo.append(((hit[0][0], f"{hit[0][1]}.{e.attr}"), owner, depth + 1))
+
+    def construction(self, spec: Obj, given: Value) -> "Construction":
+        """The first validation method run once, statement by statement, over the config as
+        constructed from ``spec`` (the method as given, the class's literal defaults; the draft's
+        model config it builds is the one derived), and what it says:
+
+        * the method as it leaves it, while the run decides it (a statement that may write it,
+          by name or through a call handed ``self``, under a branch the run cannot decide, or
+          past a cut, ends that: the value before it is kept, as a method vLLM goes on to detect
+          from the draft checkpoint's name is not modelled either), with the decisions that
+          rewrote it;
+        * the fields those first statements decide (:meth:`_prefix_fields`);
+        * its raise, when every path raises and no cut is on the way but callees that raise on
+          some paths (those fail the construction earlier: rejected all the same).
+
+        Memoised on the config as constructed (the whole of it: what the run reads); the cuts a
+        run made count again, as a run would count them."""
         cls = spec.cls
         if cls is None or not (given is None or isinstance(given, str)):
-            return given, [], {}
-        # What the prefix reads is the whole given config (the draft's fields included).
-        shape = structural_key(spec)
+            return Construction(given, (), {}, None)
+        built = self.constructed(spec, given)
+        shape = structural_key(built)
         memo_key: Any = (cls, given, shape) if shape is not None else None
         held = len(self.index.facts)
         hit = self._method_memo.get(memo_key) if memo_key is not None else None
-        if hit is not None and hit[0] == held:
-            for name in hit[3]:  # the cuts the run made count again, as a run would count them
+        if hit is not None and (hit[0] == held or self.index.frozen):
+            for name in hit[2]:
                 self.limits.hit(name)
-            return hit[1], list(hit[2]), dict(hit[4])
+            return hit[1]
         cuts: list[str] = []
 
         def count(name: str) -> None:
             cuts.append(name)
             self.limits.hit(name)
 
-        out = self._validated_method(cls, spec, role, given, count)
-        if memo_key is not None and len(self.index.facts) == held:
-            self._method_memo[memo_key] = (held, out[0], tuple(out[1]), tuple(cuts), dict(out[2]))
+        out = self._construct(cls, built, spec, given, count)
+        if memo_key is not None:
+            # What the run needed is loaded by now (lookups load while the index loads): a later
+            # ask, after the freeze too, has the same answer.
+            self._method_memo[memo_key] = (len(self.index.facts), out, tuple(cuts))
         return out
 
-    def _validated_method(self, cls: ClassKey, spec: Obj, role: str, given: str | None,
-                          hit: Callable[[str], None]) -> tuple[Value, list[Decision], dict[str, Value]]:
-        value: Value = given
+    def _construct(self, cls: ClassKey, built: Obj, spec: Obj, given: str | None,
+                   hit: Callable[[str], None]) -> "Construction":
+        role = self.roles["method"]
         found = next((m for m in (self.index.method(cls, n) for n in self.config.validation_methods) if m), None)
-        if found is None:
-            return value, [], {}
+        if found is None or not found[1].body:
+            return Construction(given, (), {}, None)
         owner, fn = found
         key = (owner[0], f"{owner[1]}.{fn.name}")
-        decisions: list[Decision] = []
-        ev = self.evaluator(hit)
-        last: tuple[int, Obj] | None = None  # the last prefix run that decided the method
+        if isinstance(built.fields.get(self.roles["draft"]), Obj):
+            # The construction builds the draft's model config (``self.draft_model_config =
+            # ModelConfig(...)``): that is the draft config this configuration derives.
+            built.pinned = frozenset({self.roles["draft"]})
+        ev = self.evaluator(hit, _CONSTRUCTION_DEPTH)
+        paths = [Path({**{q.name: Unknown(q.name) for q in fn.params}, fn.params[0].name: built} if fn.params else {})]
+        value: Value = given
+        decisions: tuple[Decision, ...] = ()
+        fields: dict[str, Value] = {}
+        deciding = True  # the run still decides the method
         for i, stmt in enumerate(fn.body):
-            if not _writes_self(stmt, role):
+            paths = ev._block(key, (stmt,), paths, 0)
+            if not deciding and not _may_reject(paths):
+                break  # no raise can reject any more, and the method is no longer decided
+            if not deciding or not _writes_self(stmt, role):
                 continue
-            ran = self.constructed(spec, given)
-            p = ev.run_joined(key, msgspec.structs.replace(fn, body=fn.body[: i + 1]), {"self": ran})
-            now = ran.fields.get(role)
-            if p.raised or ev.notes or not isinstance(now, str):
-                break
-            last = (i, ran)
-            if now != value:
-                decisions = [d for d in p.decisions if d.path == key[0] and d.line >= stmt.line and d.value is not None]
-                value = now
-        return value, decisions, self._prefix_fields(fn.body[: last[0] + 1], last[1], spec, role) if last else {}
+            live = [q for q in paths if q.raised is None]
+            selves = [q.env.get(fn.params[0].name) for q in live]
+            nows = [o.fields.get(role) for o in selves if isinstance(o, Obj)]
+            if len(live) < len(paths) or ev.notes or not nows or len(nows) < len(live) \
+                    or not all(isinstance(n, str) and n == nows[0] for n in nows):
+                deciding = False
+                continue
+            if nows[0] != value:
+                decisions = tuple(d for d in live[0].decisions if d.path == key[0] and d.line >= stmt.line
+                                  and d.value is not None)
+                value = nows[0]
+            ran = join([fork(q) for q in live], "(the construction's paths)").env[fn.params[0].name]
+            if isinstance(ran, Obj):
+                fields = self._prefix_fields(fn.body[: i + 1], ran, spec, role)
+        return Construction(value, decisions, fields, _raise_of(key, paths))
 
     def _prefix_fields(self, prefix: tuple[Stmt, ...], ran: Obj, spec: Obj, role: str) -> dict[str, Value]:
         """The fields the statements ``prefix`` (run, leaving ``ran``) assign on ``self``, other
@@ -307,8 +326,14 @@ def field_default(e: ExprFact) -> tuple[bool, Value]:
         return True, e.literal
     if e.called not in _FIELD_FUNCTIONS:
         return False, None
+    return _field_call_default(e.text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _field_call_default(text: str) -> tuple[bool, Value]:
+    """``field(default=<literal>, ...)``'s default, read from its text (parsed, never run)."""
     try:
-        call = ast.parse(e.text, mode="eval").body
+        call = ast.parse(text, mode="eval").body
     except (SyntaxError, ValueError, RecursionError):
         return False, None
     if not isinstance(call, ast.Call):
@@ -318,6 +343,53 @@ def field_default(e: ExprFact) -> tuple[bool, Value]:
                 kw.value.value is None or isinstance(kw.value.value, (bool, int, float, str))):
             return True, kw.value.value
     return False, None
+
+
+#: Calls the construction run follows (its checks are a few calls down: __post_init__ -> a config
+#: class's configure -> its resolve_num_speculative_tokens -> super()'s): deeper is a cut.
+_CONSTRUCTION_DEPTH = 3
+
+
+class Construction(NamedTuple):
+    """What the speculative config's construction run says (:meth:`SpecFields.construction`)."""
+
+    method: Value
+    decisions: tuple[Decision, ...]
+    fields: dict[str, Value]
+    rejection: Rejection | None
+
+
+def _statements(stmts: tuple[Stmt, ...]) -> list[Stmt]:
+    """Every statement under ``stmts``: ``if`` arms and the bodies of loops the facts keep."""
+    out: list[Stmt] = []
+    for st in stmts:
+        out.append(st)
+        if isinstance(st, SIf):
+            out += _statements(st.body) + _statements(st.orelse)
+        elif isinstance(st, SOpaque):
+            out += _statements(st.body)
+    return out
+
+
+def _may_reject(paths: list[Path]) -> bool:
+    """The run may still end rejecting: no path returned without raising, and every path can
+    still raise with no cut on it but callees that raise on some paths (:func:`_raise_of`)."""
+    return all(not (q.done and q.raised is None) and all(MAY_RAISE in c for c in q.cuts) for q in paths)
+
+
+def _raise_of(key: tuple[str, str], paths: list[Path]) -> Rejection | None:
+    """The construction's raise: every path raises, and no cut is on the way but callees that
+    raise on some paths (there, it fails earlier: rejected all the same, maybe with their message:
+    the rejection's condition names them)."""
+    if not paths or any(q.raised is None for q in paths):
+        return None
+    p = paths[0] if len(paths) == 1 else join(paths, "(the construction's raising paths)")
+    earlier = [c.split(MAY_RAISE)[0] for c in p.cuts if MAY_RAISE in c]
+    if p.raised is None or p.raised_at is None or len(earlier) < len(p.cuts):
+        return None
+    path, function, line = p.raised_in or (key[0], key[1], p.raised_at)
+    first = f"unless an earlier check raises first ({', '.join(dict.fromkeys(earlier))})" if earlier else ""
+    return Rejection(path, line, function, p.raised.removeprefix("raise "), "validation", first)
 
 
 def _writes_self(stmt: Stmt, attr: str) -> bool:

@@ -190,6 +190,10 @@ class BodiesWorld(TreeWorld):
     def runs_constructor(self, cls: tuple[str, str]) -> bool:
         return self.opaque_classes is None or not self.opaque_classes(cls)
 
+    def module_values(self) -> dict[tuple[str, str], object]:
+        assert self.bodies is not None
+        return self.bodies.evaluated
+
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         assert self.bodies is not None
         return self.bodies.function(key)

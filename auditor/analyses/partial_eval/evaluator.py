@@ -180,6 +180,8 @@ class Evaluator(ExpressionEvaluator):
             if stmt.aug and len(stmt.targets) == 1 and isinstance(stmt.value, PBinOp):
                 self._aug_assign(stmt.targets[0], stmt.value, p, key, depth, stmt.line)
                 return [p]
+            if len(stmt.targets) == 1 and self._pinned_target(stmt.targets[0], p, key, depth):
+                return [p]  # the field already holds what the assignment builds
             assigned = self.eval(stmt.value, p, key, depth)
             if _raising(p, assigned, key, stmt.line):
                 return [p]
@@ -216,6 +218,14 @@ class Evaluator(ExpressionEvaluator):
                 return [p, q]
             return [p]
         return [p]
+
+    def _pinned_target(self, target: PExpr, p: Path, key: tuple[str, str], depth: int) -> bool:
+        """``obj.f = ...`` where ``f`` is pinned on ``obj``: the value it holds stands for what the
+        assignment builds (its expression is not run either)."""
+        if not isinstance(target, PAttr) or not _is_chain(target.value):
+            return False
+        owner = self.eval(target.value, p, key, depth)
+        return isinstance(owner, Obj) and target.attr in owner.pinned
 
     def _unrolled(self, key: tuple[str, str], stmt: SOpaque, p: Path, depth: int) -> list[Path] | None:
         """A plain ``for`` loop over a list or tuple the path knows (at most

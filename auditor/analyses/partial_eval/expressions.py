@@ -104,6 +104,10 @@ class World:
         that ``chain`` names in the module at ``path``; None: none."""
         return None
 
+    def module_values(self) -> "dict[tuple[str, str], object] | None":
+        """Where evaluated module-level values are kept across evaluators (None: in each)."""
+        return None
+
     def module_value(self, path: str, name: str) -> "tuple[str, PExpr] | None":
         """The expression a module-level ``name`` of the module at ``path`` is bound to once (in
         that module or the one it is imported from), with the module it is evaluated in; None:
@@ -124,13 +128,17 @@ class World:
 class ExpressionEvaluator(TreeValues):
     """Evaluates expressions on one path; :class:`~.evaluator.Evaluator` adds statements."""
 
-    def __init__(self, world: World, on_limit: Callable[[str], None] | None = None) -> None:
+    def __init__(self, world: World, on_limit: Callable[[str], None] | None = None,
+                 max_depth: int = MAX_CALL_DEPTH) -> None:
         self.world = world
+        self.max_depth = max_depth  # calls followed this deep; a deeper one is a cut
         self.on_limit = on_limit or (lambda _name: None)
         # Every cut of every run of this evaluator, in order (a plan shows them).
         self.notes: list[str] = []
-        # (module, name) -> the value of a module-level name bound to an expression (``_global``).
-        self._module_values: dict[tuple[str, str], Value | object] = {}
+        # (module, name) -> the value of a module-level name bound to an expression (``_global``),
+        # shared with the world's other evaluators where it keeps them.
+        shared = world.module_values()
+        self._module_values: dict[tuple[str, str], Value | object] = shared if shared is not None else {}
         # Objects of the tree carry no state (:class:`Instance`): (class, attribute) set through
         # an object or the class, and classes whose objects were handed to code not run; a class
         # attribute read through them is unknown from then on.
@@ -444,9 +452,9 @@ class ExpressionEvaluator(TreeValues):
         classmethod); None: the arguments bind from the first parameter on."""
         text = e.text or _text(e)
         receivers: list[Value] = [self_value] if isinstance(self_value, (Obj, Instance, ClassRef)) else []
-        if depth >= MAX_CALL_DEPTH:
+        if depth >= self.max_depth:
             self._cut(p, "partial evaluation call depth",
-                      f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {MAX_CALL_DEPTH}: not evaluated, "
+                      f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {self.max_depth}: not evaluated, "
                       "its result and what it may write are unknown")
             return self._opaque_call(e, p, key, depth, receivers, text)
         if not fn.body or any(kw.name is None for kw in e.keywords):
@@ -471,10 +479,10 @@ class ExpressionEvaluator(TreeValues):
                    key: tuple[str, str], depth: int, text: str) -> Value:
         """Run ``fn`` with its parameters bound to ``args`` (the rest: their defaults) from the
         path ``p``, every path through it joined into the caller's state; what it returns."""
-        if depth >= MAX_CALL_DEPTH or not fn.body:
-            if depth >= MAX_CALL_DEPTH:
+        if depth >= self.max_depth or not fn.body:
+            if depth >= self.max_depth:
                 self._cut(p, "partial evaluation call depth",
-                          f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {MAX_CALL_DEPTH}: not "
+                          f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {self.max_depth}: not "
                           "evaluated, its result and what it may write are unknown")
             self._escape(p, list(args.values()), f"{text} not evaluated", fn)
             return Unknown(text)

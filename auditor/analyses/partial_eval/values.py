@@ -58,8 +58,7 @@ class Unknown:
     # mutable parts copied through the memo), without its reduce/reconstruct round trip:
     # the fork of a runner's state dominated planning ``layers --all``.
     def __deepcopy__(self, memo: dict[int, Any]) -> "Unknown":
-        return Unknown(self.reason, self.maybe_absent, self.known_truth, self.upper, self.lower, self.raises, self.options,
-                       self.raised_in)
+        return self  # immutable: its fields are literals and tuples of immutable values
 
 
 _UIDS = itertools.count(1)
@@ -92,7 +91,7 @@ class Obj:
         new = Obj.__new__(Obj)
         memo[id(self)] = new  # before the fields: they may lead back here
         new.label = self.label
-        new.fields = copy.deepcopy(self.fields, memo)
+        new.fields = {k: v if type(v) in _IMMUTABLE else copy.deepcopy(v, memo) for k, v in self.fields.items()}
         new.closed = self.closed
         new.cls = self.cls
         new.roles = copy.deepcopy(self.roles, memo)
@@ -106,6 +105,10 @@ class Obj:
         if name in self.roles:
             return self.roles[name]
         return ABSENT if self.closed else Unknown(f"{self.label}.{name}")
+
+
+#: Value types a copy may share (immutable); anything else is copied (the copy per path of a fork).
+_IMMUTABLE: frozenset[type] = frozenset()
 
 
 class _Absent:
@@ -124,7 +127,7 @@ class Instance:
     line: int
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "Instance":
-        return Instance(self.cls, self.line)
+        return self  # immutable
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ class ClassRef:
     cls: tuple[str, str]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> "ClassRef":
-        return ClassRef(self.cls)
+        return self  # immutable
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,8 @@ class ModuleRef:
     def __deepcopy__(self, memo: dict[int, Any]) -> "ModuleRef":
         return self
 
+
+_IMMUTABLE = frozenset({type(None), bool, int, float, str, Unknown, Instance, ClassRef, ModuleRef, EnumMember})
 
 Value = Union[
     None, bool, int, float, str, "tuple[Any, ...]", "list[Any]", "frozenset[Any]", "dict[Any, Any]",
