@@ -98,7 +98,6 @@ _K_DEFAULTED = ("K not given with a draft model named: vLLM's __post_init__ may 
 _MISSING.update({
     "v031-v2-knone-model-exaone45-2layers": _K_DEFAULTED,
     "v032-v2-knone-model-famname-mimo_v2_mtp-mimov2pro-3layers": _K_DEFAULTED,
-    "v031-v1-knone-model-dsv4-nofield": _K_DEFAULTED,
     "v031-v1-dsv4-nofield-k2": ("a field neither the config.json nor vLLM's DeepseekV4Config gives: the reader's "
                                 "AttributeError rests on transformers' PretrainedConfig (outside vLLM's tree) setting no "
                                 "such attribute; the tool reads only the tree, so the count stays unknown and the plan "

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ...facts.extract import ExprFact, PAttr, PCall, PName, SAssign, SIf, SOpaque, Stmt
 from ...index.index import ClassKey, SymbolKind
-from ..partial_eval import Decision, Obj, Path, Unknown, Value
+from ..partial_eval import MAX_CALL_DEPTH, Decision, Obj, Path, Unknown, Value
 from ..partial_eval.state import fork, join
 from ..partial_eval.expressions import MAY_RAISE
 from ..partial_eval.values import structural_key
@@ -176,7 +176,7 @@ class SpecFields(DispatchPart):
         seen: set[tuple[str, str]] = set()
         while todo:
             fkey, owner, depth = todo.pop()
-            if fkey in seen or depth > _CONSTRUCTION_DEPTH:
+            if fkey in seen or depth > MAX_CALL_DEPTH:
                 continue
             seen.add(fkey)
             fn = self.provider.bodies.function(fkey)
@@ -245,7 +245,7 @@ class SpecFields(DispatchPart):
             # The construction builds the draft's model config (``self.draft_model_config =
             # ModelConfig(...)``): that is the draft config this configuration derives.
             built.pinned = frozenset({self.roles["draft"]})
-        ev = self.evaluator(hit, _CONSTRUCTION_DEPTH)
+        ev = self.evaluator(hit)
         paths = [Path({**{q.name: Unknown(q.name) for q in fn.params}, fn.params[0].name: built} if fn.params else {})]
         value: Value = given
         decisions: tuple[Decision, ...] = ()
@@ -343,11 +343,6 @@ def _field_call_default(text: str) -> tuple[bool, Value]:
                 kw.value.value is None or isinstance(kw.value.value, (bool, int, float, str))):
             return True, kw.value.value
     return False, None
-
-
-#: Calls the construction run follows (its checks are a few calls down: __post_init__ -> a config
-#: class's configure -> its resolve_num_speculative_tokens -> super()'s): deeper is a cut.
-_CONSTRUCTION_DEPTH = 3
 
 
 class Construction(NamedTuple):
