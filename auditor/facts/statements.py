@@ -666,19 +666,10 @@ def union_names(node: ast.AST) -> tuple[str, ...] | None:
     return None
 
 
-def function_statements(text: str, qualname: str) -> tuple[Stmt, ...] | None:
-    """The statement tree of the function ``qualname`` (``f`` or ``Cls.m``, at module level) in
-    the module source ``text``, extracted on demand for one the facts keep no tree of (parsed,
-    never run); None: no such function, or a source that does not parse."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    return function_statements_in(tree, text, qualname)
-
-
 def function_statements_in(tree: ast.Module, text: str, qualname: str) -> tuple[Stmt, ...] | None:
-    """:func:`function_statements` of a module already parsed (``tree``, from ``text``)."""
+    """The statement tree of the function ``qualname`` (``f`` or ``Cls.m``, at module level) in
+    the module ``tree`` parsed from ``text``, extracted on demand for one the facts keep no tree
+    of (parsed, never run); None: no such function."""
     scope: list[ast.stmt] = tree.body
     *owners, name = qualname.split(".")
     for owner in owners:
