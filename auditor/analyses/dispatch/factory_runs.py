@@ -231,8 +231,10 @@ class FactoryRuns(DispatchPart):
             spec.fields[target] = Obj(target, {r["hf"]: hf_target, r.get("draft_name", "model"): "<target model>"})
         for name, value in self.provider.spec_fields.defaults(spec_cls).items():
             spec.fields.setdefault(name, value)
-        spec.fields[r["method"]] = self.provider.spec_fields.validated_method(setting, spec)[0]
-        for name, value in self.provider.spec_fields.construction_fields(setting, spec).items():
+        # The construction's run: the method as it leaves it, the fields its first statements decide.
+        built = self.provider.spec_fields.construction(spec, setting.method)
+        spec.fields[r["method"]] = built.method
+        for name, value in built.fields.items():
             spec.fields.setdefault(name, value)
         root = Obj(r["root"], roles={r["speculative"]: spec})
         return {"speculative": spec, "root": root}
@@ -266,8 +268,7 @@ class FactoryRuns(DispatchPart):
         spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: Obj(r["draft"], {r["hf"]: Obj(r["hf"])})},
                    cls=spec_cls)
         internal = self.provider.spec_fields.internal_fields(spec_cls)
-        found = {k: v for k, v in self.provider.spec_fields.construction_fields(Setting("", None, method), spec).items()
-                 if k in internal}
+        found = {k: v for k, v in self.provider.spec_fields.construction(spec, method).fields.items() if k in internal}
         self._internal_memo[(method, spec_cls)] = (held, found)
         return found
 
@@ -288,7 +289,7 @@ class FactoryRuns(DispatchPart):
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
         cuts: list[str] = []
         # The method as the speculative config's construction rewrites it comes first on every chain.
-        renamed = self.provider.spec_fields.validated_method(setting, world["speculative"])[1]
+        renamed = list(self.provider.spec_fields.construction(world["speculative"], setting.method).decisions)
         for fkey in factories:
             built, cut_notes = self.run_factory_cuts(fkey, world)
             out += [(c, h, [*renamed, *d]) for c, h, d in built]

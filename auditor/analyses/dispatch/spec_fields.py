@@ -147,20 +147,6 @@ class SpecFields(DispatchPart):
                     out.add(name)
         return frozenset(out)
 
-    def construction_fields(self, setting: Setting, spec: Obj) -> dict[str, Value]:
-        """Fields the construction's first statements decide that no other method of the class's
-        hierarchy writes: a field written only in a branch of those statements that the run does
-        not take keeps its literal default (``custom_method`` stays None unless the method given
-        is a registered custom one)."""
-        return self.construction(spec, setting.method).fields
-
-    def validated_method(self, setting: Setting, spec: Obj) -> tuple[Value, list[Decision]]:
-        """The method as the speculative config's construction leaves it, and the decisions that
-        rewrote it (``if self.method in get_args(MTPModelTypes) and self.method != "mtp":
-        self.method = "mtp"``: a family's own name is vLLM's alias of ``mtp``)."""
-        run = self.construction(spec, setting.method)
-        return run.method, list(run.decisions)
-
     def preload(self, cls: ClassKey | None) -> None:
         """Load (while the index loads) the modules the construction run may reach: the names its
         validation methods and the functions they call read, followed as deep as the run follows
