@@ -41,7 +41,7 @@ from ..loops import LoopResult
 from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, truth
 from ..types import REGISTRY
 from .part import DispatchPart
-from .syntax import BASE_ATTRIBUTES, self_reads
+from .syntax import BASE_ATTRIBUTES, self_reads, sets_attrs
 
 _DEPTH = 4  # self-calls followed from the loop's function
 _SELF_CALLS = ("self", "super()")  # calls of a method of the drafter's own hierarchy
@@ -325,11 +325,6 @@ class DraftCalls(DispatchPart):
 def unknown_locals(fn: FunctionFact) -> dict[str, Value]:
     """``fn``'s parameters and locals, each unknown."""
     return {n: Unknown(n) for n in [*fn.param_names, *fn.assigns]}
-
-
-def sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:
-    """A ``setattr(<chain>, ...)`` call in one of ``methods``."""
-    return any(c.func == ("setattr",) and c.args and c.args[0].chain == chain for m in methods for c in m.calls)
 
 
 def any_arm(fn: FunctionFact, sites: Sequence[CallFact | AttrReadFact | AttrAssignFact], ev: Evaluator, key: FuncKey, p: Path,

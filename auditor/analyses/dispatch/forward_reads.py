@@ -53,7 +53,8 @@ from ...model.findings import StepRaise
 from ..loops import FORWARD_METHODS, LoopSelection
 from ..partial_eval import Evaluator, Path, Unknown
 from ..types import MODULE_CONTAINERS
-from .draft_calls import any_arm, sets_attrs, unknown_locals
+from .draft_calls import any_arm, unknown_locals
+from .syntax import sets_attrs
 from .model import Plan, Verdict
 from .part import DispatchPart
 

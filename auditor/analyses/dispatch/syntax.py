@@ -241,10 +241,14 @@ _PROPERTY_DECORATORS = frozenset({"property"})  # a data descriptor: the object 
 _HOOKS = frozenset({"__getattr__", "__getattribute__"})
 
 
+def sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:
+    """A ``setattr(<chain>, ...)`` call in one of ``methods``."""
+    return any(c.func == ("setattr",) and c.args and c.args[0].chain == chain for m in methods for c in m.calls)
+
+
 def _sets_on_self(fn: FunctionFact, name: str) -> bool:
     """A method that may set ``self.<name>`` (an assignment, or ``setattr`` on ``self``)."""
-    return any(a.target == ("self", name) for a in fn.attr_assigns) or any(
-        c.func == ("setattr",) and c.args and c.args[0].chain == ("self",) for c in fn.calls)
+    return any(a.target == ("self", name) for a in fn.attr_assigns) or sets_attrs([fn], ("self",))
 
 
 def literal_alias_args(index: Index, path: str, name: str, hops: int = 0) -> tuple[Value, ...] | None:
