@@ -83,6 +83,10 @@ FILES = {
             return getattr(conf_class(spec), "no_such_attribute", None)
 
 
+        def allows(spec, option):
+            return option in conf_class(spec).options
+
+
         def written(spec):
             conf = conf_class(spec)(spec)
             conf.target = "elsewhere"
@@ -98,6 +102,7 @@ FILES = {
 
         class Conf:
             target: ClassVar[str | None] = None
+            options = frozenset({"x", "y"})
 
             def __init__(self, spec):
                 self.spec = spec
@@ -109,6 +114,7 @@ FILES = {
 
         class AConf(Conf):
             target = "%s.builders.ABuilder"
+            options = Conf.options | {"z"}
 
             @classmethod
             def specialize(cls, spec):
@@ -120,10 +126,13 @@ FILES = {
 
         class WideAConf(AConf):
             target = "%s.builders.WideBuilder"
+            options = AConf.options - {"x"}
 
 
         class BConf(Conf):
             target = "%s.builders.BBuilder"
+            extra = {"w"}
+            options = Conf.options ^ extra  # a name of the class body (its scope, not the module's)
     ''' % ((PKG,) * 4)),
     f"{PKG}/builders.py": textwrap.dedent('''
         class Base:
@@ -208,7 +217,17 @@ def test_paths_that_build_different_classes_give_the_options_cpython_can_build(w
     assert {_name(o) for o in got.options} == {type(cpython.build(cpython.Spec("a", n))).__name__ for n in (1, 2)}
 
 
+@pytest.mark.parametrize("method,n,option", [("a", 1, "x"), ("a", 1, "z"), ("a", 2, "x"), ("a", 2, "y"),
+                                             ("a", 2, "w")])
+def test_a_class_attribute_computed_from_a_bases_is_cpythons(world, cpython, method, n, option):
+    """``options = Base.options - {"x"}`` in a class body: evaluated in its module, the base's
+    own computed value first."""
+    got = _evaluate(world, "allows", spec=_spec(method, n), option=option)
+    assert got is cpython.allows(cpython.Spec(method, n), option)
+
+
 @pytest.mark.parametrize("func,args", [
+    ("allows", {"spec": _spec("b", 1), "option": "w"}),  # reads a name of its class body
     ("build", {"spec": _spec(Unknown("method"), 1)}),  # the table read at an unknown key
     ("written", {"spec": _spec("a", 1)}),  # set on an object: its class attribute no longer says
     ("outside", {}),  # a module the tree does not hold

@@ -71,6 +71,30 @@ class FunctionBodies:
             self._values[key] = found
         return self._values[key]
 
+    def class_value(self, path: str, qualname: str, name: str) -> PExpr | None:
+        """The expression of the one binding of ``name`` in the body of the class ``qualname``
+        of the file at ``path`` (``name = expr`` or ``name: T = expr`` among its statements, and
+        no other binding of the name anywhere in the class body: not under a branch, not a
+        method), as the partial evaluator reads it; None otherwise, or when the expression
+        reads a name the class body binds (class scope: not the module's name)."""
+        key = (path, f"{qualname}.{name}")
+        if key not in self._values:
+            parsed = self._module(path)
+            cls = _class_node(parsed[0], qualname) if parsed is not None else None
+            found: PExpr | None = None
+            if cls is not None and parsed is not None:
+                bound = _class_scope_names(cls)
+                values = [n.value for n in cls.body
+                          if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                          and n.targets[0].id == name
+                          or isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name]
+                if len(values) == 1 and values[0] is not None and bound.count(name) == 1 and not (
+                        {x.id for x in ast.walk(values[0]) if isinstance(x, ast.Name)} & set(bound)):
+                    found = pexpr(values[0], _Source(parsed[1]))
+                    found = None if isinstance(found, POpaque) else found
+            self._values[key] = found
+        return self._values[key]
+
     def function(self, key: FuncKey) -> FunctionFact | None:
         """:meth:`Index.function`, with its statement tree when the facts keep none."""
         fn = self.index.function(key)
@@ -81,3 +105,37 @@ class FunctionBodies:
             self._trees[key] = function_statements_in(parsed[0], parsed[1], key[1]) if parsed is not None else None
         body = self._trees[key]
         return msgspec.structs.replace(fn, body=body) if body else fn
+
+
+def _class_node(tree: ast.Module, qualname: str) -> ast.ClassDef | None:
+    """The class ``qualname`` (``Outer.Inner``) defined at the top of ``tree`` or nested in one."""
+    body: list[ast.stmt] = tree.body
+    node: ast.ClassDef | None = None
+    for part in qualname.split("."):
+        node = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if node is None:
+            return None
+        body = node.body
+    return node
+
+
+def _class_scope_names(cls: ast.ClassDef) -> list[str]:
+    """Every binding the class body makes (once per binding): assignments and annotated names
+    anywhere in its statements (branches, loops, ``with``), its methods, nested classes and
+    imports; not those inside its methods, nested classes or comprehensions."""
+    out: list[str] = []
+    stack: list[ast.AST] = list(cls.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(n.name)
+            continue
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            out += [(a.asname or a.name).split(".")[0] for a in n.names]
+            continue
+        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.append(n.id)
+        stack.extend(ast.iter_child_nodes(n))
+    return out

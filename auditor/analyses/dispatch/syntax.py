@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from ...facts.extract import Chain, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PFormat, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
+from ...facts.extract import Chain, ExprFact, FunctionFact, PAttr, PBool, PCall, PCompare, PConst, PDict, PExpr, PFormat, PIfExp, PName, PNot, PSeq, PSubscript, SAssign, SExpr, SIf, SReturn, Stmt
 from ...index.bodies import FunctionBodies
 from ...index.index import Index, SymbolKind
 from ..partial_eval import ABSENT, ClassRef, EnumMember, FuncRef, ModuleRef, Obj, Unknown, Value, World, module_constant
@@ -59,6 +59,38 @@ class TreeWorld(World):
             e = cf.class_attrs[name]
             value: Value = e.literal if e.has_literal and isinstance(e.literal, (int, str, float, bool)) else Unknown(f"{cls[1]}.{name}")
             return EnumMember(cls, name, value)
+        found = self._deciding(cls, name, instance)
+        if found is None or isinstance(found, _Absent):
+            return found
+        c, held = found
+        if held.has_literal:
+            return held.literal
+        if held.chain is not None:
+            for sym in self.index.resolve_chain(c[0], held.chain):
+                if sym.kind is SymbolKind.CLASS:
+                    return ClassRef((sym.path, sym.name))
+        return None
+
+    def class_value(self, cls: tuple[str, str], name: str, instance: bool = False) -> tuple[str, PExpr] | None:
+        """A class attribute :meth:`class_attr` cannot read as a literal or a class: the
+        expression the deciding class of the MRO binds it to once in its body
+        (``options = Base.options - {"x"}``), with the module it is evaluated in; None when
+        there is none, or the name is no plain class attribute (:meth:`class_attr`'s cases)."""
+        cf = self.index.class_fact(cls)
+        if self.bodies is None or cf is None or _plain_enum(self.index, cls[0], cf.bases) \
+                or self.class_attr(cls, name, instance) is not None:
+            return None
+        found = self._deciding(cls, name, instance)
+        if found is None or isinstance(found, _Absent):
+            return None
+        c, _held = found
+        value = self.bodies.class_value(c[0], c[1], name)
+        return (c[0], value) if value is not None else None
+
+    def _deciding(self, cls: tuple[str, str], name: str, instance: bool) -> tuple[tuple[str, str], ExprFact] | _Absent | None:
+        """The class of ``cls``'s MRO whose body binds ``name`` first, with what it binds;
+        :data:`ABSENT` when no class of a whole MRO does; None: not a plain class attribute (a
+        method, a dunder, a hook class, a field an object's constructor or method sets)."""
         if name.startswith("__") or name in BASE_ATTRIBUTES:
             return None
         mro = self.whole_mro(cls)
@@ -79,15 +111,8 @@ class TreeWorld(World):
             if fields_are_set and name in f.field_defaults:
                 return None
             held = f.class_attrs.get(name) or f.field_defaults.get(name)
-            if held is None:
-                continue
-            if held.has_literal:
-                return held.literal
-            if held.chain is not None:
-                for sym in self.index.resolve_chain(c[0], held.chain):
-                    if sym.kind is SymbolKind.CLASS:
-                        return ClassRef((sym.path, sym.name))
-            return None
+            if held is not None:
+                return c, held
         return ABSENT
 
     def method_after(self, cls: tuple[str, str], name: str, after: tuple[str, str]) -> tuple[tuple[str, str], FunctionFact] | None:

@@ -49,6 +49,11 @@ from .values import (
 
 MAX_CALL_DEPTH = 8
 #: The words of the note a callee that raises on some paths leaves (a cut: on the rest, it returned).
+#: The set operators, on sets modelled as frozensets (``A.options - {"x"}``).
+_SET_OPS: dict[str, Callable[[frozenset[Any], frozenset[Any]], frozenset[Any]]] = {
+    "|": frozenset.union, "&": frozenset.intersection, "-": frozenset.difference, "^": frozenset.symmetric_difference,
+}
+
 MAY_RAISE = " raises on some paths for this configuration "
 _MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
@@ -112,6 +117,12 @@ class World:
         """The expression a module-level ``name`` of the module at ``path`` is bound to once (in
         that module or the one it is imported from), with the module it is evaluated in; None:
         not such a name."""
+        return None
+
+    def class_value(self, cls: tuple[str, str], name: str, instance: bool = False) -> "tuple[str, PExpr] | None":
+        """The expression a class attribute that is no literal is bound to once in the body of
+        the class of ``cls``'s MRO that decides it, with the module it is evaluated in; None:
+        not such an attribute."""
         return None
 
     def record_fields(self, cls: tuple[str, str]) -> dict[str, Value] | None:
@@ -338,8 +349,8 @@ class ExpressionEvaluator(TreeValues):
                 if len(seq) * max(times, 0) <= _MAX_REPEAT:  # type: ignore[arg-type, operator]
                     return a * b  # type: ignore[operator]
                 return Unknown(_text(e))
-            if e.op in ("|", "&") and isinstance(a, frozenset) and isinstance(b, frozenset):
-                return a | b if e.op == "|" else a & b
+            if e.op in _SET_OPS and isinstance(a, frozenset) and isinstance(b, frozenset):
+                return _SET_OPS[e.op](a, b)
         except ZeroDivisionError as exc:  # (our arithmetic on the known operands, never scanned code)
             return Unknown(_text(e), raises=f"ZeroDivisionError: {exc}")
         return Unknown(_text(e))

@@ -126,20 +126,45 @@ class TreeValues:
                 return self._each(owner, p, lambda o, side: self._attr(o, attr, side, key, depth), f"{owner.reason}.{attr}")
             return Unknown(f"{owner.reason}.{attr}")
         if isinstance(owner, ClassRef):
-            known = self.world.class_attr(owner.cls, attr)
-            if known is not None and (owner.cls, attr) not in self._object_writes and owner.cls not in self._escaped:
-                return known
+            if (owner.cls, attr) not in self._object_writes and owner.cls not in self._escaped:
+                known = self._class_attr(owner.cls, attr, False)
+                if known is not None:
+                    return known
         if isinstance(owner, Instance):
             prop = self._property(owner.cls, attr, owner, p, key, depth)
             if prop is not None:
                 return prop
             if (owner.cls, attr) not in self._object_writes and owner.cls not in self._escaped:
-                known = self.world.class_attr(owner.cls, attr, instance=True)
+                known = self._class_attr(owner.cls, attr, True)
                 if known is not None:
                     return known
         if isinstance(owner, ModuleRef):
             return self._global(owner.path, attr)
         return Unknown(f"{describe(owner)}.{attr}")
+
+    def _class_attr(self, cls: tuple[str, str], attr: str, instance: bool) -> Value | _Absent | None:
+        """A class attribute read through ``cls`` (``instance``: through an object of it): what
+        the world reads off the class bodies, else the expression the deciding class binds it
+        to once, evaluated in its module on a path of its own (memoised as a module-level value:
+        while nothing the evaluator saw set or hand away a class of the tree; a name met again
+        while evaluated is unknown); None: not known."""
+        known = self.world.class_attr(cls, attr, instance=instance)
+        if known is not None:
+            return known
+        found = self.world.class_value(cls, attr, instance)
+        if found is None:
+            return None
+        memo: dict[tuple[str, str], Value | object] = \
+            self._module_values if not (self._object_writes or self._escaped) else {}
+        memo_key = (found[0], f"{cls[1]}.{attr}")
+        if memo_key in memo:
+            held = memo[memo_key]
+            return Unknown(f"{cls[1]}.{attr} (defined in terms of itself)") if held is _EVALUATING \
+                else copy.deepcopy(cast(Value, held))
+        memo[memo_key] = _EVALUATING
+        value = self.eval(found[1], Path({}), (found[0], "<module>"), 0)
+        memo[memo_key] = value
+        return copy.deepcopy(value)
 
     def _property(self, cls: tuple[str, str], attr: str, this: Value, p: Path, key: tuple[str, str],
                   depth: int) -> Value | None:
