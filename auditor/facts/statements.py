@@ -645,8 +645,17 @@ class FieldType(Struct, frozen=True):
     line: int
 
 
+#: Type wrappers that annotate the type they wrap (the value is of that type).
+_ANNOTATING = frozenset({"Annotated", "SkipValidation"})
+
+
 def union_names(node: ast.AST) -> tuple[str, ...] | None:
-    """``A``, ``A | B | None`` or ``Optional[A]``/``Union[A, B]`` as names; None: any other type."""
+    """``A``, ``A | B | None`` or ``Optional[A]``/``Union[A, B]`` as names; None: any other type.
+    A wrapper that only annotates its type is that type: ``Annotated[A, ...]`` (typing) and
+    ``SkipValidation[A]`` (pydantic: ``Annotated[A, SkipValidation()]``)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in _ANNOTATING:
+        inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+        return union_names(inner)
     if isinstance(node, ast.Name):
         return (node.id,)
     if isinstance(node, ast.Constant) and node.value is None:

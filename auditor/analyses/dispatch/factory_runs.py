@@ -228,7 +228,9 @@ class FactoryRuns(DispatchPart):
             # config is the target's config.json when one is given; everything else unknown.
             hf_target = to_obj(r["hf"], json.loads(setting.target_config)) if setting.target_config else Obj(r["hf"])
             # (its checkpoint is named: a path, as the draft's is where a draft config exists)
-            spec.fields[target] = Obj(target, {r["hf"]: hf_target, r.get("draft_name", "model"): "<target model>"})
+            # (an object of the class the field is annotated with: its methods are the tree's)
+            spec.fields[target] = Obj(target, {r["hf"]: hf_target, r.get("draft_name", "model"): "<target model>"},
+                                      cls=self.provider.spec_fields.field_class(spec_cls, target))
         for name, value in self.provider.spec_fields.defaults(spec_cls).items():
             spec.fields.setdefault(name, value)
         # The construction's run: the method as it leaves it, the fields its first statements decide.

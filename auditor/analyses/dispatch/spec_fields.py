@@ -136,6 +136,20 @@ class SpecFields(DispatchPart):
                 return set()
         return {f for f in fields if f in built.fields and built.fields[f] is None}
 
+    def field_class(self, cls: ClassKey | None, name: str) -> ClassKey | None:
+        """The class of the tree a field of the speculative config's class is annotated with
+        (``target_model_config: SkipValidation[ModelConfig] = None``: ``ModelConfig``), by the
+        first class of its MRO that annotates it; None when that is no one class of the tree
+        (besides None)."""
+        for c in self.index.mro(cls) if cls is not None else ():
+            cf = self.index.class_fact(c)
+            if cf is None or name not in cf.field_types:
+                continue
+            names = [n for n in cf.field_types[name].names if n != "None"]
+            found = [s for s in self.index.resolve(c[0], names[0]) if s.kind is SymbolKind.CLASS] if len(names) == 1 else []
+            return (found[0].path, found[0].name) if len(found) == 1 else None
+        return None
+
     def internal_fields(self, cls: ClassKey | None) -> frozenset[str]:
         """The fields of the speculative config's class a user cannot give: declared with
         ``field(..., init=False)``."""
