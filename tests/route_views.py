@@ -101,6 +101,8 @@ def view_problems(version: str, scan: Scan, query: PlanQuery) -> list[str]:
     for p in plans:
         if p.proposer is None or p.model_class is None:
             continue
+        if p.outcome == "rejected" and any(r.when == "validation" for r in p.rejections):
+            continue  # vLLM rejects the configuration before any drafter is built: no route needed
         mine = routes + [rt for rt in loads.load_routes() if p.setting.method in loads.methods(rt)]
         if routes and not any(rt.runner == p.setting.runner and rt.drafter == p.proposer and p.model_class in rt.models
                               for rt in mine):

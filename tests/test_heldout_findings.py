@@ -27,7 +27,8 @@ CONTRADICTED = {
 }
 
 
-# The eighth reader (heldout_findings_s14.json, vLLM 0.34.0): 23/36 at the start of session 14, 25/36 after it.
+# The eighth reader (heldout_findings_s14.json, vLLM 0.34.0): 23/36 at the start of session 14, 25/36 after it,
+# 27/36 in session 15 (a method and draft the construction rejects take no route: DSpark drafts asked as mtp).
 # Its entries not yet agreed, each with its class, as strict expected failures.
 S14 = load_cases(CASES_S14)
 _S14_GATES = ("the reader's gates include exclusions vLLM makes by design (MiniMax-M3 by name, index sharing, a "
@@ -35,10 +36,6 @@ _S14_GATES = ("the reader's gates include exclusions vLLM makes by design (MiniM
               "reports a gate that reads another field than the one the model sizes its layers with, and in 0.34.0 "
               "the gate reads n_predict, which every family's override sets")
 S14_MISSING = {
-    "Q1-02": ("routes run with method mtp for the DSpark drafts an override writes (Qwen3DSparkModel, "
-              "DSparkMiniMaxDraftModel); the reader finds that vLLM's checkpoint config resolution never lets an "
-              "MTP speculator load them (_resolve_checkpoint_config_class), which the tool does not evaluate"),
-    "Q1-03": "as Q1-02: the DSpark drafts' inherited LocalArgmaxMixin.get_top_tokens",
     "Q3-01": ("disputed vocabulary: DraftModelSpeculator's compute_draft_logits/get_draft_top_tokens drop the step by "
               "design (every caller hands 0; MultiModuleMTPSpeculator overrides both): the tool says so in its MTP002 "
               "finding, the reader files an MTP001"),

@@ -175,3 +175,30 @@ def test_a_step_argument_swapped_with_its_neighbour_is_found(tmp_path):
            "BailingMoeV25MultiTokenPredictor.compute_logits (lm_head)" in f.message
     assert "the call binds (no TypeError)" in f.message
     assert {g.fingerprint for g in base.result.findings} <= {g.fingerprint for g in scan.result.findings}
+
+
+def test_a_draft_that_declares_another_methods_speculator_takes_no_route_of_that_method():
+    """vLLM 0.34.0 (``speculator_config.py``, ``_resolve_checkpoint_config_class``): a method
+    the user asks for that differs from the ``base_method`` of the speculator config the draft
+    model class declares (``speculator_config_class``) is a ValueError ("speculative_config
+    requested method=..., but the draft model ... is a ... checkpoint"). The DSpark drafts an
+    override writes for ``mtp`` (``Qwen3DSparkModel`` declares ``DSparkSpeculatorConfig``,
+    ``base_method = "dspark"``) and the DFlash drafts (``dflash``) loaded as EAGLE heads take no
+    route then; a plain EAGLE head (no declared speculator) and an MTP model that declares an
+    MTP config of its own (Gemma 4: ``Gemma4MTPSpeculatorConfig``, ``base_method`` inherited
+    ``"mtp"``) keep theirs."""
+    from auditor.analyses.dispatch import DispatchProvider
+
+    scan = scan_release("0.34.0")
+    dispatch = scan.analysis.get(DispatchProvider)
+    loads = dispatch.load_routes
+    by_method: dict[str, set[str]] = {}
+    for rt in loads.load_routes():
+        for method in loads.methods(rt):
+            by_method.setdefault(method, set()).add(rt.architecture)
+    assert not {"Qwen3DSparkModel", "DSparkMiniMaxDraftModel"} & by_method["mtp"]
+    assert "Gemma4MTPModel" in by_method["mtp"] and "DeepSeekMTPModel" in by_method["mtp"]
+    assert not {a for a in by_method["eagle"] | by_method["eagle3"] if a.startswith("DFlash")}
+    assert "EagleLlamaForCausalLM" in by_method["eagle"]
+    mtp005 = [c.name for f in by_rule(scan, "MTP005") for c in f.affected_classes]
+    assert not [name for name in mtp005 if "DSpark" in name or name.startswith("DFlash")], mtp005

@@ -258,6 +258,17 @@ class FactoryRuns(DispatchPart):
             spec.fields.setdefault(name, value)
         return {"speculative": spec, "root": Obj(r["root"], roles={r["speculative"]: spec})}
 
+    def route_rejection(self, method: str, world: dict[str, Obj]) -> Rejection | None:
+        """The raise that rejects every configuration a route stands for (its :meth:`open_world`),
+        as the construction run derives it: a route loads a draft model, so the speculative
+        config names a draft checkpoint (the method's default or the user's: some path, not
+        None; every other field as the route leaves it). None when some configuration passes,
+        or the run cannot tell."""
+        spec = copy.deepcopy(world["speculative"])
+        spec.fields[self.roles.get("draft_name", "model")] = Unknown("the draft checkpoint's path (a route loads a draft)",
+                                                                    known_truth=True)
+        return self.provider.spec_fields.construction(spec, method).rejection
+
     def _internal_fields(self, method: str, spec_cls: ClassKey | None) -> dict[str, Value]:
         """The fields of a route's configuration only the construction sets (``init=False``: a
         route stands for every option a user may give), as its first statements decide them for

@@ -6,7 +6,8 @@ classes, platform copies included). It is evaluated with the draft config the ov
 family writes for that architecture as literals (``model_type = "x_mtp"``, the field its
 guard compares with a literal) and every other field unknown, so a guard that tests the
 model type is decided, and a guard on a field no family fixes stays symbolic: it is the
-route's condition. A drafter no route pairs with a model class never runs that model: a
+route's condition. A method and architecture the speculative config's construction rejects
+whatever else is given (a draft that declares another method's speculator) take no route. A drafter no route pairs with a model class never runs that model: a
 finding or reachability row pairing them describes a configuration vLLM cannot build.
 """
 
@@ -61,6 +62,8 @@ class RouteMap(DispatchPart):
             fields[field_name] = [arch]
             hf = Obj(r["hf"], fields)  # open: what the family does not fix is unknown
             world = self.provider.factory_runs.open_world(method, hf)
+            if self.provider.factory_runs.route_rejection(method, world) is not None:
+                continue  # no configuration of this method loads this draft: vLLM rejects them all
             for runner, factories in self.provider.location.factories().items():
                 for fkey in factories:
                     for cls, site, chain in self.provider.factory_runs.run_factory(fkey, world):
