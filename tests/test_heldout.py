@@ -89,15 +89,9 @@ _MISSING.update({
                                             "reader lists the container's sub-layers, the tool counts MTP layers"),
 })
 
-# The seventh reader (heldout_cases_s13.json): 14/27 at the start of session 13, 21/27 after it.
-_K_DEFAULTED = ("K not given with a draft model named: vLLM's __post_init__ may default K from the draft's n_predict "
-                "before _verify_args checks it, so that check is undecided; the reader's TypeError is a "
-                "`num_speculative_tokens > 1` test in the method auto-detection, reached only when the draft model's "
-                "path names no other method (`'eagle-' not in self.draft_model_config.model.lower()`, ...): the "
-                "evaluator does not run ModelConfig, so the path is unknown and so is the outcome (sound, not derived)")
+# The seventh reader (heldout_cases_s13.json): 14/27 at the start of session 13, 21/27 after it, 22/27 after
+# session 14, 24/27 in session 15 (ordering None and an int raises TypeError, as Python does).
 _MISSING.update({
-    "v031-v2-knone-model-exaone45-2layers": _K_DEFAULTED,
-    "v032-v2-knone-model-famname-mimo_v2_mtp-mimov2pro-3layers": _K_DEFAULTED,
     "v031-v1-dsv4-nofield-k2": ("a field neither the config.json nor vLLM's DeepseekV4Config gives: the reader's "
                                 "AttributeError rests on transformers' PretrainedConfig (outside vLLM's tree) setting no "
                                 "such attribute; the tool reads only the tree, so the count stays unknown and the plan "

@@ -106,6 +106,10 @@ SRC = textwrap.dedent('''
         return k > n and k % n != 0
 
 
+    def more_than_one(k):
+        return k > 1
+
+
     def branch_divides(k, n):
         if k % n == 1:
             return Desc(mode=Mode.FULL, n=k)
@@ -196,3 +200,16 @@ def test_an_expression_that_raises_is_unknown_and_says_what_python_raises(world)
     fn = world.index.function((PATH, "branch_divides"))
     (path,) = Evaluator(world).run((PATH, "branch_divides"), fn, {"k": 2, "n": 0})
     assert path.raised is not None and path.raised.startswith("ZeroDivisionError: integer modulo by zero")
+
+
+@pytest.mark.parametrize("k", [None, "2"])
+def test_ordering_values_python_cannot_order_raises_its_type_error(world, k):
+    """``None > 1`` (K not given, compared before vLLM defaults it): CPython raises TypeError;
+    the evaluator's value carries that exception, worded as CPython words it."""
+    with pytest.raises(TypeError) as exc:
+        _cpython("more_than_one", k=k)
+    got = _evaluate(world, "more_than_one", k=k)
+    assert isinstance(got, Unknown) and got.raises == f"TypeError: {exc.value}"
+    assert _evaluate(world, "more_than_one", k=3) is True is _cpython("more_than_one", k=3)
+    assert isinstance(_evaluate(world, "more_than_one", k=Unknown("k")), Unknown)
+    assert not _evaluate(world, "more_than_one", k=Unknown("k")).raises

@@ -264,10 +264,21 @@ class FactoryRuns(DispatchPart):
         config names a draft checkpoint (the method's default or the user's: some path, not
         None; every other field as the route leaves it). None when some configuration passes,
         or the run cannot tell."""
-        spec = copy.deepcopy(world["speculative"])
+        spec = self._any_given(copy.deepcopy(world["speculative"]))
         spec.fields[self.roles.get("draft_name", "model")] = Unknown("the draft checkpoint's path (a route loads a draft)",
                                                                     known_truth=True)
         return self.provider.spec_fields.construction(spec, method).rejection
+
+    def _any_given(self, spec: Obj) -> Obj:
+        """``spec`` standing for every configuration a user may give: each field of its class a
+        user can set (not ``init=False``) and the route does not fix is unknown, not its default
+        (K, the options)."""
+        fields = self.provider.spec_fields
+        internal = fields.internal_fields(spec.cls)
+        for name in fields.init_fields(spec.cls):
+            if name not in spec.fields and name not in internal:
+                spec.fields[name] = Unknown(f"{name} (whatever a user gives)")
+        return spec
 
     def _internal_fields(self, method: str, spec_cls: ClassKey | None) -> dict[str, Value]:
         """The fields of a route's configuration only the construction sets (``init=False``: a
@@ -278,8 +289,8 @@ class FactoryRuns(DispatchPart):
         if memo is not None and memo[0] == held:
             return memo[1]
         r = self.roles
-        spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: Obj(r["draft"], {r["hf"]: Obj(r["hf"])})},
-                   cls=spec_cls)
+        spec = self._any_given(Obj(r["speculative"], {r["method"]: method, r["draft"]: Obj(r["draft"], {r["hf"]: Obj(r["hf"])})},
+                                   cls=spec_cls))
         internal = self.provider.spec_fields.internal_fields(spec_cls)
         found = {k: v for k, v in self.provider.spec_fields.construction(spec, method).fields.items() if k in internal}
         self._internal_memo[(method, spec_cls)] = (held, found)

@@ -150,6 +150,15 @@ class SpecFields(DispatchPart):
             return (found[0].path, found[0].name) if len(found) == 1 else None
         return None
 
+    def init_fields(self, cls: ClassKey | None) -> frozenset[str]:
+        """The fields the speculative config's class (its MRO) declares by annotation."""
+        out: set[str] = set()
+        for c in self.index.mro(cls) if cls is not None else ():
+            cf = self.index.class_fact(c)
+            if cf is not None:
+                out |= set(cf.field_defaults) | set(cf.field_types)
+        return frozenset(out)
+
     def internal_fields(self, cls: ClassKey | None) -> frozenset[str]:
         """The fields of the speculative config's class a user cannot give: declared with
         ``field(..., init=False)``."""

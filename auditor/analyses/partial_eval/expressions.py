@@ -295,6 +295,9 @@ class ExpressionEvaluator(TreeValues):
         result: Value = True
         for op, comp in zip(e.ops, e.comparators):
             right = self.eval(comp, p, key, depth)
+            refused = _unorderable(op, left, right)
+            if refused is not None:  # Python raises: ``None > 1``
+                return Unknown(f"{_text(e.left)} {op} {_text(comp)}", raises=refused)
             r = _compare_values(op, left, right)
             if r is None and any(isinstance(v, Unknown) and v.options for v in (left, right)):
                 # One of several values on one side or both: decided when every pairing agrees.
@@ -531,6 +534,24 @@ class ExpressionEvaluator(TreeValues):
         return result
 
 
+
+
+_ORDERING: dict[str, Callable[[Any, Any], bool]] = {
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+
+
+def _unorderable(op: str, a: Value, b: Value) -> str | None:
+    """The TypeError Python raises ordering two known values of builtin scalar types it cannot
+    order (``None > 1``, ``"a" < 1``), as Python words it; None when it can, or when either is
+    not such a value (computed on the two values themselves, never scanned code)."""
+    if op not in _ORDERING or not all(v is None or type(v) in (bool, int, float, str) for v in (a, b)):
+        return None
+    try:
+        _ORDERING[op](a, b)
+    except TypeError as exc:
+        return f"TypeError: {exc}"
+    return None
 
 
 def _returning(fkey: tuple[str, str], paths: list[Path], p: Path, notes: list[str],
