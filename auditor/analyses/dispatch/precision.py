@@ -33,7 +33,7 @@ class ScanPrecision(DispatchPart):
         out: list[Route] = []
         r = self.roles
         for method in self.config.mtp_methods:
-            world = self.provider.factory_runs.open_world(method, Obj(r["hf"]))  # open: every field unknown
+            world = self.provider.route_worlds.open_world(method, Obj(r["hf"]))  # open: every field unknown
             for runner, factories in self.provider.location.factories().items():
                 for fkey in factories:
                     built = self.provider.factory_runs.run_factory(fkey, world)

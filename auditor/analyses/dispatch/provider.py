@@ -40,6 +40,7 @@ from .draft_calls import DraftCalls
 from .forward_reads import ForwardReads
 from .head_reads import HeadReads
 from .runner_checks import RunnerChecks
+from .route_worlds import RouteWorlds
 from .route_values import DispatchRoute, RouteValues
 
 
@@ -78,6 +79,7 @@ class DispatchProvider(Provider):
         self.forward_reads = ForwardReads(self)
         self.head_reads = HeadReads(self)
         self.runner_checks = RunnerChecks(self)
+        self.route_worlds = RouteWorlds(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()
         self._plan_memo: dict[Setting, tuple[int, Plan]] = {}

@@ -61,8 +61,8 @@ class RouteMap(DispatchPart):
             fields: dict[str, Value] = dict(fixed)
             fields[field_name] = [arch]
             hf = Obj(r["hf"], fields)  # open: what the family does not fix is unknown
-            world = self.provider.factory_runs.open_world(method, hf)
-            if self.provider.factory_runs.route_rejection(method, world) is not None:
+            world = self.provider.route_worlds.open_world(method, hf)
+            if self.provider.route_worlds.route_rejection(method, world) is not None:
                 continue  # no configuration of this method loads this draft: vLLM rejects them all
             for runner, factories in self.provider.location.factories().items():
                 for fkey in factories:
