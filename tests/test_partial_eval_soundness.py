@@ -244,6 +244,41 @@ def f(cfg):
         assert _one(src, "f", cfg=Obj("cfg", {"pair": (1, 2), "items": list(items)})) == namespace["f"](cfg)
 
 
+def test_a_loop_that_breaks_or_continues_runs_as_cpython_runs_it():
+    """``continue`` goes on with the next element, ``break`` leaves the loop, each on its own
+    path; a return or raise in the body ends the function as ever."""
+    src = """
+def f(cfg):
+    seen = []
+    for name, value in cfg.items:
+        if name == "skip":
+            continue
+        if value == "stop":
+            break
+        if value == "bad":
+            raise ValueError(name)
+        seen.append(name)
+    return seen
+"""
+    namespace: dict = {}
+    exec(compile(src, "m.py", "exec"), namespace)  # our own fixture, never scanned code
+    for items in ([], [("a", "1"), ("skip", "stop"), ("b", "2")], [("a", "1"), ("c", "stop"), ("b", "2")],
+                  [("skip", "bad"), ("a", "bad")], [("a", "1")] * 3):
+        cfg = type("Cfg", (), {"items": items})()
+        try:
+            want = namespace["f"](cfg)
+        except ValueError:
+            want = "raises"
+        paths, _ = _paths(src, "f", cfg=Obj("cfg", {"items": list(items)}))
+        assert len(paths) == 1, items
+        got = "raises" if paths[0].raised else paths[0].returned
+        assert got == want, items
+    # An element the evaluator cannot tell: both ways, each path its own.
+    paths, _ = _paths(src, "f", cfg=Obj("cfg", {"items": [("a", Unknown("v")), ("b", "2")]}))
+    assert sorted(repr(q.returned) if not q.raised else "raises" for q in paths) == sorted(
+        ["['a', 'b']", "[]", "raises"])
+
+
 def test_cross_module_constant_written_into_the_draft_config(tmp_path):
     """``from .m import N`` inside the override, then ``hf_config.update({"n": N})``."""
     from auditor.analyses.partial_eval import module_constant

@@ -58,6 +58,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     UNPACK as UNPACK,
     PExpr as PExpr,
     StmtBase as StmtBase,
+    SLoopExit as SLoopExit,
     SIf as SIf,
     SReturn as SReturn,
     SRaise as SRaise,
@@ -87,7 +88,7 @@ from .statements import (  # re-exported: the statement records are facts of thi
     literal_entries,
 )
 
-FACTS_VERSION = 29  # bump on a change of what is extracted; a change of the records' shape
+FACTS_VERSION = 30  # bump on a change of what is extracted; a change of the records' shape
 # alone is caught by the cache key, which hashes this module's source (auditor.facts.cache.extractor_digest)
 
 

@@ -146,6 +146,12 @@ class SRaise(StmtBase, tag="raise", frozen=True):
     text: str = ""
 
 
+class SLoopExit(StmtBase, tag="loopexit", frozen=True):
+    """``break`` or ``continue`` in the body of a plain ``for`` loop (:class:`SOpaque`)."""
+
+    kind: str  # "break" or "continue"
+
+
 class SAssign(StmtBase, tag="set", frozen=True):
     targets: tuple[PExpr, ...]  # names, attribute chains and subscripts; anything else is POpaque
     value: PExpr
@@ -158,9 +164,9 @@ class SExpr(StmtBase, tag="expr", frozen=True):
 
 class SOpaque(StmtBase, tag="opaque", frozen=True):
     """A loop, try or match statement: not run; what it may write becomes unknown. A plain
-    ``for`` loop (a name or names as its target, no ``else``, no ``break``/``continue`` of its
-    own) also keeps its target, iterable and body: the evaluator runs it once per element
-    when it knows the iterable (a list or tuple of a few elements)."""
+    ``for`` loop (a name or names as its target, no ``else``) also keeps its target, iterable
+    and body (its own ``break``/``continue``: :class:`SLoopExit`): the evaluator runs it once
+    per element when it knows the iterable (a list or tuple of a few elements)."""
 
     writes: tuple[PExpr, ...] = ()
     returns: bool = False  # it holds a return or raise
@@ -172,7 +178,7 @@ class SOpaque(StmtBase, tag="opaque", frozen=True):
     body: tuple["Stmt", ...] = ()
 
 
-Stmt = Union[SIf, SReturn, SRaise, SAssign, SExpr, SOpaque]
+Stmt = Union[SIf, SReturn, SRaise, SAssign, SExpr, SOpaque, SLoopExit]
 
 _CMP_OPS: dict[type[ast.cmpop], str] = {
     ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
@@ -283,6 +289,8 @@ def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
             out.append(SIf(stmt.lineno, pexpr(stmt.test, src), src.segment(stmt.test), stmt_tree(stmt.body, src), stmt_tree(stmt.orelse, src)))
         elif isinstance(stmt, ast.Return):
             out.append(SReturn(stmt.lineno, None if stmt.value is None else pexpr(stmt.value, src)))
+        elif isinstance(stmt, (ast.Break, ast.Continue)):
+            out.append(SLoopExit(stmt.lineno, "break" if isinstance(stmt, ast.Break) else "continue"))
         elif isinstance(stmt, ast.Raise):
             out.append(SRaise(stmt.lineno, src.segment(stmt.exc) if stmt.exc is not None else ""))
         elif isinstance(stmt, ast.Assign):
@@ -314,22 +322,11 @@ def stmt_tree(stmts: list[ast.stmt], src: "_Source") -> tuple[Stmt, ...]:
 
 def _plain_for(stmt: ast.stmt) -> bool:
     """A ``for`` loop the evaluator may run element by element: its target a name or a tuple of
-    names, no ``else``, and no ``break``/``continue`` of its own (a nested loop's are its own)."""
+    names, and no ``else``."""
     if not isinstance(stmt, ast.For) or stmt.orelse:
         return False
     names = stmt.target.elts if isinstance(stmt.target, ast.Tuple) else [stmt.target]
-    if not all(isinstance(n, ast.Name) for n in names):
-        return False
-    stack: list[ast.AST] = list(stmt.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Break, ast.Continue)):
-            return False
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                             ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-    return True
+    return all(isinstance(n, ast.Name) for n in names)
 
 
 def _keeps_body(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -34,6 +34,7 @@ from ...facts.extract import (
     SAssign,
     SExpr,
     SIf,
+    SLoopExit,
     SOpaque,
     SRaise,
     SReturn,
@@ -118,9 +119,9 @@ class Evaluator(ExpressionEvaluator):
         keep, rest = paths[: MAX_PATHS - 3], paths[MAX_PATHS - 3:]
         note = (f"{key[1]} ({key[0]}:{line}): {len(paths)} paths, more than the {MAX_PATHS} the evaluator follows; "
                 f"{len(rest)} were joined, and what they decide is unknown")
-        groups: dict[tuple[bool, bool], list[Path]] = {}
+        groups: dict[tuple[bool, bool, str | None], list[Path]] = {}
         for q in rest:
-            groups.setdefault((q.done, q.raised is not None), []).append(q)
+            groups.setdefault((q.done, q.raised is not None, q.loop_exit), []).append(q)
         out = list(keep)
         for group in groups.values():
             cut = Decision(key[0], line, key[1], f"<{len(rest)} paths beyond the cap of {MAX_PATHS} joined>", None, (),
@@ -171,6 +172,9 @@ class Evaluator(ExpressionEvaluator):
                 p.returned = Unknown(p.returned.reason, known_truth=p.returned.known_truth, options=tuple(
                     Instance(o.cls, stmt.line) if isinstance(o, Instance) and o.line == 0 else o for o in p.returned.options))
             p.done = True
+            return [p]
+        if isinstance(stmt, SLoopExit):  # (only in the body of a loop run element by element)
+            p.done, p.loop_exit = True, stmt.kind
             return [p]
         if isinstance(stmt, SRaise):
             p.raised, p.raised_at, p.raised_in = stmt.text or "raise", stmt.line, (key[0], key[1], stmt.line)
@@ -234,15 +238,23 @@ class Evaluator(ExpressionEvaluator):
         if stmt.loop_iter is None or stmt.loop_target is None or not stmt.body:
             return None
         items = self.eval(stmt.loop_iter, p, key, depth)
+        if isinstance(items, dict) and not any(isinstance(k, Unknown) for k in items):
+            items = list(items)  # a dict iterates over its keys, in insertion order
         if not isinstance(items, (list, tuple)) or len(items) > MAX_UNROLL:
             return None
         paths = [p]
+        left: list[Path] = []  # paths that left the loop by ``break``
         for item in list(items):
             for q in paths:
                 if not q.done:
                     self._assign(stmt.loop_target, item, q, key, depth, stmt.line)
             paths = self._block(key, stmt.body, paths, depth)
-        return paths
+            for q in [q for q in paths if q.loop_exit is not None]:
+                if q.loop_exit == "break":
+                    paths.remove(q)
+                    left.append(q)
+                q.done, q.loop_exit = False, None  # ``continue``: on with the next element
+        return paths + left
 
     def _split(self, key: tuple[str, str], line: int, text: str, p: Path, value: Value,
                put: "Callable[[Path, Value], object]") -> list[Path]:
@@ -332,7 +344,7 @@ def _raising(p: Path, value: Value, key: tuple[str, str], line: int) -> bool:
 
 def _has_exit(stmts: tuple[Stmt, ...]) -> bool:
     for s in stmts:
-        if isinstance(s, (SReturn, SRaise)):
+        if isinstance(s, (SReturn, SRaise, SLoopExit)):
             return True
         if isinstance(s, SIf) and (_has_exit(s.body) or _has_exit(s.orelse)):
             return True

@@ -24,7 +24,7 @@ def fork(p: Path) -> Path:
     memo: dict[int, object] = {}
     env, roots, returned = copy.deepcopy((p.env, p.roots, p.returned), memo)
     return Path(env, list(p.decisions), returned, p.done, p.raised, list(p.built), list(p.reads), list(p.cuts), roots,
-                p.raised_at, p.raised_in)
+                p.raised_at, p.raised_in, p.loop_exit)
 
 
 def join(paths: list[Path], why: str, decision: Decision | None = None) -> Path:

@@ -224,6 +224,7 @@ class Path:
     roots: list[Any] = field(default_factory=list)
     raised_at: int | None = None  # the line of the statement that raised (``raise``, or a test that raises)
     raised_in: tuple[str, str, int] | None = None  # the raise itself (file, function, line), a callee's included
+    loop_exit: str | None = None  # "break"/"continue": done with this run of a loop body, not with the function
 
 
 def structural_key(v: Value) -> Hashable | None:
