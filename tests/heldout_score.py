@@ -61,6 +61,10 @@ def setting_of(case: dict[str, Any]) -> Any:
     options = tuple(sorted((k, v) for k, v in spec.items() if k not in _DIRECT))
     if options and "options" in getattr(Setting, "__dataclass_fields__", {}):
         kwargs["options"] = options
+    # The environment the case gives (the server's variables), where the tool takes one.
+    env = tuple(sorted((str(k), str(v)) for k, v in inp.get("env", {}).items()))
+    if env and "env" in getattr(Setting, "__dataclass_fields__", {}):
+        kwargs["env"] = env
     return Setting(**kwargs)
 
 

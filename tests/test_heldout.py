@@ -118,8 +118,6 @@ _MISSING.update({
     "v034-nemotron35transcribe-1layer-k2": ("a family new in 0.34.0 whose MTP fields sit under llm_config: the draft "
                                             "architecture the override derives stays unknown, and so do the class and "
                                             "the drafter (unknown steps, not derived)"),
-    "v034-env-v1-runner-removed": ("environment variables are no input of layers: vLLM 0.34.0 rejects "
-                                   "VLLM_USE_V2_MODEL_RUNNER=0 in validate_environ; the tool plans runner v2"),
 })
 
 CASES = (load_cases() + load_cases(CASES_S5) + load_cases(CASES_S11) + load_cases(CASES_S12) + load_cases(CASES_S13)

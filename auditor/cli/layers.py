@@ -11,6 +11,7 @@ from .options import (
     CacheDirOpt,
     ConfigOpt,
     EngineModeOpt,
+    EnvOpt,
     HfConfigOpt,
     KOpt,
     LayerCountOpt,
@@ -56,6 +57,7 @@ def layers_command(
     plugin_release: PlanPluginReleaseOpt = None,
     speculative_config: SpecConfigOpt = None,
     engine_mode: EngineModeOpt = "both",
+    env: EnvOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
@@ -83,11 +85,13 @@ def layers_command(
         def plan(fmt: str) -> str:
             return layers_document(path, installed, release, None, model / "config.json", k, False, layers, runner,
                                    method, set_, platform, fmt, cache_dir, no_cache, config, plugin, plugin_release,
-                                   speculative_config=speculative_config, engine_mode=engine_mode, progress=progress)
+                                   speculative_config=speculative_config, engine_mode=engine_mode, progress=progress,
+                                   env=env)
 
         emit(checkpoint_layers_document(model, format.value, plan), output)
         return
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
                            format.value, cache_dir, no_cache, config, plugin, plugin_release,
-                           speculative_config=speculative_config, engine_mode=engine_mode, progress=progress)
+                           speculative_config=speculative_config, engine_mode=engine_mode, progress=progress,
+                                   env=env)
     emit(text, output)

@@ -144,6 +144,10 @@ EngineModeOpt = Annotated[str, typer.Option(
     "--engine-mode", metavar="eager|compiled|both",
     help="Which engine the answer is for: eager, compiled (torch.compile + CUDA graphs, vLLM's default) or both.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", metavar="FIELD=VALUE", help="A draft hf-config field (repeatable).")]
+EnvOpt = Annotated[Optional[list[str]], typer.Option(
+    "--env", metavar="NAME=VALUE",
+    help="An environment variable the server runs with (repeatable): the engine's check of the environment "
+         "runs over the variables given (and no other vLLM reads).")]
 PlatformOpt = Annotated[
     str, typer.Option("--platform", metavar=_choices(PLATFORMS), help="Which per-platform model copy is imported.")
 ]

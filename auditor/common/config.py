@@ -79,6 +79,10 @@ class Config:
     runner_validations: dict[str, list[str]] = field(
         default_factory=lambda: {"v2": ["VllmConfig._validate_v2_model_runner"]}
     )
+    # Issue 18: the engine's check of the process environment, run before any config is built
+    # (vLLM 0.31.0+ ``Platform.validate_environ``, earlier ``envs.validate_environ``): with the
+    # environment given (``layers --env``), a raise on every path rejects the configuration.
+    env_validations: list[str] = field(default_factory=lambda: ["Platform.validate_environ", "validate_environ"])
     # Issue 18: methods of a drafter whose guarded raises reject a configuration while it
     # loads the draft model (vLLM's ``load_model``: an option the draft model cannot serve).
     drafter_load_methods: list[str] = field(default_factory=lambda: ["load_model"])
@@ -189,7 +193,8 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
               "validation_methods", "drafter_load_methods", "head_free_bases",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes", "worker_class_fields",
-              "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks", "draft_class_attrs"}
+              "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks", "draft_class_attrs",
+              "env_validations"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions",
                   "config_registries",
                   "weight_mapper_fields"}

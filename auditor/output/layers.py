@@ -47,6 +47,8 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
         "alternatives": [{"class": c[1], "path": c[0]} for c in plan.alternatives],
         "notes": list(plan.notes),
     }
+    if s.env:  # the process environment, when the question gives it (``--env``)
+        doc["env"] = dict(s.env)
     # Issue 18: the outcome (plan, rejected, raises at step i) and the compiled view.
     doc.update(plan.outcome_json())
     if engine_mode in ("compiled", "both"):
@@ -93,7 +95,8 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"{tree_label} · runner {s.runner} · method {_given(s.method)} · K={_given(s.k)} · {plan.architecture or '?'} · platform {s.platform}")
+        out.append(f"{tree_label} · runner {s.runner} · method {_given(s.method)} · K={_given(s.k)} · {plan.architecture or '?'} · platform {s.platform}"
+                   + "".join(f" · {n}={v}" for n, v in s.env))
         if plan.proposer is None and any(st.verdict == "unknown" for st in plan.steps):
             out.append("  drafter:     not known (the steps say why)")
         elif plan.proposer is None:
@@ -157,7 +160,8 @@ def render_markdown(plans: list[Plan], tree_label: str) -> str:
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={_given(s.k)}, method {_given(s.method)}, platform {s.platform}")
+        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={_given(s.k)}, method {_given(s.method)}, platform {s.platform}"
+                   + "".join(f", {n}={v}" for n, v in s.env))
         out.append("")
         drafter = f"`{plan.proposer[1]}` (`{plan.proposer[0]}`)" if plan.proposer else "none"
         out.append(f"- drafter: {drafter}")

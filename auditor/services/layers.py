@@ -55,6 +55,20 @@ def parse_set(values: list[str]) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
+def parse_env(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--env NAME=VALUE`` values: the environment as given, sorted by name (a name given twice
+    with two values is refused)."""
+    out: dict[str, str] = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name or any(c.isspace() for c in name):
+            raise UsageError(f"--env expects NAME=VALUE, got {item!r}")
+        if name in out and out[name] != value:
+            raise UsageError(f"--env {name} given twice ({out[name]!r} and {value!r}): give it once")
+        out[name] = value
+    return tuple(sorted(out.items()))
+
+
 def read_hf_config(path: Path) -> str:
     """A target ``config.json``, given as the file or a model directory holding one."""
     if path.is_dir():
@@ -106,14 +120,15 @@ def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: An
 
 
 def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str | None = "mtp",
-                    platform: str = "cuda", fields: tuple[tuple[str, Any], ...] = ()) -> list[Setting]:
+                    platform: str = "cuda", fields: tuple[tuple[str, Any], ...] = (),
+                    env: tuple[tuple[str, str], ...] = ()) -> list[Setting]:
     """``--all``: every registered MTP architecture x runner, each given ``layers`` on its
     own layer-count field."""
     settings: list[Setting] = []
     for name, _cls in dispatch.step_free.planned_architectures():
         count = dispatch.layer_count_field(name, platform)
         extra = ((count, layers),) if count else ()
-        settings.extend(Setting(r, k, method, platform, name, extra + fields) for r in runners)
+        settings.extend(Setting(r, k, method, platform, name, extra + fields, env=env) for r in runners)
     return settings
 
 
@@ -199,6 +214,7 @@ def layers_document(
     platform: str, fmt: str, cache_dir: Optional[Path], no_cache: bool, config: Optional[Path],
     plugin: Optional[list[Path]], plugin_release: Optional[list[str]],
     speculative_config: Optional[str] = None, engine_mode: str = "both", progress: "Optional[Progress]" = None,
+    env: Optional[list[str]] = None,
 ) -> str:
     """The ``layers`` document for one question: planned (or read from the cache of
     documents of unchanged trees) and rendered in ``fmt``."""
@@ -237,6 +253,7 @@ def layers_document(
     # A --speculative-config without num_speculative_tokens is asked as vLLM is given it: no K.
     steps: int | None = k
     fields = parse_set(set_ or [])
+    environ = parse_env(env or [])
     target = read_hf_config(hf_config) if hf_config is not None else None
     vllm_tree = open_target(path, installed, release, cache_dir, progress)
     cfg = load_settings(getattr(vllm_tree, "root", None), config, None, None)
@@ -248,10 +265,11 @@ def layers_document(
 
     def choose(dispatch: DispatchProvider) -> list[Setting]:
         if all_:
-            return matrix_settings(dispatch, runners, 3 if steps is None else steps, layers, method, platform, fields)
+            return matrix_settings(dispatch, runners, 3 if steps is None else steps, layers, method, platform, fields,
+                                   environ)
         if arch is not None:
             check_architecture(dispatch, arch)
-        return [Setting(r, steps, method, platform, arch, fields, target, options) for r in runners]
+        return [Setting(r, steps, method, platform, arch, fields, target, options, environ) for r in runners]
 
     rules = registered_rules()
     root = cache_root(no_cache, cache_dir)
@@ -260,7 +278,7 @@ def layers_document(
     question = json.dumps(
         {"all": all_, "arch": arch, "target": target, "k": steps, "layers": layers, "runners": runners, "method": method,
          "platform": platform, "set": [list(f) for f in fields], "format": fmt, "label": tree.label,
-         "options": [list(o) for o in options], "engine_mode": engine_mode},
+         "options": [list(o) for o in options], "engine_mode": engine_mode, "env": [list(v) for v in environ]},
         sort_keys=True, default=str,
     )
     cached = RenderedCache(root)

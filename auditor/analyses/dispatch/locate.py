@@ -35,7 +35,8 @@ class FactoryLocation(DispatchPart):
         if self._located is not None:
             return self._located
         names = sorted({n for ns in self.config.dispatch_factories.values() for n in ns} | set(self.config.config_overrides)
-                       | {n for ns in self.config.runner_validations.values() for n in ns} | set(self.config.weight_load_checks))
+                       | {n for ns in self.config.runner_validations.values() for n in ns} | set(self.config.weight_load_checks)
+                       | set(self.config.env_validations))
         found: dict[str, list[FuncKey]] = {n: [] for n in names}
 
         def scan_facts(path: str) -> None:
@@ -127,6 +128,12 @@ class FactoryLocation(DispatchPart):
         """The runner's own validation functions (``runner-validations``) in the tree."""
         located = self._locate_all()
         return [k for n in self.config.runner_validations.get(runner, []) for k in located.get(n, [])]
+
+    def env_validations(self) -> list[FuncKey]:
+        """The engine's checks of the process environment (``env-validations``) in the tree."""
+        located = self._locate_all()
+        # (two names may locate one function: ``validate_environ`` also names the method)
+        return list(dict.fromkeys(k for n in self.config.env_validations for k in located.get(n, [])))
 
     def weight_load_checks(self) -> list[FuncKey]:
         """vLLM's load-time checks of the weights (``weight-load-checks``) in the tree, in order."""

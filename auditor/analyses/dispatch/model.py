@@ -34,6 +34,9 @@ class Setting:
     # Issue 18: further speculative-config options (``--speculative-config``: draft_sample_method,
     # use_local_argmax_reduction, parallel_drafting, ...), set on the speculative config as given.
     options: tuple[tuple[str, Any], ...] = ()
+    # Issue 18: the process environment (``--env NAME=VALUE``): the variables set, and no other
+    # vLLM reads; empty: not given (unknown).
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def draft_steps(self) -> int:

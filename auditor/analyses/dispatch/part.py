@@ -36,11 +36,13 @@ class DispatchPart:
         self.reach: ReachabilityProvider = provider.reach
         self.capture: CaptureProvider = provider.capture
 
-    def evaluator(self, hit: Callable[[str], None] | None = None, max_depth: int = MAX_CALL_DEPTH) -> Evaluator:
+    def evaluator(self, hit: Callable[[str], None] | None = None, max_depth: int = MAX_CALL_DEPTH,
+                  environ: dict[str, str] | None = None) -> Evaluator:
         """A fresh partial evaluator over the tree (its pure methods and sub-config getters as
         configured; a callee's statements extracted from its file when the facts keep none; a
         drafter built without running its constructor), whose cuts count against the provider's
-        limits (or go to ``hit``)."""
-        return Evaluator(BodiesWorld(self.provider.bodies, self.config.pure_methods, self.config.sub_config_getters,
-                                     self.config.head_free_bases, self.provider.location.is_drafter),
-                         hit or self.limits.hit, max_depth)
+        limits (or go to ``hit``); ``environ``: the process environment, when given."""
+        world = BodiesWorld(self.provider.bodies, self.config.pure_methods, self.config.sub_config_getters,
+                            self.config.head_free_bases, self.provider.location.is_drafter)
+        world.environ_vars = environ
+        return Evaluator(world, hit or self.limits.hit, max_depth)

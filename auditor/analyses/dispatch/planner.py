@@ -108,7 +108,10 @@ class Planner(DispatchPart):
                                                                setting.method)
         # Nothing else to go on: the construction itself, run over the config (every path raising).
         built = self.provider.spec_fields.construction_raise(spec, setting.method)
-        found = [*self.provider.spec_fields.type_rejections(setting), *rejections, *([built] if built else []), *checked]
+        by_env, env_notes = self.provider.env_checks.rejections(setting)
+        notes += [n for n in env_notes if n not in notes]
+        found = [*by_env, *self.provider.spec_fields.type_rejections(setting), *rejections, *([built] if built else []),
+                 *checked]
         decisions = tuple(DecisionRow.of(d) for d in override_decisions)
         plan = Plan(setting, arch, None, None, None, model, None, None, (), decisions, (), tuple(notes))
         if found:
@@ -146,6 +149,9 @@ class Planner(DispatchPart):
         rejections = [*self.provider.factory_runs.draft_config(plan.setting).rejections, *rejections]
         # A value the speculative config's field types reject fails its construction, before anything else.
         rejections = [*self.provider.spec_fields.type_rejections(setting), *rejections]
+        # The engine checks the environment before it builds any config (:mod:`.env_checks`).
+        by_env, env_notes = self.provider.env_checks.rejections(setting)
+        rejections = [*by_env, *rejections]
         if not rejections:  # the construction run whole, over the config as given: a raise it reaches
             given = copy.deepcopy(self.provider.factory_runs.world(setting, hf))["speculative"]
             built = self.provider.spec_fields.construction_raise(given, setting.method)
@@ -159,7 +165,7 @@ class Planner(DispatchPart):
         if not rejections and model is not None:
             # Layers no checkpoint name reaches, when the checkpoint names them as the mapper's sources.
             rejections = self.provider.weight_names.rejections(model, plan.num_mtp_layers)
-        notes = list(plan.notes)
+        notes = list(plan.notes) + [n for n in env_notes if n not in plan.notes]
         if undecided:
             notes.append(f"{undecided} validation raise(s) depend on fields this configuration leaves unknown")
         if not rejections:

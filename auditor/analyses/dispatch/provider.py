@@ -40,6 +40,7 @@ from .draft_calls import DraftCalls
 from .forward_reads import ForwardReads
 from .head_reads import HeadReads
 from .runner_checks import RunnerChecks
+from .env_checks import EnvChecks
 from .route_worlds import RouteWorlds
 from .route_values import DispatchRoute, RouteValues
 
@@ -79,6 +80,7 @@ class DispatchProvider(Provider):
         self.forward_reads = ForwardReads(self)
         self.head_reads = HeadReads(self)
         self.runner_checks = RunnerChecks(self)
+        self.env_checks = EnvChecks(self)
         self.route_worlds = RouteWorlds(self)
         self.route_values = RouteValues(self)
         # setting -> (files the index held, plan): see plan()

@@ -24,6 +24,8 @@ class TreeWorld(World):
         # (``head-free-bases``: ``nn.Module``, ``Protocol``, ``object``, ...).
         self.free_bases = frozenset(free_bases)
         self.bodies: FunctionBodies | None = None  # statement trees extracted on demand (BodiesWorld)
+        # The process environment a question gives (``layers --env``): None, not given.
+        self.environ_vars: dict[str, str] | None = None
 
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.index.resolve(path, name):
@@ -194,6 +196,11 @@ class TreeWorld(World):
     def record_fields(self, cls: tuple[str, str]) -> dict[str, Value] | None:
         return _record_fields(self.index, cls)
 
+    def environ(self, path: str, chain: tuple[str, ...]) -> dict[str, str] | None:
+        if self.environ_vars is None or not _names(self.index, path, chain, "os", "environ"):
+            return None
+        return dict(self.environ_vars)
+
     def literal_args(self, path: str, func: str, alias: str) -> tuple[Value, ...] | None:
         if not _names(self.index, path, (func,), "typing", "get_args"):
             return None
@@ -215,9 +222,10 @@ class BodiesWorld(TreeWorld):
     def runs_constructor(self, cls: tuple[str, str]) -> bool:
         return self.opaque_classes is None or not self.opaque_classes(cls)
 
-    def module_values(self) -> dict[tuple[str, str], object]:
+    def module_values(self) -> dict[tuple[str, str], object] | None:
         assert self.bodies is not None
-        return self.bodies.evaluated
+        # (with a given environment, a module-level value may read it: kept per evaluator)
+        return self.bodies.evaluated if self.environ_vars is None else None
 
     def function(self, key: tuple[str, str]) -> FunctionFact | None:
         assert self.bodies is not None

@@ -109,6 +109,12 @@ class World:
         that ``chain`` names in the module at ``path``; None: none."""
         return None
 
+    def environ(self, path: str, chain: tuple[str, ...]) -> "dict[str, str] | None":
+        """The process environment when ``chain`` in the module at ``path`` names ``os.environ``
+        and the question gives the environment (the variables given, no other); None: not that,
+        or not given (unknown)."""
+        return None
+
     def module_values(self) -> "dict[tuple[str, str], object] | None":
         """Where evaluated module-level values are kept across evaluators (None: in each)."""
         return None
@@ -178,6 +184,10 @@ class ExpressionEvaluator(TreeValues):
                 return {"True": True, "False": False, "None": None}[e.id]
             return self._global(key[0], e.id)
         if isinstance(e, PAttr):
+            if isinstance(e.value, PName) and e.value.id not in p.env:
+                environ = self.world.environ(key[0], (e.value.id, e.attr))
+                if environ is not None:
+                    return dict(environ)
             owner = self.eval(e.value, p, key, depth)
             return self._attr(owner, e.attr, p, key, depth)
         if isinstance(e, PFormat):
