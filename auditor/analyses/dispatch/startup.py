@@ -12,7 +12,9 @@ The pass is read from the code, for the platform and the engine mode:
 * the calls from the worker's ``startup-methods`` (the engine calls them before serving)
   through ``self.m()``, into the runner (an attribute of the worker holding a class whose MRO
   holds the plan's runner's factory) and from the runner into the drafter (an attribute
-  whose types hold the plan's drafter), down to the plan's draft loop function;
+  whose types hold the plan's drafter, or that the runner assigns a call of its runner's
+  factory function: the drafter that factory builds, whatever class it computes), down to
+  the plan's draft loop function;
 * every call on the way is reached only when the ``if`` arms around it hold (an ``if c:
   ... return`` before it is an arm of its own, ``not c``), judged by the partial evaluator
   with ``self`` holding the engine mode (``engine-mode-fields``: ``enforce_eager`` and the
@@ -156,7 +158,7 @@ class StartupPasses(DispatchPart):
         super().__init__(provider)
         self._envs: dict[str, dict[str, Any]] = {}
         self._is_runner: dict[tuple[ClassKey, str], bool] = {}
-        self._holds: dict[tuple[ClassKey, str, ClassKey], bool] = {}
+        self._holds: dict[tuple[ClassKey, str, ClassKey, str], bool] = {}
         self._memo: dict[tuple[Any, ...], tuple[int, StartupReach | None]] = {}
         self._attrs: dict[tuple[ClassKey, str], tuple[int, dict[str, list[ClassKey]]]] = {}
         self._chain_memo: dict[tuple[Any, ...], tuple[int, list[_Chain]]] = {}
@@ -293,7 +295,7 @@ class StartupPasses(DispatchPart):
                     nexts = [(ctx, role, f[1])]
                 elif role == "worker":
                     nexts = [(r, "runner", f[2]) for r in self._runner_attrs(worker, runner).get(f[1], [])]
-                elif role == "runner" and self._holds_drafter(ctx, f[1], proposer):
+                elif role == "runner" and self._holds_drafter(ctx, f[1], proposer, runner):
                     nexts = [(proposer, "drafter", f[2])]
                 for nctx, nrole, nname in nexts:
                     visit(nctx, nrole, nname, edges + [_Edge(ctx, role, key, fn, c)], seen)
@@ -338,10 +340,13 @@ class StartupPasses(DispatchPart):
             self._is_runner[memo_key] = found
         return self._is_runner[memo_key]
 
-    def _holds_drafter(self, runner_cls: ClassKey, attr: str, proposer: ClassKey) -> bool:
-        memo_key = (runner_cls, attr, proposer)
+    def _holds_drafter(self, runner_cls: ClassKey, attr: str, proposer: ClassKey, runner: str) -> bool:
+        """The runner's ``self.<attr>`` may hold the plan's drafter: one of its types, or the
+        value of a call of ``runner``'s factory function (:func:`_factory_built`)."""
+        memo_key = (runner_cls, attr, proposer, runner)
         if memo_key not in self._holds:
-            self._holds[memo_key] = proposer in self.types.attr_types(runner_cls, attr)
+            self._holds[memo_key] = (proposer in self.types.attr_types(runner_cls, attr)
+                                     or _factory_built(self, runner_cls, attr, runner))
         return self._holds[memo_key]
 
     # -- judging one chain ----------------------------------------------------------
@@ -479,7 +484,7 @@ class StartupPasses(DispatchPart):
             if value is None or isinstance(value, (bool, int, float, str)):
                 (dotted if "." in name else fields)[name] = value
         if role == "runner":
-            for (cls, attr, prop), holds in self._holds.items():
+            for (cls, attr, prop, _runner), holds in self._holds.items():
                 if holds and cls == ctx and prop == proposer:
                     fields[attr] = Instance(proposer, 0)
         vllm = Obj(self.roles["root"])
@@ -550,6 +555,27 @@ class StartupPasses(DispatchPart):
                 pe = parse_pexpr(p.default)
                 out[p.name] = pe.value if isinstance(pe, PConst) else Unknown(p.name)
         return out
+
+
+def _factory_built(part: StartupPasses, runner_cls: ClassKey, attr: str, runner: str) -> bool:
+    """The most derived class of ``runner_cls``'s MRO that assigns ``self.<attr>`` assigns
+    it the value of a call of one of ``runner``'s factory functions (``dispatch-factories``,
+    a module-level function): the drafter the factory builds for the configuration, which
+    is the plan's, whatever class the factory computes (``resolve_obj_by_qualname``)."""
+    functions = {(path, qual) for path, qual in part.provider.location.factories().get(runner, [])
+                 if "." not in qual}
+    if not functions:
+        return False
+    for c in part.index.mro(runner_cls):
+        assigns = [(m, s) for mname, m in sorted(part.index.methods(c).items())
+                   for s in m.attr_assigns if s.target == ("self", attr)]
+        if not assigns:
+            continue
+        return any(s.value.called is not None and len(s.value.called) == 1
+                   and any(sym.kind is SymbolKind.FUNCTION and (sym.path, sym.name) in functions
+                           for sym in part.index.resolve(c[0], s.value.called[0]))
+                   for _m, s in assigns)
+    return False
 
 
 def _self_attr(part: StartupPasses, e: _Edge, this: Obj, attr: str, text: str) -> Value:
