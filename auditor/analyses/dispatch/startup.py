@@ -585,7 +585,8 @@ def _call_args(part: StartupPasses, ev: Evaluator, e: _Edge, env: dict[str, Valu
     """The callee's parameters as the call binds them: a literal or a known value the
     caller holds under that name (a parameter at the call's line, :func:`_params_at`); a
     drafter's ``self.<a>`` that its constructors leave None for this configuration
-    (:meth:`.head_reads.HeadReads.is_none`), or surely not None (an object); any
+    (:meth:`.head_reads.HeadReads.is_none`; one its other methods may assign:
+    :meth:`.draft_calls.DraftCalls.after_load`), or surely not None (an object); any
     other expression the partial evaluator decides to a constant (``n == 0``) over the
     parameters and locals as a test there reads them (:meth:`StartupPasses._locals`); a parameter the
     call leaves out has its literal default. Anything else is unknown."""
@@ -629,12 +630,20 @@ def _call_args(part: StartupPasses, ev: Evaluator, e: _Edge, env: dict[str, Valu
 def _self_attr(part: StartupPasses, e: _Edge, this: Obj, attr: str, text: str) -> Value:
     """``self.<attr>`` handed on by a call on the chain: what ``self`` holds, else, on the
     drafter, None where its constructors leave it None for this configuration, an object
-    where they surely do not (:meth:`.head_reads.HeadReads.is_none`); else unknown."""
+    where they surely do not (:meth:`.head_reads.HeadReads.is_none`); for an attribute
+    another of its methods assigns too, the constructors' value where no call of those
+    may have run by then (:meth:`.draft_calls.DraftCalls.after_load`); else unknown."""
     held = this.fields.get(attr)
     if held is not None and not isinstance(held, (Unknown, Obj)):
         return held
     root = this.roles.get(part.roles["root"])
     if e.role == "drafter" and held is None and isinstance(root, Obj):
+        calls = part.provider.draft_calls
+        if attr in calls.assigned_outside_constructors(e.ctx):
+            v = calls.after_load(e.ctx, attr, root)
+            if v is None or isinstance(v, (bool, int, float, str)):
+                return v
+            return Obj(text) if isinstance(v, (Obj, Instance)) else Unknown(text)
         none = part.provider.head_reads.is_none(e.ctx, attr, root, None)
         if none is not None:
             return None if none else Obj(text)  # (an object: surely not None)
