@@ -107,11 +107,10 @@ _MISSING.update({
 })
 
 # The eighth reader (heldout_cases_s14.json, vLLM 0.34.0): 5/47 at the start of session 14, 40/47 after it, 42/47
-# in session 15 (class attributes computed in class bodies; the target's model config of its annotated class).
+# in session 15 (class attributes computed in class bodies; the target's model config of its annotated class),
+# 43/47 with 0.34.0's start-up pass to the Gemma 4 head call (dispatch/startup.py: the runner's speculator built by
+# the dispatch factory, a parameter defaulted by `if p is None: p = v`, the drafter's draft_logits after its load).
 _MISSING.update({
-    "v034-gemma4-assistant-local-argmax-no-centroids": ("the reader's start-up failure (local argmax on a Gemma 4 "
-                                                        "draft without centroids) is not placed for 0.34.0's "
-                                                        "Gemma4Speculator: a plan"),
     "v034-nemotronh-1layer-k3-pattern": ("disputed, the unit counted (as v032-v1-nemotronh-target-1layer-k2): the "
                                          "reader lists the container's sub-layers, the tool counts MTP layers"),
     "v034-pangu-1layer-k2": _PANGU_ATTR,

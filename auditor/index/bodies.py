@@ -11,8 +11,16 @@ from collections import OrderedDict
 
 import msgspec
 
+from ..facts.bindings import _count_node
 from ..facts.extract import FunctionFact
-from ..facts.statements import POpaque, PExpr, Stmt, _Source, function_statements_in, pexpr
+from ..facts.statements import (
+    PExpr,
+    POpaque,
+    Stmt,
+    _Source,
+    function_statements_in,
+    pexpr,
+)
 from ..source.trees import FileTooLarge
 from .index import FuncKey, Index
 
@@ -23,6 +31,7 @@ class FunctionBodies:
     def __init__(self, index: Index) -> None:
         self.index = index
         self._trees: dict[FuncKey, tuple[Stmt, ...] | None] = {}
+        self._rebinds: dict[FuncKey, dict[str, tuple[Rebinding, ...]] | None] = {}
         self._values: dict[tuple[str, str], PExpr | None] = {}
         # (module, name) -> what the partial evaluator found for a module-level value: it does
         # not depend on a configuration, so every evaluator of the scan shares it.
@@ -105,6 +114,90 @@ class FunctionBodies:
             self._trees[key] = function_statements_in(parsed[0], parsed[1], key[1]) if parsed is not None else None
         body = self._trees[key]
         return msgspec.structs.replace(fn, body=body) if body else fn
+
+
+    def rebindings(self, key: FuncKey) -> dict[str, tuple[Rebinding, ...]] | None:
+        """Per parameter of the function ``key`` that its body binds again, the top-level
+        statements of the body that bind it (:class:`Rebinding`), in order; None when the
+        function's source cannot be read or found."""
+        if key not in self._rebinds:
+            parsed = self._module(key[0])
+            fn = self.index.function(key)
+            node = _function_node(parsed[0], key[1], fn.line) if parsed is not None and fn is not None else None
+            self._rebinds[key] = _rebindings(node, _Source(parsed[1])) if node is not None and parsed is not None \
+                else None
+        return self._rebinds[key]
+
+
+class Rebinding(msgspec.Struct, frozen=True):
+    """A top-level statement of a function body (lines ``start``..``end``) that binds one of
+    its parameters again. ``default``: the statement is ``if p is None: p = v`` (no ``else``,
+    its one statement that assignment, the parameter's one binding in it), ``v``; None for
+    any other binding (an assignment, a loop target, ``with ... as``, an import, a nested
+    ``def``, a walrus, ``del``...)."""
+
+    start: int
+    end: int
+    default: PExpr | None = None
+
+
+def _rebindings(node: ast.FunctionDef | ast.AsyncFunctionDef, src: _Source) -> dict[str, tuple[Rebinding, ...]]:
+    args = node.args
+    params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    out: dict[str, list[Rebinding]] = {}
+    for stmt in node.body:
+        count = _bindings(stmt)
+        for name in sorted(params & set(count)):
+            value = _default_value(stmt, name) if count[name] == 1 else None
+            out.setdefault(name, []).append(Rebinding(stmt.lineno, stmt.end_lineno or stmt.lineno,
+                                                      pexpr(value, src) if value is not None else None))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _bindings(stmt: ast.stmt) -> dict[str, int]:
+    """How many times ``stmt`` binds each name (as :func:`~auditor.facts.bindings.binding_counts`)."""
+    count: dict[str, int] = {}
+
+    def bind(name: str, times: int = 1) -> None:
+        count[name] = count.get(name, 0) + times
+
+    for sub in ast.walk(stmt):
+        _count_node(sub, bind)
+    return count
+
+
+def _default_value(stmt: ast.stmt, name: str) -> ast.expr | None:
+    """``v`` of ``if <name> is None: <name> = v`` (no ``else``, one statement)."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1):
+        return None
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == name
+            and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None):
+        return None
+    body = stmt.body[0]
+    if isinstance(body, ast.Assign) and len(body.targets) == 1 and isinstance(body.targets[0], ast.Name) \
+            and body.targets[0].id == name:
+        return body.value
+    if isinstance(body, ast.AnnAssign) and isinstance(body.target, ast.Name) and body.target.id == name \
+            and body.value is not None:
+        return body.value
+    return None
+
+
+def _function_node(tree: ast.Module, qualname: str, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function ``qualname`` (``f`` or ``Cls.m``, ``Outer.Inner.m``) defined at the top of
+    ``tree`` by the ``def`` at ``line`` (the facts' function)."""
+    scope: list[ast.stmt] = tree.body
+    *owners, name = qualname.split(".")
+    for owner in owners:
+        cls = next((n for n in scope if isinstance(n, ast.ClassDef) and n.name == owner), None)
+        if cls is None:
+            return None
+        scope = cls.body
+    return next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+                 and n.lineno == line), None)
 
 
 def _class_node(tree: ast.Module, qualname: str) -> ast.ClassDef | None:

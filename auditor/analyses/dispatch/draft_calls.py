@@ -121,6 +121,16 @@ class DraftCalls(DispatchPart):
     def model_attrs(self, drafter: ClassKey) -> set[str]:
         return self._model_attrs(drafter)
 
+    def assigned_outside_constructors(self, drafter: ClassKey) -> set[str]:
+        """The drafter's ``self.<a>`` that a method other than its constructors assigns."""
+        return self._assigned_outside_constructors(drafter)
+
+    def after_load(self, drafter: ClassKey, attr: str, root: Obj) -> Value:
+        """``self.<attr>`` of a drafter built with ``root`` once it is loaded, for an attribute
+        its other methods assign too (:meth:`_after_load`: the constructors' value when no
+        call of those writers may run; else unknown)."""
+        return self._after_load(self.evaluator(), drafter, None, attr, (), root)
+
     # -- the per-step code ------------------------------------------------------------
     def _per_step_calls(self, drafter: ClassKey, key: FuncKey, fn: FunctionFact, depth: int,
                         seen: set[str]) -> list[CallFact]:
@@ -203,14 +213,15 @@ class DraftCalls(DispatchPart):
         env["self"] = Obj("self", fields)
         return Path(env)
 
-    def _after_load(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, attr: str, guards: tuple[PExpr, ...],
-                    root: Obj) -> Value:
+    def _after_load(self, ev: Evaluator, drafter: ClassKey, model: ClassKey | None, attr: str,
+                    guards: tuple[PExpr, ...], root: Obj) -> Value:
         """``self.<attr>`` of a drafter that also assigns it outside its constructors: the
         constructors' value when every method that assigns it is private (``_name``, by
         Python's convention called only inside its class hierarchy) and every call of it in
         the hierarchy is ``self.<name>(...)`` in the drafter's load method (``drafter-load-methods``,
-        the one the drafter resolves) under an ``if`` arm this configuration decides not
-        taken (:mod:`.load_checks`' tests, after the load); else unknown."""
+        the one the drafter resolves, or a base's it runs by ``super().<load>(...)``) under an
+        ``if`` arm this configuration decides not taken (:mod:`.load_checks`' tests, after the
+        load); else unknown."""
         unknown = Unknown(f"self.{attr}")
         ctors = {k for k, _ in self.provider.load_checks.constructors(drafter)}
         mro = self.index.mro(drafter)
@@ -221,8 +232,7 @@ class DraftCalls(DispatchPart):
                     if not name.startswith("_") or name.startswith("__"):
                         return unknown
                     writers.add(name)
-        loads = {self.index.method_key(f[0], n) for n in self.config.drafter_load_methods
-                 if (f := self.index.method(drafter, n)) is not None}
+        loads = self._load_chain(drafter)
         load = self.provider.load_checks
         for c in mro:
             for name, m in self.index.methods(c).items():
@@ -246,6 +256,19 @@ class DraftCalls(DispatchPart):
                     if not decided_off:
                         return unknown
         return load.attr_value(ev, drafter, attr, guards, model, root)
+
+    def _load_chain(self, drafter: ClassKey) -> set[FuncKey]:
+        """The load methods the drafter resolves (``drafter-load-methods``), and the shadowed
+        ones each runs by ``super().<load>(...)``, transitively."""
+        out: set[FuncKey] = set()
+        for n in dict.fromkeys(self.config.drafter_load_methods):
+            found = self.index.method(drafter, n)
+            while found is not None:
+                owner, fn = found
+                out.add(self.index.method_key(owner, n))
+                found = self.index.method(drafter, n, owner) \
+                    if any(c.func == ("super()", n) for c in fn.calls) else None
+        return out
 
     def _assigned_outside_constructors(self, drafter: ClassKey) -> set[str]:
         ctors = {k for k, _ in self.provider.load_checks.constructors(drafter)}

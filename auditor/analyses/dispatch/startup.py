@@ -12,7 +12,9 @@ The pass is read from the code, for the platform and the engine mode:
 * the calls from the worker's ``startup-methods`` (the engine calls them before serving)
   through ``self.m()``, into the runner (an attribute of the worker holding a class whose MRO
   holds the plan's runner's factory) and from the runner into the drafter (an attribute
-  whose types hold the plan's drafter), down to the plan's draft loop function;
+  whose types hold the plan's drafter, or that the runner assigns a call of its runner's
+  factory function: the drafter that factory builds, whatever class it computes), down to
+  the plan's draft loop function;
 * every call on the way is reached only when the ``if`` arms around it hold (an ``if c:
   ... return`` before it is an arm of its own, ``not c``), judged by the partial evaluator
   with ``self`` holding the engine mode (``engine-mode-fields``: ``enforce_eager`` and the
@@ -21,7 +23,10 @@ The pass is read from the code, for the platform and the engine mode:
   ``self.speculative_config.use_eagle()`` is run), ``startup-assumptions`` (one pipeline
   stage, a text-only target: a dotted key is a field of the config object it names; an
   answer that used one says so), a local bound exactly once by a statement of the function
-  body above the test as its value (``FunctionFact.top_defs``; any other local unknown),
+  body above the test as its value (``FunctionFact.top_defs``; any other local unknown), a
+  parameter as the call hands it (a literal, a known value, an expression the evaluator
+  decides there) unless the body binds it again above the test (unknown, but for the default
+  idiom ``if p is None: p = v``: :func:`_params_at`),
   environment variables unset (``env-modules``, :mod:`.env_defaults`), members of an
   ``IntEnum`` as their values, and the literal arguments the calls pass; an arm whose other
   side replays a captured graph (``graph-replay-apis``) is taken on a platform that
@@ -156,7 +161,7 @@ class StartupPasses(DispatchPart):
         super().__init__(provider)
         self._envs: dict[str, dict[str, Any]] = {}
         self._is_runner: dict[tuple[ClassKey, str], bool] = {}
-        self._holds: dict[tuple[ClassKey, str, ClassKey], bool] = {}
+        self._holds: dict[tuple[ClassKey, str, ClassKey, str], bool] = {}
         self._memo: dict[tuple[Any, ...], tuple[int, StartupReach | None]] = {}
         self._attrs: dict[tuple[ClassKey, str], tuple[int, dict[str, list[ClassKey]]]] = {}
         self._chain_memo: dict[tuple[Any, ...], tuple[int, list[_Chain]]] = {}
@@ -293,7 +298,7 @@ class StartupPasses(DispatchPart):
                     nexts = [(ctx, role, f[1])]
                 elif role == "worker":
                     nexts = [(r, "runner", f[2]) for r in self._runner_attrs(worker, runner).get(f[1], [])]
-                elif role == "runner" and self._holds_drafter(ctx, f[1], proposer):
+                elif role == "runner" and self._holds_drafter(ctx, f[1], proposer, runner):
                     nexts = [(proposer, "drafter", f[2])]
                 for nctx, nrole, nname in nexts:
                     visit(nctx, nrole, nname, edges + [_Edge(ctx, role, key, fn, c)], seen)
@@ -338,10 +343,13 @@ class StartupPasses(DispatchPart):
             self._is_runner[memo_key] = found
         return self._is_runner[memo_key]
 
-    def _holds_drafter(self, runner_cls: ClassKey, attr: str, proposer: ClassKey) -> bool:
-        memo_key = (runner_cls, attr, proposer)
+    def _holds_drafter(self, runner_cls: ClassKey, attr: str, proposer: ClassKey, runner: str) -> bool:
+        """The runner's ``self.<attr>`` may hold the plan's drafter: one of its types, or the
+        value of a call of ``runner``'s factory function (:func:`_factory_built`)."""
+        memo_key = (runner_cls, attr, proposer, runner)
         if memo_key not in self._holds:
-            self._holds[memo_key] = proposer in self.types.attr_types(runner_cls, attr)
+            self._holds[memo_key] = (proposer in self.types.attr_types(runner_cls, attr)
+                                     or _factory_built(self, runner_cls, attr, runner))
         return self._holds[memo_key]
 
     # -- judging one chain ----------------------------------------------------------
@@ -360,7 +368,9 @@ class StartupPasses(DispatchPart):
             env = self._params(e, bound)
             env["self"] = self._self(e.ctx, e.role, mode, proposer, spec)
             where = f"{e.key[1]} ({e.key[0]}:{e.call.line})"
-            if not unknown and not all(iterates(self, ev, e.fn, e.key, lid, env) for lid in e.call.loops):
+            if not unknown and not all(iterates(self, ev, e.fn, e.key, lid,
+                                                _params_at(self, ev, e, _loop_line(e.fn, lid), env))
+                                       for lid in e.call.loops):
                 unknown = f"{where} is called inside a loop: how often it runs is not known"
             for bid in e.call.branches:
                 b = e.fn.branches[bid] if bid < len(e.fn.branches) else None
@@ -372,7 +382,7 @@ class StartupPasses(DispatchPart):
                 if held is None and not unknown:
                     unknown = (f"{b.text if b else 'a branch'} ({e.key[1]}, {e.key[0]}:{b.line if b else e.call.line})"
                                + (f", which reads {reason}" if reason and b is not None and reason != b.text else ""))
-            bound = self._args(e, env, callee)
+            bound = _call_args(self, ev, e, env, callee)
         last = fns[-1]
         if target.kind == "loop" and end is not None:  # the loop runs its K steps unless its count is handed in
             line = target.function_line(end)
@@ -392,7 +402,7 @@ class StartupPasses(DispatchPart):
                 truths.append(None)
                 continue
             local, reads = self._locals(ev, e, b.line, pe, env)
-            p = Path(copy.deepcopy({**env, **local}))
+            p = Path(copy.deepcopy({**_params_at(self, ev, e, b.line, env), **local}))
             truths.append(truth(ev.eval(pe, p, e.key)))
             reads += p.reads
             if truths[-1] is None and not reason:
@@ -412,7 +422,8 @@ class StartupPasses(DispatchPart):
                 ) -> tuple[dict[str, Value], list[str]]:
         """The function's locals a test at ``line`` reads, and the fields their values read.
         A local bound exactly once, by a statement of the function body above the test
-        (``FunctionFact.top_defs``), is its value there, evaluated over ``env`` (the locals
+        (``FunctionFact.top_defs``), is its value there, evaluated over ``env`` (the
+        parameters as the call binds them, each at that statement: :func:`_params_at`; the locals
         it reads likewise, each defined above it); any other local is unknown (never the
         module-level name it shadows)."""
         fn = e.fn
@@ -429,7 +440,7 @@ class StartupPasses(DispatchPart):
                 return
             for n in dict.fromkeys(expr_names(expr)):
                 resolve(n, at, depth + 1)
-            q = Path(copy.deepcopy({**env, **out}))
+            q = Path(copy.deepcopy({**_params_at(self, ev, e, at, env), **out}))
             out[name] = ev.eval(expr, q, e.key)
             reads.extend(q.reads)
 
@@ -479,7 +490,7 @@ class StartupPasses(DispatchPart):
             if value is None or isinstance(value, (bool, int, float, str)):
                 (dotted if "." in name else fields)[name] = value
         if role == "runner":
-            for (cls, attr, prop), holds in self._holds.items():
+            for (cls, attr, prop, _runner), holds in self._holds.items():
                 if holds and cls == ctx and prop == proposer:
                     fields[attr] = Instance(proposer, 0)
         vllm = Obj(self.roles["root"])
@@ -516,55 +527,132 @@ class StartupPasses(DispatchPart):
             env[p.name] = bound[p.name] if p.name in bound else Unknown(p.name)
         return env
 
-    def _args(self, e: _Edge, env: dict[str, Value], callee: FunctionFact | None) -> dict[str, Value]:
-        """The callee's parameters as the call binds them: a literal or a known value the
-        caller holds under that name; a drafter's ``self.<a>`` that its constructors leave
-        None for this configuration (:meth:`.head_reads.HeadReads.is_none`), or surely not
-        None (an object); a parameter the call leaves out has its literal default. Anything
-        else is unknown."""
-        if callee is None:
-            return {}
-        c = e.call
-        params = [p for p in callee.params if p.name != "self"]
-        out: dict[str, Value] = {}
-        this = env.get("self")
 
-        def value(x: Any) -> Value:
-            if x.has_literal:
-                return x.literal  # type: ignore[no-any-return]
-            if x.chain and len(x.chain) == 1 and x.chain[0] in env and not isinstance(env[x.chain[0]], (Unknown, Obj)):
-                return env[x.chain[0]]
-            if x.chain and len(x.chain) == 2 and x.chain[0] == "self" and isinstance(this, Obj):
-                return _self_attr(self, e, this, x.chain[1], x.text)
-            return Unknown(x.text)
+def _factory_built(part: StartupPasses, runner_cls: ClassKey, attr: str, runner: str) -> bool:
+    """The most derived class of ``runner_cls``'s MRO that assigns ``self.<attr>`` assigns
+    it the value of a call of one of ``runner``'s factory functions (``dispatch-factories``,
+    a module-level function): the drafter the factory builds for the configuration, which
+    is the plan's, whatever class the factory computes (``resolve_obj_by_qualname``)."""
+    functions = {(path, qual) for path, qual in part.provider.location.factories().get(runner, [])
+                 if "." not in qual}
+    if not functions:
+        return False
+    for c in part.index.mro(runner_cls):
+        assigns = [(m, s) for mname, m in sorted(part.index.methods(c).items())
+                   for s in m.attr_assigns if s.target == ("self", attr)]
+        if not assigns:
+            continue
+        return any(s.value.called is not None and len(s.value.called) == 1
+                   and any(sym.kind is SymbolKind.FUNCTION and (sym.path, sym.name) in functions
+                           for sym in part.index.resolve(c[0], s.value.called[0]))
+                   for _m, s in assigns)
+    return False
 
-        for p, a in zip(params, c.args):
-            out[p.name] = value(a)
-        for kw in c.keywords:
-            out[kw.name] = value(kw.value)
-        if c.star_args or c.star_kwargs:
-            return {k: v for k, v in out.items() if not isinstance(v, Unknown)} | {
-                p.name: Unknown(p.name) for p in params if p.name not in out}
-        for p in params:
-            if p.name not in out and p.default is not None:
-                pe = parse_pexpr(p.default)
-                out[p.name] = pe.value if isinstance(pe, PConst) else Unknown(p.name)
-        return out
+
+def _params_at(part: StartupPasses, ev: Evaluator, e: _Edge, line: int,
+               env: dict[str, Value]) -> dict[str, Value]:
+    """``env`` (the parameters as the call binds them) at ``line`` of the function: a
+    parameter its body binds again is, below the top-level statement that does, unknown,
+    unless that statement is ``if p is None: p = v`` (:class:`~auditor.index.bodies.Rebinding`):
+    then ``v`` (evaluated there) where ``p`` is None, ``p`` where it is surely not None; at a
+    line inside such a statement, unknown."""
+    names = [p.name for p in e.fn.params if p.name != "self" and p.name in env]
+    if not names:
+        return env
+    found = part.provider.bodies.rebindings(e.key)
+    out = dict(env)
+    for name in names:
+        if found is None:
+            out[name] = Unknown(name)
+            continue
+        value = env[name]
+        for r in found.get(name, ()):
+            if r.start >= line:
+                break
+            if r.end >= line or r.default is None or isinstance(value, Unknown):
+                value = Unknown(name)
+                break
+            if value is None:
+                local, _reads = part._locals(ev, e, r.start, r.default, env)
+                there = Path(copy.deepcopy({**_params_at(part, ev, e, r.start, env), **local}))
+                value = ev.eval(r.default, there, e.key)
+        out[name] = value
+    return out
+
+
+def _call_args(part: StartupPasses, ev: Evaluator, e: _Edge, env: dict[str, Value],
+               callee: FunctionFact | None) -> dict[str, Value]:
+    """The callee's parameters as the call binds them: a literal or a known value the
+    caller holds under that name (a parameter at the call's line, :func:`_params_at`); a
+    drafter's ``self.<a>`` that its constructors leave None for this configuration
+    (:meth:`.head_reads.HeadReads.is_none`; one its other methods may assign:
+    :meth:`.draft_calls.DraftCalls.after_load`), or surely not None (an object); any
+    other expression the partial evaluator decides to a constant (``n == 0``) over the
+    parameters and locals as a test there reads them (:meth:`StartupPasses._locals`); a parameter the
+    call leaves out has its literal default. Anything else is unknown."""
+    if callee is None:
+        return {}
+    c = e.call
+    params = [p for p in callee.params if p.name != "self"]
+    out: dict[str, Value] = {}
+    this = env.get("self")
+    at = _params_at(part, ev, e, c.line, env)
+
+    def value(x: Any) -> Value:
+        if x.has_literal:
+            return x.literal  # type: ignore[no-any-return]
+        if x.chain and len(x.chain) == 1 and x.chain[0] in at and not isinstance(at[x.chain[0]], (Unknown, Obj)):
+            return at[x.chain[0]]
+        if x.chain and len(x.chain) == 2 and x.chain[0] == "self" and isinstance(this, Obj):
+            return _self_attr(part, e, this, x.chain[1], x.text)
+        pe = parse_pexpr(x.text) if not x.chain else None
+        if pe is not None:
+            local, _reads = part._locals(ev, e, c.line, pe, env)
+            v = ev.eval(pe, Path(copy.deepcopy({**at, **local})), e.key)
+            if v is None or isinstance(v, (bool, int, float, str)):
+                return v
+        return Unknown(x.text)
+
+    for p, a in zip(params, c.args):
+        out[p.name] = value(a)
+    for kw in c.keywords:
+        out[kw.name] = value(kw.value)
+    if c.star_args or c.star_kwargs:
+        return {k: v for k, v in out.items() if not isinstance(v, Unknown)} | {
+            p.name: Unknown(p.name) for p in params if p.name not in out}
+    for p in params:
+        if p.name not in out and p.default is not None:
+            pe = parse_pexpr(p.default)
+            out[p.name] = pe.value if isinstance(pe, PConst) else Unknown(p.name)
+    return out
 
 
 def _self_attr(part: StartupPasses, e: _Edge, this: Obj, attr: str, text: str) -> Value:
     """``self.<attr>`` handed on by a call on the chain: what ``self`` holds, else, on the
     drafter, None where its constructors leave it None for this configuration, an object
-    where they surely do not (:meth:`.head_reads.HeadReads.is_none`); else unknown."""
+    where they surely do not (:meth:`.head_reads.HeadReads.is_none`); for an attribute
+    another of its methods assigns too, the constructors' value where no call of those
+    may have run by then (:meth:`.draft_calls.DraftCalls.after_load`); else unknown."""
     held = this.fields.get(attr)
     if held is not None and not isinstance(held, (Unknown, Obj)):
         return held
     root = this.roles.get(part.roles["root"])
     if e.role == "drafter" and held is None and isinstance(root, Obj):
+        calls = part.provider.draft_calls
+        if attr in calls.assigned_outside_constructors(e.ctx):
+            v = calls.after_load(e.ctx, attr, root)
+            if v is None or isinstance(v, (bool, int, float, str)):
+                return v
+            return Obj(text) if isinstance(v, (Obj, Instance)) else Unknown(text)
         none = part.provider.head_reads.is_none(e.ctx, attr, root, None)
         if none is not None:
             return None if none else Obj(text)  # (an object: surely not None)
     return Unknown(text)
+
+
+def _loop_line(fn: FunctionFact, loop_id: int) -> int:
+    """The line of ``fn``'s loop ``loop_id`` (the function's own line when it has none such)."""
+    return next((lp.line for lp in fn.loops if lp.id == loop_id), fn.line)
 
 
 def _conjuncts(b: BranchFact) -> list[PExpr | None]:
