@@ -170,6 +170,8 @@ class Outcomes(DispatchPart):
                 before = set(earlier)
                 earlier |= self_writes(self.index, spec_cls, fn)
                 unset = {k for k, v in spec.fields.items() if v is None}
+                if ANY_FIELD in before:  # an earlier method hands the config to other code: any field
+                    before = (before - {ANY_FIELD}) | unset
                 if unset and before:  # what the earlier methods leave unset on every path stays so
                     before -= self.provider.spec_fields.left_unset(
                         spec, unset & before, name, spec.fields.get(self.roles["method"]) if given_method is None else given_method,
@@ -310,14 +312,25 @@ def _rewritten_before(index: Index, cls: ClassKey, fn: FunctionFact, line: int, 
                 elif n in fn.assigns:
                     todo.append(PName(id=n))
     read &= unset
-    return bool(read & earlier) or bool(read & self_writes(index, cls, fn, line))
+    writes = self_writes(index, cls, fn, line)
+    return bool(read & earlier) or bool(read & writes) or (ANY_FIELD in writes and bool(read))
+
+
+#: :func:`self_writes`' word for "any field": ``self`` is handed to other code, which may set any.
+ANY_FIELD = "*"
 
 
 def self_writes(index: Index, cls: ClassKey, fn: FunctionFact, before: int | None = None, depth: int = 0) -> set[str]:
     """The fields ``fn`` assigns on ``self`` (before line ``before``, when given), itself or in the
-    methods of ``cls`` it calls on ``self`` (transitively, 4 deep)."""
+    methods of ``cls`` it calls on ``self`` (transitively, 4 deep); :data:`ANY_FIELD` among them
+    when it hands ``self`` itself to another call (vLLM 0.34.0: ``config_cls.configure(self)``,
+    whose config class sets ``num_speculative_tokens`` when it is not given)."""
     out = {a.target[1] for a in fn.attr_assigns if len(a.target) == 2 and a.target[0] == "self"
            and (before is None or a.line < before)}
+    for c in fn.calls:
+        if (before is None or c.line < before) and any(
+                x.chain == ("self",) for x in (*c.args, *(k.value for k in c.keywords), *c.star_args, *c.star_kwargs)):
+            out.add(ANY_FIELD)
     if depth >= 4:
         return out
     for c in fn.calls:

@@ -116,11 +116,14 @@ class SpecFields(DispatchPart):
         """Of ``fields`` (unset: None in ``spec``), those the validation methods run before ``upto``
         leave None on every path, run in order over the config as constructed: the method as
         given, and every literal field default of the class for a field not given. A method
-        whose statements the facts do not keep, a run that raises or is cut, keeps them out."""
+        whose statements the facts do not keep, a run that raises or is cut (but for callees
+        that raise on some paths: the paths that return are run whole), keeps them out."""
         cls = spec.cls
         if cls is None or not fields:
             return set()
         built = self.constructed(spec, given_method)
+        if isinstance(built.fields.get(self.roles["draft"]), Obj):
+            built.pinned = frozenset({self.roles["draft"]})  # (as the construction run: the derived draft config)
         ev = self.evaluator(hit)  # (the caller's count of cuts, replayed with its memo)
         for name in self.config.validation_methods:
             if name == upto:
@@ -132,7 +135,8 @@ class SpecFields(DispatchPart):
             if not fn.body:
                 return set()
             p = ev.run_joined((owner[0], f"{owner[1]}.{name}"), fn, {"self": built})
-            if p.raised or ev.notes:
+            # (a callee that raises on some paths: the paths it returns on are run whole)
+            if p.raised or any(MAY_RAISE not in n and " on some paths for this config" not in n for n in ev.notes):
                 return set()
         return {f for f in fields if f in built.fields and built.fields[f] is None}
 
