@@ -32,6 +32,8 @@ CASES_S12 = HERE / "data" / "heldout" / "heldout_cases_s12.json"
 CASES_S13 = HERE / "data" / "heldout" / "heldout_cases_s13.json"
 #: The eighth reader's cases (session 14: vLLM 0.34.0, a release nobody developed against).
 CASES_S14 = HERE / "data" / "heldout" / "heldout_cases_s14.json"
+#: The ninth reader's cases (session 15: 0.34.0 speculator config classes and options, 0.33.0/0.32.0 both runners).
+CASES_S15 = HERE / "data" / "heldout" / "heldout_cases_s15.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 
@@ -48,7 +50,8 @@ def setting_of(case: dict[str, Any]) -> Any:
     # A case that leaves num_speculative_tokens out is asked with no K, as vLLM is given none.
     k = spec.get("num_speculative_tokens")
     kwargs: dict[str, Any] = {"runner": case["runner"], "k": None if k is None else int(k),
-                              "method": spec.get("method", "mtp")}
+                              # (a speculative config without a method is asked with none, as `layers` asks it)
+                              "method": spec.get("method")}
     if "target_config" in inp and "draft_config" not in inp:
         kwargs["target_config"] = json.dumps(inp["target_config"])
     elif "draft_config" in inp and "arch" not in inp:
