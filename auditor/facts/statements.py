@@ -676,6 +676,13 @@ def function_statements_in(tree: ast.Module, text: str, qualname: str) -> tuple[
     """The statement tree of the function ``qualname`` (``f`` or ``Cls.m``, at module level) in
     the module ``tree`` parsed from ``text``, extracted on demand for one the facts keep no tree
     of (parsed, never run); None: no such function."""
+    fn = function_node(tree, qualname)
+    return stmt_tree(fn.body, _Source(text)) if fn is not None else None
+
+
+def function_node(tree: ast.Module, qualname: str, line: int | None = None) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function ``qualname`` (``f`` or ``Cls.m``, ``Outer.Inner.m``) defined at the top of
+    ``tree`` or in its classes (by the ``def`` at ``line``, when given: the facts' function)."""
     scope: list[ast.stmt] = tree.body
     *owners, name = qualname.split(".")
     for owner in owners:
@@ -683,8 +690,8 @@ def function_statements_in(tree: ast.Module, text: str, qualname: str) -> tuple[
         if cls is None:
             return None
         scope = cls.body
-    fn = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
-    return stmt_tree(fn.body, _Source(text)) if fn is not None else None
+    return next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
+                 and (line is None or n.lineno == line)), None)
 
 
 def call_fields(value: ast.AST, local_nodes: dict[str, list[ast.AST]]) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from ..facts.statements import (
     POpaque,
     Stmt,
     _Source,
+    function_node,
     function_statements_in,
     pexpr,
 )
@@ -115,7 +116,6 @@ class FunctionBodies:
         body = self._trees[key]
         return msgspec.structs.replace(fn, body=body) if body else fn
 
-
     def rebindings(self, key: FuncKey) -> dict[str, tuple[Rebinding, ...]] | None:
         """Per parameter of the function ``key`` that its body binds again, the top-level
         statements of the body that bind it (:class:`Rebinding`), in order; None when the
@@ -123,7 +123,7 @@ class FunctionBodies:
         if key not in self._rebinds:
             parsed = self._module(key[0])
             fn = self.index.function(key)
-            node = _function_node(parsed[0], key[1], fn.line) if parsed is not None and fn is not None else None
+            node = function_node(parsed[0], key[1], fn.line) if parsed is not None and fn is not None else None
             self._rebinds[key] = _rebindings(node, _Source(parsed[1])) if node is not None and parsed is not None \
                 else None
         return self._rebinds[key]
@@ -184,20 +184,6 @@ def _default_value(stmt: ast.stmt, name: str) -> ast.expr | None:
             and body.value is not None:
         return body.value
     return None
-
-
-def _function_node(tree: ast.Module, qualname: str, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The function ``qualname`` (``f`` or ``Cls.m``, ``Outer.Inner.m``) defined at the top of
-    ``tree`` by the ``def`` at ``line`` (the facts' function)."""
-    scope: list[ast.stmt] = tree.body
-    *owners, name = qualname.split(".")
-    for owner in owners:
-        cls = next((n for n in scope if isinstance(n, ast.ClassDef) and n.name == owner), None)
-        if cls is None:
-            return None
-        scope = cls.body
-    return next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
-                 and n.lineno == line), None)
 
 
 def _class_node(tree: ast.Module, qualname: str) -> ast.ClassDef | None:
