@@ -119,7 +119,7 @@ _MISSING.update({
                                             "the drafter (unknown steps, not derived)"),
 })
 
-# The ninth reader (heldout_cases_s15.json): 32/45 at the start of session 15 (6d1b95f), 37/45 after it.
+# The ninth reader (heldout_cases_s15.json): 32/45 at the start of session 15 (6d1b95f), 38/45 after it.
 _EAGLE_WRAP = ("the draft's hf config is wrapped in EAGLEConfig (a config class whose base, transformers' "
                "PretrainedConfig, is outside the tree) and SpeculativeConfig.update_arch_ re-inspects the draft model "
                "through the registry (not run): what the draft declares as its speculator config after that is "
@@ -132,7 +132,6 @@ _MISSING.update({
         "a load-time raise in module functions the drafter's load method reaches with the built model "
         "(load_eagle_model -> share_target_lm_head -> _should_share reads the model class's has_own_lm_head): the "
         "drafter load checks follow only the drafter's own methods, so the plan stands"),
-    "v034-gemma4-assistant-method-omitted-k2-detected": _NO_METHOD,
     "v034-qwen3-dspark-draft-method-omitted-k-omitted-topk": _NO_METHOD,
     "v034-qwen3-dflash-draft-indexshare-unsupported": _EAGLE_WRAP,
     "v034-qwen3-xpress-draft-dflash-xpress-topc-supported": _EAGLE_WRAP,

@@ -23,10 +23,19 @@ from .route_values import RouteLeg
 
 class Planner(DispatchPart):
     def plan(self, setting: Setting) -> Plan:
-        if setting.k is None or setting.method is None:
+        if setting.k is None:
             return self._without_k(setting)
         hf, override_decisions, notes, _ = self.provider.factory_runs.draft_config(setting)
         assert hf is not None
+        if setting.method is None:
+            # No method given: the speculative config's construction decides it (vLLM detects it
+            # from the draft checkpoint: the speculator config the draft model declares); planned
+            # with the method it leaves, when the run decides it.
+            derived = self.provider.factory_runs.world(setting, hf)["speculative"].fields.get(self.roles["method"])
+            if not isinstance(derived, str):
+                return self._without_k(setting)
+            notes = [*notes, f"{self.roles['method']} not given: the speculative config's construction sets it to "
+                             f"{derived!r} (its decisions are listed)"]
         field_name = self.config.override_field[0]
         archs = hf.fields.get(field_name)
         arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else setting.architecture

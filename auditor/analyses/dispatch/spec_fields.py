@@ -273,8 +273,11 @@ class SpecFields(DispatchPart):
             live = [q for q in paths if q.raised is None]
             selves = [q.env.get(fn.params[0].name) for q in live]
             nows = [o.fields.get(role) for o in selves if isinstance(o, Obj)]
-            if len(live) < len(paths) or ev.notes or not nows or len(nows) < len(live) \
-                    or not all(isinstance(n, str) and n == nows[0] for n in nows):
+            # (a path that raises rejects on its own; a callee that raises on some paths leaves
+            # the paths it returns on run whole; the method may still be None, undetected yet)
+            if any(MAY_RAISE not in n and " on some paths for this config" not in n for n in ev.notes) \
+                    or not live or not nows or len(nows) < len(live) \
+                    or not all((n is None or isinstance(n, str)) and n == nows[0] for n in nows):
                 deciding = False
                 continue
             if nows[0] != value:
