@@ -22,6 +22,8 @@ class RouteWorlds(DispatchPart):
     def __init__(self, provider: "DispatchProvider") -> None:
         super().__init__(provider)
         self._internal_memo: dict[tuple[str, ClassKey | None], tuple[int, dict[str, Value]]] = {}
+        # (method, what the draft class declares) -> (files held, the rejection of those routes)
+        self._rejection_memo: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int, Rejection | None]] = {}
 
     def open_world(self, method: str, hf: Obj) -> dict[str, Obj]:
         """The configuration a route is run over: the speculative config of ``method`` for a
@@ -42,14 +44,29 @@ class RouteWorlds(DispatchPart):
 
     def route_rejection(self, method: str, world: dict[str, Obj]) -> Rejection | None:
         """The raise that rejects every configuration a route stands for (its :meth:`open_world`),
-        as the construction run derives it: a route loads a draft model, so the speculative
-        config names a draft checkpoint (the method's default or the user's: some path, not
-        None; every other field as the route leaves it). None when some configuration passes,
-        or the run cannot tell."""
-        spec = self._any_given(copy.deepcopy(world["speculative"]))
-        spec.fields[self.roles.get("draft_name", "model")] = Unknown("the draft checkpoint's path (a route loads a draft)",
-                                                                    known_truth=True)
-        return self.provider.spec_fields.construction(spec, method).rejection
+        as the construction run derives it, over what the draft model class declares
+        (``draft-class-attrs``) and nothing else of the draft config (its architecture and fields
+        unknown: a raise on every path then holds for every architecture declaring the same, one
+        run for them all): a route loads a draft model, so the speculative config names a draft
+        checkpoint (the method's default or the user's: some path, not None). None when some
+        configuration passes, or the run cannot tell."""
+        r = self.roles
+        spec = copy.deepcopy(world["speculative"])
+        draft = spec.fields.get(r["draft"])
+        declared = {a: draft.fields[a] for a in self.config.draft_class_attrs
+                    if isinstance(draft, Obj) and a in draft.fields}
+        key = (method, tuple(sorted((a, repr(v)) for a, v in declared.items())))
+        held = len(self.index.facts)
+        memo = self._rejection_memo.get(key)
+        if memo is not None and (memo[0] == held or self.index.frozen):
+            return memo[1]
+        spec.fields[r["draft"]] = Obj(r["draft"], {r["hf"]: Obj(r["hf"]), **declared})
+        spec = self._any_given(spec)
+        spec.fields[r.get("draft_name", "model")] = Unknown("the draft checkpoint's path (a route loads a draft)",
+                                                           known_truth=True)
+        found = self.provider.spec_fields.construction(spec, method).rejection
+        self._rejection_memo[key] = (held, found)
+        return found
 
     def _any_given(self, spec: Obj) -> Obj:
         """``spec`` standing for every configuration a user may give: each field of its class a
