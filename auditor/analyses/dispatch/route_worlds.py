@@ -91,7 +91,8 @@ class RouteWorlds(DispatchPart):
         spec = self._any_given(Obj(r["speculative"], {r["method"]: method, r["draft"]: Obj(r["draft"], {r["hf"]: Obj(r["hf"])})},
                                    cls=spec_cls))
         internal = self.provider.spec_fields.internal_fields(spec_cls)
-        found = {k: v for k, v in self.provider.spec_fields.construction(spec, method).fields.items() if k in internal}
+        found = {k: v for k, v in self.provider.spec_fields.construction(spec, method, rejection=False).fields.items()
+                 if k in internal} if internal else {}  # (no such field: nothing to run)
         self._internal_memo[(method, spec_cls)] = (held, found)
         return found
 

@@ -205,7 +205,7 @@ class SpecFields(DispatchPart):
                     if hit is not None:
                         todo.append(((hit[0][0], f"{hit[0][1]}.{e.attr}"), owner, depth + 1))
 
-    def construction(self, spec: Obj, given: Value) -> "Construction":
+    def construction(self, spec: Obj, given: Value, rejection: bool = True) -> "Construction":
         """The first validation method run once, statement by statement, over the config as
         constructed from ``spec`` (the method as given, the class's literal defaults; the draft's
         model config it builds is the one derived), and what it says:
@@ -217,7 +217,8 @@ class SpecFields(DispatchPart):
           rewrote it;
         * the fields those first statements decide (:meth:`_prefix_fields`);
         * its raise, when every path raises and no cut is on the way but callees that raise on
-          some paths (those fail the construction earlier: rejected all the same).
+          some paths (those fail the construction earlier: rejected all the same); with
+          ``rejection`` False, none: the run stops once the method is no longer decided.
 
         Memoised on the config as constructed (the whole of it: what the run reads); the cuts a
         run made count again, as a run would count them."""
@@ -226,7 +227,7 @@ class SpecFields(DispatchPart):
             return Construction(given, (), {}, None)
         built = self.constructed(spec, given)
         shape = structural_key(built)
-        memo_key: Any = (cls, given, shape) if shape is not None else None
+        memo_key: Any = (cls, given, shape, rejection) if shape is not None else None
         held = len(self.index.facts)
         hit = self._method_memo.get(memo_key) if memo_key is not None else None
         if hit is not None and (hit[0] == held or self.index.frozen):
@@ -239,7 +240,7 @@ class SpecFields(DispatchPart):
             cuts.append(name)
             self.limits.hit(name)
 
-        out = self._construct(cls, built, spec, given, count)
+        out = self._construct(cls, built, spec, given, count, rejection)
         if memo_key is not None:
             # What the run needed is loaded by now (lookups load while the index loads): a later
             # ask, after the freeze too, has the same answer.
@@ -247,7 +248,7 @@ class SpecFields(DispatchPart):
         return out
 
     def _construct(self, cls: ClassKey, built: Obj, spec: Obj, given: str | None,
-                   hit: Callable[[str], None]) -> "Construction":
+                   hit: Callable[[str], None], rejection: bool = True) -> "Construction":
         role = self.roles["method"]
         found = next((m for m in (self.index.method(cls, n) for n in self.config.validation_methods) if m), None)
         if found is None or not found[1].body:
@@ -266,7 +267,7 @@ class SpecFields(DispatchPart):
         deciding = True  # the run still decides the method
         for i, stmt in enumerate(fn.body):
             paths = ev._block(key, (stmt,), paths, 0)
-            if not deciding and not _may_reject(paths):
+            if not deciding and not (rejection and _may_reject(paths)):
                 break  # no raise can reject any more, and the method is no longer decided
             if not deciding or not _writes_self(stmt, role):
                 continue
@@ -287,7 +288,7 @@ class SpecFields(DispatchPart):
             ran = join([fork(q) for q in live], "(the construction's paths)").env[fn.params[0].name]
             if isinstance(ran, Obj):
                 fields = self._prefix_fields(fn.body[: i + 1], ran, spec, role)
-        return Construction(value, decisions, fields, _raise_of(key, paths))
+        return Construction(value, decisions, fields, _raise_of(key, paths) if rejection else None)
 
     def _prefix_fields(self, prefix: tuple[Stmt, ...], ran: Obj, spec: Obj, role: str) -> dict[str, Value]:
         """The fields the statements ``prefix`` (run, leaving ``ran``) assign on ``self``, other
