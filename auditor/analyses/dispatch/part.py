@@ -9,7 +9,7 @@ from ...common.config import Config
 from ...index.index import Index
 from ..base import Limits
 from ..capture import CaptureProvider
-from ..partial_eval import MAX_CALL_DEPTH, Evaluator
+from ..partial_eval import Evaluator
 from ..loops import LoopProvider
 from ..reachability import ReachabilityProvider
 from ..registry import RegistryProvider
@@ -36,7 +36,7 @@ class DispatchPart:
         self.reach: ReachabilityProvider = provider.reach
         self.capture: CaptureProvider = provider.capture
 
-    def evaluator(self, hit: Callable[[str], None] | None = None, max_depth: int = MAX_CALL_DEPTH,
+    def evaluator(self, hit: Callable[[str], None] | None = None,
                   environ: dict[str, str] | None = None) -> Evaluator:
         """A fresh partial evaluator over the tree (its pure methods and sub-config getters as
         configured; a callee's statements extracted from its file when the facts keep none; a
@@ -45,4 +45,4 @@ class DispatchPart:
         world = BodiesWorld(self.provider.bodies, self.config.pure_methods, self.config.sub_config_getters,
                             self.config.head_free_bases, self.provider.location.is_drafter)
         world.environ_vars = environ
-        return Evaluator(world, hit or self.limits.hit, max_depth)
+        return Evaluator(world, hit or self.limits.hit)

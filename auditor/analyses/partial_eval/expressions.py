@@ -48,12 +48,12 @@ from .values import (
 )
 
 MAX_CALL_DEPTH = 8
-#: The words of the note a callee that raises on some paths leaves (a cut: on the rest, it returned).
 #: The set operators, on sets modelled as frozensets (``A.options - {"x"}``).
 _SET_OPS: dict[str, Callable[[frozenset[Any], frozenset[Any]], frozenset[Any]]] = {
     "|": frozenset.union, "&": frozenset.intersection, "-": frozenset.difference, "^": frozenset.symmetric_difference,
 }
 
+#: The words of the note a callee that raises on some paths leaves (a cut: on the rest, it returned).
 MAY_RAISE = " raises on some paths for this configuration "
 _MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
@@ -145,10 +145,8 @@ class World:
 class ExpressionEvaluator(TreeValues):
     """Evaluates expressions on one path; :class:`~.evaluator.Evaluator` adds statements."""
 
-    def __init__(self, world: World, on_limit: Callable[[str], None] | None = None,
-                 max_depth: int = MAX_CALL_DEPTH) -> None:
+    def __init__(self, world: World, on_limit: Callable[[str], None] | None = None) -> None:
         self.world = world
-        self.max_depth = max_depth  # calls followed this deep; a deeper one is a cut
         self.on_limit = on_limit or (lambda _name: None)
         # Every cut of every run of this evaluator, in order (a plan shows them).
         self.notes: list[str] = []
@@ -476,9 +474,9 @@ class ExpressionEvaluator(TreeValues):
         classmethod); None: the arguments bind from the first parameter on."""
         text = e.text or _text(e)
         receivers: list[Value] = [self_value] if isinstance(self_value, (Obj, Instance, ClassRef)) else []
-        if depth >= self.max_depth:
+        if depth >= MAX_CALL_DEPTH:
             self._cut(p, "partial evaluation call depth",
-                      f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {self.max_depth}: not evaluated, "
+                      f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {MAX_CALL_DEPTH}: not evaluated, "
                       "its result and what it may write are unknown")
             return self._opaque_call(e, p, key, depth, receivers, text)
         if not fn.body or any(kw.name is None for kw in e.keywords):
@@ -503,10 +501,10 @@ class ExpressionEvaluator(TreeValues):
                    key: tuple[str, str], depth: int, text: str) -> Value:
         """Run ``fn`` with its parameters bound to ``args`` (the rest: their defaults) from the
         path ``p``, every path through it joined into the caller's state; what it returns."""
-        if depth >= self.max_depth or not fn.body:
-            if depth >= self.max_depth:
+        if depth >= MAX_CALL_DEPTH or not fn.body:
+            if depth >= MAX_CALL_DEPTH:
                 self._cut(p, "partial evaluation call depth",
-                          f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {self.max_depth}: not "
+                          f"{fkey[1]} called from {key[1]} ({key[0]}) beyond the call depth of {MAX_CALL_DEPTH}: not "
                           "evaluated, its result and what it may write are unknown")
             self._escape(p, list(args.values()), f"{text} not evaluated", fn)
             return Unknown(text)
