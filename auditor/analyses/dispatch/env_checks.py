@@ -19,7 +19,7 @@ from ..partial_eval import ClassRef, Unknown, Value
 from .model import Setting
 from .outcomes import Rejection
 from .part import DispatchPart
-from .spec_fields import _raise_of
+from .spec_fields import raise_of
 
 
 class EnvChecks(DispatchPart):
@@ -39,7 +39,7 @@ class EnvChecks(DispatchPart):
             if owner is not None and fn.params and fn.params[0].name == "cls":
                 args[fn.params[0].name] = ClassRef(owner)
             paths = ev.run(key, fn, args)
-            rejection = _raise_of(key, paths)
+            rejection = raise_of(key, paths)
             if rejection is not None:
                 out.append(rejection)
             elif any(q.raised for q in paths):

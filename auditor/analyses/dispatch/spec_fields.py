@@ -21,7 +21,7 @@ from ...facts.extract import ExprFact, PAttr, PCall, PName, SAssign, SIf, SOpaqu
 from ...index.index import ClassKey, SymbolKind
 from ..partial_eval import MAX_CALL_DEPTH, Decision, Obj, Path, Unknown, Value
 from ..partial_eval.state import fork, join
-from ..partial_eval.expressions import MAY_RAISE
+from ..partial_eval.expressions import MAY_RAISE, only_partial_raises
 from ..partial_eval.values import structural_key
 from .constructors import self_assignments
 from .model import Setting
@@ -95,9 +95,13 @@ class SpecFields(DispatchPart):
 
     def constructed(self, spec: Obj, given_method: Value) -> Obj:
         """A copy of ``spec`` as the class's construction starts from it: the method as given, and
-        every literal field default of the class (its MRO) for a field not given."""
+        every literal field default of the class (its MRO) for a field not given. The draft's
+        model config it holds is pinned: the construction builds it (``self.draft_model_config =
+        ModelConfig(...)``), and it is the draft config this configuration derives."""
         built = copy.deepcopy(spec)
         built.fields[self.roles["method"]] = given_method
+        if isinstance(built.fields.get(self.roles["draft"]), Obj):
+            built.pinned = frozenset({self.roles["draft"]})
         for c in self.index.mro(spec.cls) if spec.cls is not None else ():
             cf = self.index.class_fact(c)
             for name, e in (cf.field_defaults.items() if cf is not None else ()):
@@ -122,8 +126,6 @@ class SpecFields(DispatchPart):
         if cls is None or not fields:
             return set()
         built = self.constructed(spec, given_method)
-        if isinstance(built.fields.get(self.roles["draft"]), Obj):
-            built.pinned = frozenset({self.roles["draft"]})  # (as the construction run: the derived draft config)
         ev = self.evaluator(hit)  # (the caller's count of cuts, replayed with its memo)
         for name in self.config.validation_methods:
             if name == upto:
@@ -136,7 +138,7 @@ class SpecFields(DispatchPart):
                 return set()
             p = ev.run_joined((owner[0], f"{owner[1]}.{name}"), fn, {"self": built})
             # (a callee that raises on some paths: the paths it returns on are run whole)
-            if p.raised or any(MAY_RAISE not in n and " on some paths for this config" not in n for n in ev.notes):
+            if p.raised or not only_partial_raises(ev.notes):
                 return set()
         return {f for f in fields if f in built.fields and built.fields[f] is None}
 
@@ -255,10 +257,6 @@ class SpecFields(DispatchPart):
             return Construction(given, (), {}, None)
         owner, fn = found
         key = (owner[0], f"{owner[1]}.{fn.name}")
-        if isinstance(built.fields.get(self.roles["draft"]), Obj):
-            # The construction builds the draft's model config (``self.draft_model_config =
-            # ModelConfig(...)``): that is the draft config this configuration derives.
-            built.pinned = frozenset({self.roles["draft"]})
         ev = self.evaluator(hit)
         paths = [Path({**{q.name: Unknown(q.name) for q in fn.params}, fn.params[0].name: built} if fn.params else {})]
         value: Value = given
@@ -276,8 +274,7 @@ class SpecFields(DispatchPart):
             nows = [o.fields.get(role) for o in selves if isinstance(o, Obj)]
             # (a path that raises rejects on its own; a callee that raises on some paths leaves
             # the paths it returns on run whole; the method may still be None, undetected yet)
-            if any(MAY_RAISE not in n and " on some paths for this config" not in n for n in ev.notes) \
-                    or not live or not nows or len(nows) < len(live) \
+            if not only_partial_raises(ev.notes) or not live or not nows or len(nows) < len(live) \
                     or not all((n is None or isinstance(n, str)) and n == nows[0] for n in nows):
                 deciding = False
                 continue
@@ -288,7 +285,7 @@ class SpecFields(DispatchPart):
             ran = join([fork(q) for q in live], "(the construction's paths)").env[fn.params[0].name]
             if isinstance(ran, Obj):
                 fields = self._prefix_fields(fn.body[: i + 1], ran, spec, role)
-        return Construction(value, decisions, fields, _raise_of(key, paths) if rejection else None)
+        return Construction(value, decisions, fields, raise_of(key, paths) if rejection else None)
 
     def _prefix_fields(self, prefix: tuple[Stmt, ...], ran: Obj, spec: Obj, role: str) -> dict[str, Value]:
         """The fields the statements ``prefix`` (run, leaving ``ran``) assign on ``self``, other
@@ -385,11 +382,11 @@ def _statements(stmts: tuple[Stmt, ...]) -> list[Stmt]:
 
 def _may_reject(paths: list[Path]) -> bool:
     """The run may still end rejecting: no path returned without raising, and every path can
-    still raise with no cut on it but callees that raise on some paths (:func:`_raise_of`)."""
+    still raise with no cut on it but callees that raise on some paths (:func:`raise_of`)."""
     return all(not (q.done and q.raised is None) and all(MAY_RAISE in c for c in q.cuts) for q in paths)
 
 
-def _raise_of(key: tuple[str, str], paths: list[Path]) -> Rejection | None:
+def raise_of(key: tuple[str, str], paths: list[Path]) -> Rejection | None:
     """The construction's raise: every path raises, and no cut is on the way but callees that
     raise on some paths (there, it fails earlier: rejected all the same, maybe with their message:
     the rejection's condition names them)."""

@@ -40,7 +40,7 @@ from ...facts.extract import (
     SReturn,
     Stmt,
 )
-from .expressions import MAX_CALL_DEPTH, ExpressionEvaluator, World, _is_chain
+from .expressions import MAX_CALL_DEPTH, SOME_PATHS_RAISE, ExpressionEvaluator, World, _is_chain
 from .state import fork, havoc, join, restore
 from .values import ClassRef, Decision, Instance, Obj, Path, Unknown, Value, _literal_text, _text, describe, truth
 
@@ -83,7 +83,7 @@ class Evaluator(ExpressionEvaluator):
             return paths[0]
         for q in paths:
             if q.raised is not None:
-                note = f"{key[1]} raises {q.raised} on some paths for this config; the rest assumes it does not"
+                note = f"{key[1]} raises {q.raised}{SOME_PATHS_RAISE}"
                 if note not in self.notes:
                     self.notes.append(note)
         forks = [d for q in paths for d in q.decisions if d.value is None]

@@ -55,6 +55,14 @@ _SET_OPS: dict[str, Callable[[frozenset[Any], frozenset[Any]], frozenset[Any]]] 
 
 #: The words of the note a callee that raises on some paths leaves (a cut: on the rest, it returned).
 MAY_RAISE = " raises on some paths for this configuration "
+#: The words of the note a joined run leaves when some of its paths raise (the rest are joined).
+SOME_PATHS_RAISE = " on some paths for this config; the rest assumes it does not"
+
+
+def only_partial_raises(notes: list[str]) -> bool:
+    """Every note says only that some paths raise (a callee's, :data:`MAY_RAISE`, or a joined
+    run's, :data:`SOME_PATHS_RAISE`): the paths that return were run whole, no cut on them."""
+    return all(MAY_RAISE in n or SOME_PATHS_RAISE in n for n in notes)
 _MAX_REPEAT = 4096  # ``[x] * n`` is built only up to this many elements
 
 
