@@ -29,8 +29,8 @@ def top_defs(node: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str],
     return out
 
 
-def binding_counts(node: ast.FunctionDef | ast.AsyncFunctionDef, walrus: bool = True) -> dict[str, int]:
-    """How many times each name is bound anywhere in the function (nested scopes included,
+def binding_counts(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, walrus: bool = True) -> dict[str, int]:
+    """How many times each name is bound anywhere in the function (or class body; nested scopes included,
     which only over-counts): a store (an assignment, an unpacking's element, a loop target,
     ``x += 1``, ``with ... as x``, a walrus) or ``del`` once; an ``except ... as``, import,
     nested ``def``/``class``, ``global``/``nonlocal`` or ``match`` capture twice (never one
@@ -67,6 +67,19 @@ def binding_counts(node: ast.FunctionDef | ast.AsyncFunctionDef, walrus: bool = 
             _count_node(stmt, bind)
         for name in ("body", "orelse", "finalbody"):
             stack.extend(getattr(stmt, name, ()))
+    return count
+
+
+def node_bindings(node: ast.AST) -> dict[str, int]:
+    """How many times ``node`` (a statement, say) binds each name, itself and what it holds, as
+    :func:`binding_counts` counts them."""
+    count: dict[str, int] = {}
+
+    def bind(name: str, times: int = 1) -> None:
+        count[name] = count.get(name, 0) + times
+
+    for sub in ast.walk(node):
+        _count_node(sub, bind)
     return count
 
 

@@ -683,15 +683,25 @@ def function_statements_in(tree: ast.Module, text: str, qualname: str) -> tuple[
 def function_node(tree: ast.Module, qualname: str, line: int | None = None) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The function ``qualname`` (``f`` or ``Cls.m``, ``Outer.Inner.m``) defined at the top of
     ``tree`` or in its classes (by the ``def`` at ``line``, when given: the facts' function)."""
-    scope: list[ast.stmt] = tree.body
-    *owners, name = qualname.split(".")
-    for owner in owners:
-        cls = next((n for n in scope if isinstance(n, ast.ClassDef) and n.name == owner), None)
-        if cls is None:
-            return None
-        scope = cls.body
+    owners, _, name = qualname.rpartition(".")
+    owner = class_node(tree, owners) if owners else None
+    if owners and owner is None:
+        return None
+    scope = owner.body if owner is not None else tree.body
     return next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name
                  and (line is None or n.lineno == line)), None)
+
+
+def class_node(tree: ast.Module, qualname: str) -> ast.ClassDef | None:
+    """The class ``qualname`` (``Outer.Inner``) defined at the top of ``tree`` or nested in one."""
+    body: list[ast.stmt] = tree.body
+    node: ast.ClassDef | None = None
+    for part in qualname.split("."):
+        node = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if node is None:
+            return None
+        body = node.body
+    return node
 
 
 def call_fields(value: ast.AST, local_nodes: dict[str, list[ast.AST]]) -> tuple[str, ...]:

@@ -11,13 +11,14 @@ from collections import OrderedDict
 
 import msgspec
 
-from ..facts.bindings import _count_node
+from ..facts.bindings import binding_counts, node_bindings
 from ..facts.extract import FunctionFact
 from ..facts.statements import (
     PExpr,
     POpaque,
     Stmt,
     _Source,
+    class_node,
     function_node,
     function_statements_in,
     pexpr,
@@ -90,15 +91,15 @@ class FunctionBodies:
         key = (path, f"{qualname}.{name}")
         if key not in self._values:
             parsed = self._module(path)
-            cls = _class_node(parsed[0], qualname) if parsed is not None else None
+            cls = class_node(parsed[0], qualname) if parsed is not None else None
             found: PExpr | None = None
             if cls is not None and parsed is not None:
-                bound = _class_scope_names(cls)
+                bound = binding_counts(cls)  # (its methods' own bindings count too: only more cautious)
                 values = [n.value for n in cls.body
                           if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
                           and n.targets[0].id == name
                           or isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id == name]
-                if len(values) == 1 and values[0] is not None and bound.count(name) == 1 and not (
+                if len(values) == 1 and values[0] is not None and bound.get(name) == 1 and not (
                         {x.id for x in ast.walk(values[0]) if isinstance(x, ast.Name)} & set(bound)):
                     found = pexpr(values[0], _Source(parsed[1]))
                     found = None if isinstance(found, POpaque) else found
@@ -147,24 +148,12 @@ def _rebindings(node: ast.FunctionDef | ast.AsyncFunctionDef, src: _Source) -> d
     params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     out: dict[str, list[Rebinding]] = {}
     for stmt in node.body:
-        count = _bindings(stmt)
+        count = node_bindings(stmt)
         for name in sorted(params & set(count)):
             value = _default_value(stmt, name) if count[name] == 1 else None
             out.setdefault(name, []).append(Rebinding(stmt.lineno, stmt.end_lineno or stmt.lineno,
                                                       pexpr(value, src) if value is not None else None))
     return {k: tuple(v) for k, v in out.items()}
-
-
-def _bindings(stmt: ast.stmt) -> dict[str, int]:
-    """How many times ``stmt`` binds each name (as :func:`~auditor.facts.bindings.binding_counts`)."""
-    count: dict[str, int] = {}
-
-    def bind(name: str, times: int = 1) -> None:
-        count[name] = count.get(name, 0) + times
-
-    for sub in ast.walk(stmt):
-        _count_node(sub, bind)
-    return count
 
 
 def _default_value(stmt: ast.stmt, name: str) -> ast.expr | None:
@@ -184,37 +173,3 @@ def _default_value(stmt: ast.stmt, name: str) -> ast.expr | None:
             and body.value is not None:
         return body.value
     return None
-
-
-def _class_node(tree: ast.Module, qualname: str) -> ast.ClassDef | None:
-    """The class ``qualname`` (``Outer.Inner``) defined at the top of ``tree`` or nested in one."""
-    body: list[ast.stmt] = tree.body
-    node: ast.ClassDef | None = None
-    for part in qualname.split("."):
-        node = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
-        if node is None:
-            return None
-        body = node.body
-    return node
-
-
-def _class_scope_names(cls: ast.ClassDef) -> list[str]:
-    """Every binding the class body makes (once per binding): assignments and annotated names
-    anywhere in its statements (branches, loops, ``with``), its methods, nested classes and
-    imports; not those inside its methods, nested classes or comprehensions."""
-    out: list[str] = []
-    stack: list[ast.AST] = list(cls.body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.append(n.name)
-            continue
-        if isinstance(n, (ast.Import, ast.ImportFrom)):
-            out += [(a.asname or a.name).split(".")[0] for a in n.names]
-            continue
-        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            out.append(n.id)
-        stack.extend(ast.iter_child_nodes(n))
-    return out
