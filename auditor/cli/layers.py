@@ -92,6 +92,5 @@ def layers_command(
         return
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
                            format.value, cache_dir, no_cache, config, plugin, plugin_release,
-                           speculative_config=speculative_config, engine_mode=engine_mode, progress=progress,
-                                   env=env)
+                           speculative_config=speculative_config, engine_mode=engine_mode, progress=progress, env=env)
     emit(text, output)

@@ -51,8 +51,7 @@ class RouteWorlds(DispatchPart):
         checkpoint (the method's default or the user's: some path, not None). None when some
         configuration passes, or the run cannot tell."""
         r = self.roles
-        spec = copy.deepcopy(world["speculative"])
-        draft = spec.fields.get(r["draft"])
+        draft = world["speculative"].fields.get(r["draft"])
         declared = {a: draft.fields[a] for a in self.config.draft_class_attrs
                     if isinstance(draft, Obj) and a in draft.fields}
         key = (method, tuple(sorted((a, repr(v)) for a, v in declared.items())))
@@ -60,7 +59,8 @@ class RouteWorlds(DispatchPart):
         memo = self._rejection_memo.get(key)
         if memo is not None and (memo[0] == held or self.index.frozen):
             return memo[1]
-        spec.fields[r["draft"]] = Obj(r["draft"], {r["hf"]: Obj(r["hf"]), **declared})
+        spec = copy.deepcopy(world["speculative"])
+        spec.fields[r["draft"]] = Obj(r["draft"], {r["hf"]: Obj(r["hf"]), **copy.deepcopy(declared)})
         spec = self._any_given(spec)
         spec.fields[r.get("draft_name", "model")] = Unknown("the draft checkpoint's path (a route loads a draft)",
                                                            known_truth=True)
@@ -88,11 +88,14 @@ class RouteWorlds(DispatchPart):
         if memo is not None and memo[0] == held:
             return memo[1]
         r = self.roles
-        spec = self._any_given(Obj(r["speculative"], {r["method"]: method, r["draft"]: Obj(r["draft"], {r["hf"]: Obj(r["hf"])})},
-                                   cls=spec_cls))
         internal = self.provider.spec_fields.internal_fields(spec_cls)
-        found = {k: v for k, v in self.provider.spec_fields.construction(spec, method, rejection=False).fields.items()
-                 if k in internal} if internal else {}  # (no such field: nothing to run)
+        found: dict[str, Value] = {}
+        if internal:  # (no such field: nothing to run)
+            spec = self._any_given(Obj(r["speculative"], {r["method"]: method,
+                                                          r["draft"]: Obj(r["draft"], {r["hf"]: Obj(r["hf"])})},
+                                       cls=spec_cls))
+            found = {k: v for k, v in self.provider.spec_fields.construction(spec, method, rejection=False).fields.items()
+                     if k in internal}
         self._internal_memo[(method, spec_cls)] = (held, found)
         return found
 

@@ -7,8 +7,9 @@ family writes for that architecture as literals (``model_type = "x_mtp"``, the f
 guard compares with a literal) and every other field unknown, so a guard that tests the
 model type is decided, and a guard on a field no family fixes stays symbolic: it is the
 route's condition. A method and architecture the speculative config's construction rejects
-whatever else is given (a draft that declares another method's speculator) take no route. A drafter no route pairs with a model class never runs that model: a
-finding or reachability row pairing them describes a configuration vLLM cannot build.
+whatever else is given (a draft that declares another method's speculator) take no route. A
+drafter no route pairs with a model class never runs that model: a finding or reachability
+row pairing them describes a configuration vLLM cannot build.
 """
 
 from __future__ import annotations
