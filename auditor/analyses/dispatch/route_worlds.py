@@ -64,7 +64,9 @@ class RouteWorlds(DispatchPart):
         spec = self._any_given(spec)
         spec.fields[r.get("draft_name", "model")] = Unknown("the draft checkpoint's path (a route loads a draft)",
                                                            known_truth=True)
-        found = self.provider.spec_fields.construction(spec, method).rejection
+        # A cut there only keeps the route (no rejection derived): nothing the scan reports is
+        # missing, so it is no search limit the scan's note counts.
+        found = self.provider.spec_fields.construction(spec, method, on_limit=lambda _name: None).rejection
         self._rejection_memo[key] = (held, found)
         return found
 

@@ -207,7 +207,8 @@ class SpecFields(DispatchPart):
                     if hit is not None:
                         todo.append(((hit[0][0], f"{hit[0][1]}.{e.attr}"), owner, depth + 1))
 
-    def construction(self, spec: Obj, given: Value, rejection: bool = True) -> "Construction":
+    def construction(self, spec: Obj, given: Value, rejection: bool = True,
+                     on_limit: Callable[[str], None] | None = None) -> "Construction":
         """The first validation method run once, statement by statement, over the config as
         constructed from ``spec`` (the method as given, the class's literal defaults; the draft's
         model config it builds is the one derived), and what it says:
@@ -223,7 +224,8 @@ class SpecFields(DispatchPart):
           ``rejection`` False, none: the run stops once the method is no longer decided.
 
         Memoised on the config as constructed (the whole of it: what the run reads); the cuts a
-        run made count again, as a run would count them."""
+        run made count again, as a run would count them (against the scan's limits, or
+        ``on_limit``)."""
         cls = spec.cls
         if cls is None or not (given is None or isinstance(given, str)):
             return Construction(given, (), {}, None)
@@ -234,13 +236,13 @@ class SpecFields(DispatchPart):
         hit = self._method_memo.get(memo_key) if memo_key is not None else None
         if hit is not None and (hit[0] == held or self.index.frozen):
             for name in hit[2]:
-                self.limits.hit(name)
+                (on_limit or self.limits.hit)(name)
             return hit[1]
         cuts: list[str] = []
 
         def count(name: str) -> None:
             cuts.append(name)
-            self.limits.hit(name)
+            (on_limit or self.limits.hit)(name)
 
         out = self._construct(cls, built, spec, given, count, rejection)
         if memo_key is not None:
