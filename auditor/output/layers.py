@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..analyses.dispatch import ForcedPlan, Plan, StepPlan
+    from ..analyses.dispatch import ForcedPlan, Plan, Setting, StepPlan
 
 LAYERS_FORMAT_VERSION = 1
 FORMATS = ("text", "json", "markdown", "html")
@@ -25,6 +25,7 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
         "runner": s.runner,
         "method": s.method,
         "k": s.k,
+        **({"k_derived": s.k_derived} if s.k is None and s.k_derived is not None else {}),
         "platform": s.platform,
         "architecture": plan.architecture,
         "proposer": None if plan.proposer is None else {"class": plan.proposer[1], "path": plan.proposer[0]},
@@ -95,7 +96,7 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"{tree_label} · runner {s.runner} · method {_given(s.method)} · K={_given(s.k)} · {plan.architecture or '?'} · platform {s.platform}"
+        out.append(f"{tree_label} · runner {s.runner} · method {_given(s.method)} · K={_k(s)} · {plan.architecture or '?'} · platform {s.platform}"
                    + "".join(f" · {n}={v}" for n, v in s.env))
         if plan.proposer is None and any(st.verdict == "unknown" for st in plan.steps):
             out.append("  drafter:     not known (the steps say why)")
@@ -300,6 +301,13 @@ def render_matrix(plans: list[Plan], fmt: str, tree_label: str, k: int, layers: 
         cls = f"`{p.model_class[1]}`" if p.model_class else "?"
         out.append(f"| `{p.architecture}` | {cls} | {p.setting.runner.upper()} | `{drafter}` | {fw} | {hd} | {_md(verdict)} |")
     return "\n".join(out) + "\n"
+
+
+def _k(s: Setting) -> str:
+    """K as the header shows it: given, derived by the construction, or not given."""
+    if s.k is None and s.k_derived is not None:
+        return f"{s.k_derived} (not given: derived)"
+    return _given(s.k)
 
 
 def _given(v: int | str | None) -> str:

@@ -22,6 +22,7 @@ from .part import DispatchPart
 
 if TYPE_CHECKING:
     from .provider import DispatchProvider
+    from .spec_fields import Construction
 
 
 class DraftConfig(NamedTuple):
@@ -210,6 +211,26 @@ class FactoryRuns(DispatchPart):
         return out
 
     def world(self, setting: Setting, hf: Obj) -> dict[str, Obj]:
+        """The configuration the runner's factory sees: the speculative config as its
+        construction leaves it (:meth:`given_spec`, then the method, the fields its first
+        statements decide and, when the question leaves K out, the K it derives), and the
+        root holding it."""
+        r = self.roles
+        spec = self.given_spec(setting, hf)
+        # The construction's run: the method as it leaves it, the fields its first statements decide.
+        built = self.provider.spec_fields.construction(spec, setting.method)
+        spec.fields[r["method"]] = built.method
+        for name, value in built.fields.items():
+            spec.fields.setdefault(name, value)
+        if setting.k is None and built.k is not None:
+            spec.fields[r["k"]] = built.k  # K the construction derives (vLLM: from the draft's n_predict)
+        root = Obj(r["root"], roles={r["speculative"]: spec})
+        return {"speculative": spec, "root": root}
+
+    def given_spec(self, setting: Setting, hf: Obj) -> Obj:
+        """The speculative config as the question gives it, before its construction runs: the
+        method and K as given, the options, the draft and target model configs, the class's
+        literal defaults for what is not given."""
         r = self.roles
         # The draft checkpoint's path names no method (vLLM detects one from "eagle-", "dspark"
         # ... in it): a neutral name, as the speculative config's is where a draft config exists.
@@ -232,13 +253,12 @@ class FactoryRuns(DispatchPart):
                                       cls=self.provider.spec_fields.field_class(spec_cls, target))
         for name, value in self.provider.spec_fields.defaults(spec_cls).items():
             spec.fields.setdefault(name, value)
-        # The construction's run: the method as it leaves it, the fields its first statements decide.
-        built = self.provider.spec_fields.construction(spec, setting.method)
-        spec.fields[r["method"]] = built.method
-        for name, value in built.fields.items():
-            spec.fields.setdefault(name, value)
-        root = Obj(r["root"], roles={r["speculative"]: spec})
-        return {"speculative": spec, "root": root}
+        return spec
+
+    def construction(self, setting: Setting, hf: Obj) -> Construction:
+        """The construction run over the speculative config as given (memoised by
+        :meth:`.SpecFields.construction`)."""
+        return self.provider.spec_fields.construction(self.given_spec(setting, hf), setting.method)
 
     def dispatch(self, setting: Setting) -> tuple[list[tuple[ClassKey, Hop, list[Decision]]], list[str]]:
         """Drafters the runner's factory can build for this configuration, each with the
@@ -257,7 +277,7 @@ class FactoryRuns(DispatchPart):
         out: list[tuple[ClassKey, Hop, list[Decision]]] = []
         cuts: list[str] = []
         # The method as the speculative config's construction rewrites it comes first on every chain.
-        renamed = list(self.provider.spec_fields.construction(world["speculative"], setting.method).decisions)
+        renamed = list(self.construction(setting, hf).decisions)
         for fkey in factories:
             built, cut_notes = self.run_factory_cuts(fkey, world)
             out += [(c, h, [*renamed, *d]) for c, h, d in built]

@@ -37,11 +37,19 @@ class Setting:
     # Issue 18: the process environment (``--env NAME=VALUE``): the variables set, and no other
     # vLLM reads; empty: not given (unknown).
     env: tuple[tuple[str, str], ...] = ()
+    # Issue 18: K as the speculative config's construction derives it when ``k`` is not given
+    # (vLLM: from the draft's ``n_predict``); the plan is made with it. Never the user's.
+    k_derived: int | None = None
+
+    @property
+    def planned_k(self) -> int | None:
+        """The K a plan is made with: as given, else as the construction derives it."""
+        return self.k if self.k is not None else self.k_derived
 
     @property
     def draft_steps(self) -> int:
-        """The draft steps a plan lists: K, or none when K is not given."""
-        return self.k if self.k is not None else 0
+        """The draft steps a plan lists: K, or none when K is not known."""
+        return max(self.planned_k or 0, 0)
 
 
 CUT = "cut: "  # the ``depends_on`` of a decision that stands for a cut of the evaluator

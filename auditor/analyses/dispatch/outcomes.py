@@ -122,9 +122,12 @@ class Outcomes(DispatchPart):
         return None if unknown else True
 
     def rejections(self, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None,
-                   given_method: Value = None) -> tuple[list[Rejection], int]:
+                   given_method: Value = None, as_given: tuple[tuple[str, Value], ...] = ()
+                   ) -> tuple[list[Rejection], int]:
         """The validations that raise for this configuration, and how many could raise
-        depending on what is unknown.
+        depending on what is unknown. ``as_given``: fields ``spec`` holds as the construction
+        derived them (K), with the value the question gave: the first validation method, whose
+        run derives them, is judged with those.
 
         Settings that differ only where validation cannot see (the runner, most often) hand
         it configurations the evaluator cannot tell apart (:func:`structural_key`): those are
@@ -135,7 +138,7 @@ class Outcomes(DispatchPart):
         memo_key = None
         parts = (structural_key(spec), structural_key(root), structural_key(hf))
         if None not in parts:
-            memo_key = (*parts, model, given_method)
+            memo_key = (*parts, model, given_method, as_given)
             hit = self._rejections.get(memo_key)
             if hit is not None and hit[0] == held:
                 for name in hit[3]:
@@ -147,25 +150,32 @@ class Outcomes(DispatchPart):
             cuts.append(name)
             self.limits.hit(name)
 
-        out, undecided = self._judge(self.evaluator(count), spec, root, hf, model, given_method)
+        out, undecided = self._judge(self.evaluator(count), spec, root, hf, model, given_method, as_given)
         if memo_key is not None and len(self.index.facts) == held:
             self._rejections[memo_key] = (held, tuple(out), undecided, tuple(cuts))
         return out, undecided
 
-    def _judge(self, ev: Evaluator, spec: Obj, root: Obj, hf: Obj, model: ClassKey | None,
-               given_method: Value = None) -> tuple[list[Rejection], int]:
+    def _judge(self, ev: Evaluator, derived: Obj, root: Obj, hf: Obj, model: ClassKey | None,
+               given_method: Value = None, as_given: tuple[tuple[str, Value], ...] = ()
+               ) -> tuple[list[Rejection], int]:
         """``given_method``: the method as the user gives it (``spec`` holds it as the class's first
-        statements rewrite it); None: as ``spec`` holds it."""
+        statements rewrite it); None: as ``spec`` holds it. ``as_given``: see :meth:`rejections`."""
         out: list[Rejection] = []
         undecided = 0
         spec_cls = self.provider.location.spec_config_class()
         if spec_cls is not None:
             earlier: set[str] = set()  # the fields the validation methods run before this one assign
+            first = True
             for name in self.config.validation_methods:
                 found = self.index.method(spec_cls, name)
                 if found is None:
                     continue
                 owner, fn = found
+                spec = derived
+                if first and as_given:  # the method that derives them sees them as given
+                    spec = copy.deepcopy(derived)
+                    spec.fields.update(dict(as_given))
+                first = False
                 key = (owner[0], f"{owner[1]}.{name}")
                 before = set(earlier)
                 earlier |= self_writes(self.index, spec_cls, fn)

@@ -23,8 +23,8 @@ from .route_values import RouteLeg
 
 class Planner(DispatchPart):
     def plan(self, setting: Setting) -> Plan:
-        if setting.k is None:
-            return self._without_k(setting)
+        if setting.k is None and setting.k_derived is None:
+            return self._with_derived_k(setting)
         hf, override_decisions, notes, _ = self.provider.factory_runs.draft_config(setting)
         assert hf is not None
         if setting.method is None:
@@ -98,6 +98,22 @@ class Planner(DispatchPart):
                     tuple(notes), closed_gates=_closed_gates(steps, model, decisions))
         return self._outcome(plan, hf)
 
+    def _with_derived_k(self, setting: Setting) -> Plan:
+        """A speculative config given no K: planned with the K its construction derives, when
+        the run derives one (vLLM defaults it to the draft's ``n_predict`` when a draft model is
+        named); otherwise :meth:`_without_k`."""
+        hf = self.provider.factory_runs.draft_config(setting).hf
+        assert hf is not None
+        built = self.provider.factory_runs.construction(setting, hf)
+        if built.k is None:
+            return self._without_k(setting)
+        plan = self.plan(replace(setting, k_derived=built.k))
+        note = (f"{self.roles['k']} not given: the speculative config's construction sets it to {built.k}"
+                + (" (the decisions that read it are listed)" if built.k_decisions else ""))
+        rows = [DecisionRow.of(d) for d in built.k_decisions]
+        return replace(plan, decisions=(*[d for d in rows if d not in plan.decisions], *plan.decisions),
+                       notes=(note, *plan.notes))
+
     def _without_k(self, setting: Setting) -> Plan:
         """A speculative config given no ``num_speculative_tokens`` or no method: what its
         construction and validation do without (vLLM rejects some such configurations; where it
@@ -152,8 +168,9 @@ class Planner(DispatchPart):
         fails at (:mod:`.outcomes`)."""
         setting, model = plan.setting, plan.model_class
         spec, build_root, draft_hf = self._build(setting, hf)
+        as_given = ((self.roles["k"], None),) if setting.k is None and setting.k_derived is not None else ()
         rejections, undecided = self.provider.outcomes.rejections(spec, build_root, draft_hf if draft_hf is not None else hf,
-                                                                  model, setting.method)
+                                                                  model, setting.method, as_given)
         # The override that rewrites the config into the draft config raises for it: that comes first.
         rejections = [*self.provider.factory_runs.draft_config(plan.setting).rejections, *rejections]
         # A value the speculative config's field types reject fails its construction, before anything else.
@@ -162,8 +179,7 @@ class Planner(DispatchPart):
         by_env, env_notes = self.provider.env_checks.rejections(setting)
         rejections = [*by_env, *rejections]
         if not rejections:  # the construction run whole, over the config as given: a raise it reaches
-            given = copy.deepcopy(self.provider.factory_runs.world(setting, hf))["speculative"]
-            built = self.provider.spec_fields.construction_raise(given, setting.method)
+            built = self.provider.factory_runs.construction(setting, hf).rejection
             rejections = [built] if built is not None else []
         if not rejections:  # the runner's own checks (:mod:`.runner_checks`)
             rejections = self.provider.runner_checks.rejections(setting.runner, spec)
@@ -260,7 +276,7 @@ class Planner(DispatchPart):
         found = self.provider.outcomes.selections_raise(model, (*leg.forward, *leg.heads), plan.setting.draft_steps)
         # A draft-time call of a method the draft model lacks (:mod:`.draft_calls`).
         missing, more, heads = self.provider.draft_calls.step_raise(proposer, model, leg.path.loop, root,
-                                                                    plan.setting.k)
+                                                                    plan.setting.planned_k)
         notes += [n for n in more if n not in notes]
         # A per-step read of an attribute the per-layer module's sub-module lacks (:mod:`.forward_reads`).
         lacking, more = self.provider.forward_reads.step_raise(plan)

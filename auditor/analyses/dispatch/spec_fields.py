@@ -15,9 +15,10 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from ...facts.extract import ExprFact, PAttr, PCall, PName, SAssign, SIf, SOpaque, Stmt
+from ...facts.extract import ExprFact, FunctionFact, PAttr, PCall, PName, SAssign, SIf, SOpaque, Stmt
 from ...index.index import ClassKey, SymbolKind
 from ..partial_eval import MAX_CALL_DEPTH, Decision, Obj, Path, Unknown, Value
 from ..partial_eval.state import fork, join
@@ -26,7 +27,7 @@ from ..partial_eval.values import structural_key
 from .constructors import self_assignments
 from .model import Setting
 from .part import DispatchPart
-from .outcomes import Rejection
+from .outcomes import ANY_FIELD, Rejection, self_writes
 from .syntax import _names, expr_nodes, literal_alias_args, stmt_exprs, walk
 
 if TYPE_CHECKING:
@@ -221,7 +222,8 @@ class SpecFields(DispatchPart):
         * the fields those first statements decide (:meth:`_prefix_fields`);
         * its raise, when every path raises and no cut is on the way but callees that raise on
           some paths (those fail the construction earlier: rejected all the same); with
-          ``rejection`` False, none: the run stops once the method is no longer decided.
+          ``rejection`` False, none: the run stops once the method is no longer decided;
+        * K, when the config leaves it None and the run sets it (:meth:`_derived_k`).
 
         Memoised on the config as constructed (the whole of it: what the run reads); the cuts a
         run made count again, as a run would count them (against the scan's limits, or
@@ -265,10 +267,13 @@ class SpecFields(DispatchPart):
         decisions: tuple[Decision, ...] = ()
         fields: dict[str, Value] = {}
         deciding = True  # the run still decides the method
+        k = _KTrack(self.roles["k"]) if self._derives_k(cls, fn, built) else None
         for i, stmt in enumerate(fn.body):
             paths = ev._block(key, (stmt,), paths, 0)
-            if not deciding and not (rejection and _may_reject(paths)):
-                break  # no raise can reject any more, and the method is no longer decided
+            if k is not None and k.deciding and _writes_self(stmt, k.role):
+                k.after(stmt, [q for q in paths if q.raised is None], fn.params[0].name, ev.notes, key)
+            if not deciding and not (rejection and _may_reject(paths)) and not (k is not None and k.deciding):
+                break  # no raise can reject any more, the method and K are no longer decided
             if not deciding or not _writes_self(stmt, role):
                 continue
             live = [q for q in paths if q.raised is None]
@@ -287,7 +292,24 @@ class SpecFields(DispatchPart):
             ran = join([fork(q) for q in live], "(the construction's paths)").env[fn.params[0].name]
             if isinstance(ran, Obj):
                 fields = self._prefix_fields(fn.body[: i + 1], ran, spec, role)
-        return Construction(value, decisions, fields, raise_of(key, paths) if rejection else None)
+        derived = k.value if k is not None and k.deciding and any(q.raised is None for q in paths) else None
+        return Construction(value, decisions, fields, raise_of(key, paths) if rejection else None,
+                            derived, k.decisions if derived is not None and k is not None else ())
+
+    def _derives_k(self, cls: ClassKey, first: FunctionFact, built: Obj) -> bool:
+        """Whether the construction run is to derive K: the config leaves it None, and no
+        validation method after the first may set it (by name, or handed ``self``): what the
+        first method leaves is what vLLM plans with."""
+        role = self.roles["k"]
+        if role not in built.fields or built.fields[role] is not None:
+            return False
+        for name in self.config.validation_methods:
+            found = self.index.method(cls, name)
+            if found is None or found[1] is first:
+                continue
+            if {role, ANY_FIELD} & self_writes(self.index, cls, found[1]):
+                return False
+        return True
 
     def _prefix_fields(self, prefix: tuple[Stmt, ...], ran: Obj, spec: Obj, role: str) -> dict[str, Value]:
         """The fields the statements ``prefix`` (run, leaving ``ran``) assign on ``self``, other
@@ -368,6 +390,39 @@ class Construction(NamedTuple):
     decisions: tuple[Decision, ...]
     fields: dict[str, Value]
     rejection: Rejection | None
+    # K (``num_speculative_tokens``) as the run leaves it when the config leaves it None: an
+    # int every path that does not raise agrees on (None: not derived), and the
+    # decisions of the run that read it.
+    k: int | None = None
+    k_decisions: tuple[Decision, ...] = ()
+
+
+class _KTrack:
+    """K through the construction run, statement by statement: decided while every statement
+    that may write it leaves one value (None or an int) on every live path, with no cut on
+    the way but callees that raise on some paths."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.value: int | None = None
+        self.deciding = True
+        self.decisions: tuple[Decision, ...] = ()
+
+    def after(self, stmt: Stmt, live: list[Path], param: str, notes: list[str] | set[str],
+              key: tuple[str, str]) -> None:
+        selves = [q.env.get(param) for q in live]
+        nows = [o.fields.get(self.role) for o in selves if isinstance(o, Obj)]
+        if not live or len(nows) < len(live) or not only_partial_raises(notes) or not all(
+                n is None or (isinstance(n, int) and not isinstance(n, bool)) for n in nows) \
+                or any(n != nows[0] for n in nows):
+            self.deciding = False
+            return
+        now = nows[0]
+        if now != self.value:
+            self.decisions = tuple(d for d in live[0].decisions if d.path == key[0] and d.line >= stmt.line
+                                   and d.value is not None
+                                   and any(r.split(" ")[0].endswith("." + self.role) for r in d.fields))
+        self.value = now if isinstance(now, int) else None
 
 
 def _statements(stmts: tuple[Stmt, ...]) -> list[Stmt]:
@@ -391,10 +446,36 @@ def _may_reject(paths: list[Path]) -> bool:
 def raise_of(key: tuple[str, str], paths: list[Path]) -> Rejection | None:
     """The construction's raise: every path raises, and no cut is on the way but callees that
     raise on some paths (there, it fails earlier: rejected all the same, maybe with their message:
-    the rejection's condition names them)."""
+    the rejection's condition names them). Paths that raise differently (a guard the
+    configuration leaves unknown decides which raise comes first) reject all the same: the
+    raise of the paths that take the fewest such guards' true side is named, the others are
+    its condition."""
     if not paths or any(q.raised is None for q in paths):
         return None
-    p = paths[0] if len(paths) == 1 else join(paths, "(the construction's raising paths)")
+    groups: dict[tuple[Any, ...], list[Path]] = {}
+    for q in paths:
+        groups.setdefault((q.raised, q.raised_at, q.raised_in), []).append(q)
+    ranked = sorted(groups.values(), key=lambda g: (min(_unknown_taken(q) for q in g), -len(g), g[0].raised_at or 0))
+    found = [_group_raise(key, g) for g in ranked]
+    first = found[0]
+    if first is None or any(r is None for r in found):
+        return None
+    others = [r for r in found[1:] if r is not None]
+    if not others:
+        return first
+    alt = "; ".join(f"{r.message} at {r.path}:{r.line}" for r in others)
+    return replace(first, condition=(f"{first.condition}; " if first.condition else "")
+                   + f"or, as a guard this configuration leaves unknown decides: {alt}")
+
+
+def _unknown_taken(q: Path) -> int:
+    """How many guards the configuration leaves unknown the path takes the true side of."""
+    return sum(1 for d in q.decisions if d.value is None and d.taken)
+
+
+def _group_raise(key: tuple[str, str], paths: list[Path]) -> Rejection | None:
+    """The raise of paths that raise alike (:func:`raise_of`)."""
+    p = fork(paths[0]) if len(paths) == 1 else join([fork(q) for q in paths], "(the construction's raising paths)")
     earlier = [c.split(MAY_RAISE)[0] for c in p.cuts if MAY_RAISE in c]
     if p.raised is None or p.raised_at is None or len(earlier) < len(p.cuts):
         return None
