@@ -19,7 +19,7 @@ ENGINE_MODES = ("eager", "compiled", "both")
 
 def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, engine_mode: str = "both") -> dict[str, Any]:
     s = plan.setting
-    doc = {
+    doc: dict[str, Any] = {
         "version": LAYERS_FORMAT_VERSION,
         "root": tree_label,
         "runner": s.runner,

@@ -408,7 +408,7 @@ class _KTrack:
         self.deciding = True
         self.decisions: tuple[Decision, ...] = ()
 
-    def after(self, stmt: Stmt, live: list[Path], param: str, notes: list[str] | set[str],
+    def after(self, stmt: Stmt, live: list[Path], param: str, notes: list[str],
               key: tuple[str, str]) -> None:
         selves = [q.env.get(param) for q in live]
         nows = [o.fields.get(self.role) for o in selves if isinstance(o, Obj)]
