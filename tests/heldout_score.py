@@ -34,6 +34,8 @@ CASES_S13 = HERE / "data" / "heldout" / "heldout_cases_s13.json"
 CASES_S14 = HERE / "data" / "heldout" / "heldout_cases_s14.json"
 #: The ninth reader's cases (session 15: 0.34.0 speculator config classes and options, 0.33.0/0.32.0 both runners).
 CASES_S15 = HERE / "data" / "heldout" / "heldout_cases_s15.json"
+#: The tenth reader's cases (session 16: K and the method left out, 0.24.0-0.34.0; README beside it).
+CASES_S16 = HERE / "data" / "heldout" / "heldout_cases_s16.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 
