@@ -286,3 +286,81 @@ def test_a_method_on_the_way_that_reassigns_the_attribute_makes_it_unknown(tmp_p
     plan = planned_scan(write_tree(tmp_path / "t", files), [_deep_fields("v2", parallel_drafting=True)])[1][0]
     assert plan.outcome == "plan", plan.rejections
     assert any("raise(s) of the drafter while it is built" in n for n in plan.notes), plan.notes
+
+
+_HEAD_SHARING = '''
+from vllm.loader import get_model
+
+
+def _should_share(model):
+    if not getattr(model, "has_own_head", False):
+        return True
+    return getattr(model, "lm_head", None) is not None
+
+
+def install_head(model, head, quantization):
+    if not (head is not None and _should_share(model)):
+        if quantization is not None:
+            raise ValueError("head_quantization needs a drafter that shares the target head.")
+        return None
+    model.lm_head = head
+    return head
+
+
+def load_draft(target_model, vllm_config):
+    quantization = vllm_config.speculative_config.head_quantization
+    model = get_model(vllm_config)  # (handed the config: what it reads of it after the load is unknown)
+    install_head(model, getattr(target_model, "lm_head", None), quantization)
+    return model
+'''
+
+
+def _sharing_files(model_extra: str) -> dict[str, str]:
+    files = _files(model_extra=model_extra)
+    files["vllm/spec_decode/loading.py"] = _HEAD_SHARING
+    spec = files["vllm/spec_decode/speculators.py"]
+    spec = spec.replace(
+        "    def load_model(self):\n        self.model = get_model(self.vllm_config)\n",
+        "    def load_model(self, target_model):\n        self.model = load_draft(target_model, self.vllm_config)\n")
+    spec = spec.replace("    def __init__(self, vllm_config):\n",
+                        "    def __init__(self, vllm_config):\n        self.vllm_config = vllm_config\n", 1)
+    files["vllm/spec_decode/speculators.py"] = "from vllm.spec_decode.loading import load_draft\n" + spec
+    return files
+
+
+def test_a_load_time_raise_in_module_functions_the_load_method_calls_with_the_built_model(tmp_path):
+    # The shape of vLLM 0.34.0's load_eagle_model -> share_target_lm_head: a draft model that keeps
+    # its own heads (a class attribute says so, and it has no top-level lm_head) cannot take the
+    # quantized copy of the target's head, whatever the target's head is.
+    own = "\n    has_own_head = True\n"
+    files = _sharing_files(own)
+    assert "load_draft(target_model, self.vllm_config)" in files["vllm/spec_decode/speculators.py"]
+    on, off = planned_scan(write_tree(tmp_path / "a", files), [_deep("v2", head_quantization="fp8"),
+                                                               _deep("v2", head_quantization=None)])[1]
+    assert on.outcome == "rejected", (on.steps, on.notes)
+    (r,) = on.rejections
+    assert (r.path, r.function, r.when) == ("vllm/spec_decode/loading.py", "install_head", "load")
+    assert r.message == 'ValueError("head_quantization needs a drafter that shares the target head.")'
+    assert off.outcome == "plan"
+    # A model that shares (no such attribute), or one whose own head may exist: no rejection.
+    shares = planned_scan(write_tree(tmp_path / "b", _sharing_files("")), [_deep("v2", head_quantization="fp8")])[1]
+    assert shares[0].outcome == "plan"
+    maybe = planned_scan(write_tree(tmp_path / "c", _sharing_files(own + "\n    def attach(self, head):\n"
+                                                                   "        self.lm_head = head\n")),
+                         [_deep("v2", head_quantization="fp8")])[1]
+    assert maybe[0].outcome == "plan", maybe[0].rejections
+
+
+def test_the_module_function_check_matches_cpython(tmp_path):
+    # The snippet run by CPython (our own code, not vLLM's) with a model that keeps its own head.
+    ns: dict = {}
+    exec(_HEAD_SHARING.replace("from vllm.loader import get_model\n", ""), ns)
+    model = type("Own", (), {"has_own_head": True})()
+    for head in (None, object()):
+        try:
+            ns["install_head"](model, head, "fp8")
+        except ValueError as e:
+            assert "shares the target head" in str(e)
+        else:
+            raise AssertionError("raises whatever the target head")
+    assert ns["install_head"](type("Shares", (), {})(), head := object(), "fp8") is head

@@ -33,19 +33,27 @@ present when the class (with its bases) defines it as a method or class attribut
 interface, which torch's ``nn.Module`` does not define) and every base of the class outside
 the scanned tree is one that defines none (``head-free-bases``: ``nn.Module``, ``Protocol``,
 ...); anything else is unknown.
+
+The module-level functions the load methods always call (:meth:`LoadChecks._module_runs`)
+are run whole, a configured loader's call returning the plan's draft model as an object of
+its class: a raise on every path rejects (vLLM 0.34.0's ``load_eagle_model`` ->
+``share_target_lm_head`` with ``draft_lm_head_quantization`` and a draft that keeps its own
+heads).
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
-from ...facts.extract import CallFact, FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
-from ...index.index import ClassKey, FuncKey
+from ...facts.extract import CallFact, ExprFact, FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
+from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...index.self_calls import self_callee
-from ..partial_eval import Evaluator, Obj, Path, Unknown, Value, truth
+from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from ..types import REGISTRY
 from .constructors import LOCAL_DEPTH, constructor_path
 from .outcomes import Rejection
+from .spec_fields import raise_of
 from .part import DispatchPart
 from .syntax import expr_names, expr_nodes, name_chain, self_reads
 
@@ -87,6 +95,8 @@ class LoadChecks(DispatchPart):
                         out.append(Rejection(key[0], r.line, key[1], r.exc, phase))
                     elif t is None:
                         notes.append(f"{key[0]}:{r.line} ({phase})")
+        if not out and model is not None:
+            out += self._module_runs(drafter, model, root, [s for s in self._reached_methods(drafter, loaded, ctors)])
         notes = list(dict.fromkeys(notes))
         if not notes:
             return out, []
@@ -128,6 +138,67 @@ class LoadChecks(DispatchPart):
                              else (when[0], when[1], (*when[2], callee)))
                 todo.append((callee_key, callee, (*outer, *lead), inner))
         return out
+
+    def _module_runs(self, drafter: ClassKey, model: ClassKey, root: Obj, sites: list[Site]) -> list[Rejection]:
+        """The load methods' calls of module-level functions of the tree (each call the method
+        always makes: outside loops, ``if`` arms and code that may not run, in a method reached
+        without a test on the way), each function run whole by the evaluator with the call's
+        arguments (a literal; ``self.<attr>`` as :meth:`attr_value` reads it; anything else
+        unknown) and the configured loaders' calls returning the plan's draft model (an object
+        of its class): a raise on every path, with no cut on the way but callees that raise on
+        some paths, rejects the configuration at load (vLLM 0.34.0: ``load_eagle_model`` ->
+        ``share_target_lm_head`` raises for ``draft_lm_head_quantization`` with a draft model
+        that keeps its own heads)."""
+        out: list[Rejection] = []
+        seen: set[FuncKey] = set()
+        for key, fn, outer, _ in sites:
+            if outer:
+                continue
+            for c in fn.calls:
+                if c.func is None or c.loops or c.branches or c.skippable or c.star_args or c.star_kwargs \
+                        or c.func[0] in ("self", "super()") or c.func[0] in fn.param_names or c.func[0] in fn.assigns:
+                    continue
+                found = [sym for sym in self.index.resolve_chain(key[0], c.func) if sym.kind is SymbolKind.FUNCTION]
+                if len(found) != 1 or c.func[-1] in self.config.loaders:
+                    continue
+                fkey = (found[0].path, found[0].name)
+                if fkey in seen:
+                    continue
+                seen.add(fkey)
+                ev = self.evaluator(loaded=Instance(model, 0))
+                callee = ev.world.function(fkey)
+                if callee is None or not callee.body:
+                    continue
+                args = self._call_args(ev, drafter, model, root, fn, c, callee)
+                if args is None:
+                    continue
+                found_raise = raise_of(fkey, ev.run(fkey, callee, args))  # (a run per function: its own memo)
+                if found_raise is not None:
+                    out.append(replace(found_raise, when="load"))
+        return out
+
+    def _call_args(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, root: Obj, caller: FunctionFact,
+                   c: CallFact, callee: FunctionFact) -> dict[str, Value] | None:
+        """The callee's parameters bound to the call's arguments as :meth:`_module_runs` reads
+        them; None when the call binds more positional arguments than the callee takes."""
+        params = [q.name for q in callee.params]
+        if len(c.args) > len(params):
+            return None
+
+        def value(e: ExprFact) -> Value:
+            if e.has_literal:
+                return e.literal
+            ch = e.chain
+            if ch is not None and len(ch) == 2 and ch[0] == "self" and "self" in caller.param_names:
+                return self.attr_value(ev, drafter, ch[1], (), model, root)
+            return Unknown(e.text)
+
+        args = {name: value(a) for name, a in zip(params, c.args)}
+        for kw in c.keywords:
+            if kw.name is None or kw.name not in params:
+                return None
+            args[kw.name] = value(kw.value)
+        return args
 
     def _load_methods(self, drafter: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
         """The load methods (``drafter-load-methods``), each resolved in the drafter."""

@@ -9,7 +9,7 @@ from ...common.config import Config
 from ...index.index import Index
 from ..base import Limits
 from ..capture import CaptureProvider
-from ..partial_eval import Evaluator
+from ..partial_eval import Evaluator, Value
 from ..loops import LoopProvider
 from ..reachability import ReachabilityProvider
 from ..registry import RegistryProvider
@@ -37,12 +37,15 @@ class DispatchPart:
         self.capture: CaptureProvider = provider.capture
 
     def evaluator(self, hit: Callable[[str], None] | None = None,
-                  environ: dict[str, str] | None = None) -> Evaluator:
+                  environ: dict[str, str] | None = None, loaded: Value | None = None) -> Evaluator:
         """A fresh partial evaluator over the tree (its pure methods and sub-config getters as
         configured; a callee's statements extracted from its file when the facts keep none; a
         drafter built without running its constructor), whose cuts count against the provider's
-        limits (or go to ``hit``); ``environ``: the process environment, when given."""
+        limits (or go to ``hit``); ``environ``: the process environment, when given; ``loaded``:
+        what a call of a configured loader (``loaders``) returns, when pinned (the draft model)."""
         world = BodiesWorld(self.provider.bodies, self.config.pure_methods, self.config.sub_config_getters,
                             self.config.head_free_bases, self.provider.location.is_drafter)
         world.environ_vars = environ
+        if loaded is not None:
+            world.pinned = (frozenset(self.config.loaders), loaded)
         return Evaluator(world, hit or self.limits.hit)

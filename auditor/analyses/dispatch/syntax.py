@@ -26,6 +26,9 @@ class TreeWorld(World):
         self.bodies: FunctionBodies | None = None  # statement trees extracted on demand (BodiesWorld)
         # The process environment a question gives (``layers --env``): None, not given.
         self.environ_vars: dict[str, str] | None = None
+        # Calls pinned by the question: (module-level function names, what a call returns),
+        # the configured loaders returning the draft model a load check runs with.
+        self.pinned: tuple[frozenset[str], Value] | None = None
 
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.index.resolve(path, name):
@@ -183,6 +186,13 @@ class TreeWorld(World):
         """The module ``name`` (dotted) of the tree, as ``importlib.import_module`` finds it."""
         path = self.index.path_of_module.get(name)
         return ModuleRef(name, path) if path else None
+
+    def pinned_call(self, path: str, chain: tuple[str, ...]) -> Value | None:
+        if self.pinned is None or chain[-1] not in self.pinned[0]:
+            return None
+        # (the name as the module binds it: a function of the tree, or an import of one)
+        found = [s for s in (self.index.resolve_chain(path, chain) or ()) if s.kind is SymbolKind.FUNCTION]
+        return self.pinned[1] if found else None
 
     def stdlib_function(self, path: str, chain: tuple[str, ...]) -> str | None:
         """Which of the standard-library functions the evaluator models (``module.name``)

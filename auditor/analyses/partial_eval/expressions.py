@@ -117,6 +117,12 @@ class World:
         that ``chain`` names in the module at ``path``; None: none."""
         return None
 
+    def pinned_call(self, path: str, chain: tuple[str, ...]) -> "Value | None":
+        """What a call of the function ``chain`` names in the module at ``path`` returns when the
+        question pins it (a configured loader's call returns the draft model the plan loads);
+        None: not pinned (evaluated as any call)."""
+        return None
+
     def environ(self, path: str, chain: tuple[str, ...]) -> "dict[str, str] | None":
         """The process environment when ``chain`` in the module at ``path`` names ``os.environ``
         and the question gives the environment (the variables given, no other); None: not that,
@@ -382,6 +388,10 @@ class ExpressionEvaluator(TreeValues):
             which = self.world.stdlib_function(key[0], chain)
             if which is not None:
                 return self._stdlib(which, e, p, key, depth, text)
+            pinned = self.world.pinned_call(key[0], chain)
+            if pinned is not None:  # what it is handed, it may change (not run)
+                self._opaque_call(e, p, key, depth, [], text)
+                return pinned
         if isinstance(f, PName) and f.id not in p.env:
             builtin = call_builtin(self, f.id, e, p, key, depth)
             if builtin is not NOT_BUILTIN:
