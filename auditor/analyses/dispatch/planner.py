@@ -132,7 +132,7 @@ class Planner(DispatchPart):
         checked, undecided = self.provider.outcomes.rejections(spec, Obj(self.roles["root"], roles=roles), hf, None,
                                                                setting.method)
         # Nothing else to go on: the construction itself, run over the config (every path raising).
-        built = self.provider.spec_fields.construction_raise(spec, setting.method)
+        built = self.provider.factory_runs.construction(setting, hf).rejection
         by_env, env_notes = self.provider.env_checks.rejections(setting)
         notes += [n for n in env_notes if n not in notes]
         found = [*by_env, *self.provider.spec_fields.type_rejections(setting), *rejections, *([built] if built else []),

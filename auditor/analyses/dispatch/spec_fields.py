@@ -111,11 +111,6 @@ class SpecFields(DispatchPart):
                     built.fields[name] = value
         return built
 
-    def construction_raise(self, spec: Obj, given_method: Value) -> Rejection | None:
-        """The raise of the construction run whole (:meth:`construction`), as vLLM fails building
-        the speculative config."""
-        return self.construction(spec, given_method).rejection
-
     def left_unset(self, spec: Obj, fields: set[str], upto: str, given_method: Value,
                    hit: Callable[[str], None] | None = None) -> set[str]:
         """Of ``fields`` (unset: None in ``spec``), those the validation methods run before ``upto``
@@ -223,7 +218,7 @@ class SpecFields(DispatchPart):
         * its raise, when every path raises and no cut is on the way but callees that raise on
           some paths (those fail the construction earlier: rejected all the same); with
           ``rejection`` False, none: the run stops once the method is no longer decided;
-        * K, when the config leaves it None and the run sets it (:meth:`_derived_k`).
+        * K, when the config leaves it None and the run sets it (:meth:`_derives_k`, :class:`_KTrack`).
 
         Memoised on the config as constructed (the whole of it: what the run reads); the cuts a
         run made count again, as a run would count them (against the scan's limits, or

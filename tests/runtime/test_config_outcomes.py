@@ -1,0 +1,94 @@
+"""The engine as judge of what a speculative config's construction does (issue 18): for each
+configuration below, vLLM's own engine-config builder (``runtime_check/config_probe.py``, in
+the runtime environment: no model load, no engine) and `mtp-audit layers` over the same vLLM
+package must agree: built (and with which K, the one given or the one the construction
+derives) or raised at validation, with the same exception and message. Among them the
+configurations nobody usually tries: K left out (with no draft model named: "must be
+provided"; with one: vLLM compares ``None > 1`` before it would default K, a TypeError),
+the method left out, a family's own method name, a K the draft's ``n_predict`` does not
+divide, a value outside a field's ``Literal``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO, cli
+
+pytestmark = pytest.mark.runtime
+
+_SPECS = [
+    {"method": "mtp"},
+    {"method": "mtp", "model": "<model>"},
+    {"model": "<model>"},
+    {"num_speculative_tokens": 2},
+    {"method": "mtp", "num_speculative_tokens": 2},
+    {"method": "mtp", "num_speculative_tokens": 3},
+    {"method": "mtp", "num_speculative_tokens": 4},
+    {"method": "deepseek_mtp", "num_speculative_tokens": 2},
+    {"method": "eagle", "num_speculative_tokens": 2},
+    {"method": "mtp", "num_speculative_tokens": 2, "draft_sample_method": "bogus"},
+]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, runtime_py) -> str:
+    out = tmp_path_factory.mktemp("dsv3")
+    r = cli("synth", "deepseek_v3", "--mtp-layers", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def engine(runtime_py, checkpoint) -> dict[str, dict]:
+    env = dict(os.environ, VLLM_USE_V2_MODEL_RUNNER="0")
+    r = subprocess.run([runtime_py, str(REPO / "runtime_check" / "config_probe.py"), checkpoint, json.dumps(_SPECS)],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert len(lines) == len(_SPECS), r.stdout[-3000:]
+    return {json.dumps(x["spec"], sort_keys=True): x for x in lines}
+
+
+def _static(vllm_package: str, checkpoint: str, spec: dict, cache: str) -> dict:
+    spec = {k: (checkpoint if v == "<model>" else v) for k, v in spec.items()}
+    r = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", vllm_package, "--hf-config", checkpoint,
+                        "--runner", "v1", "--platform", "cpu", "--engine-mode", "eager", "-q", "--format", "json",
+                        "--speculative-config", json.dumps(spec)], cwd=REPO, capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, MTP_AUDIT_CACHE_DIR=cache))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def _fragments(message: str) -> list[str]:
+    """The literal text of the tool's message (as vLLM's source writes it: an f-string's
+    placeholders cut out, the exception's name and the tool's own gloss left off)."""
+    text = re.sub(r"^(pydantic ValidationError: |[A-Za-z]+Error: |[A-Za-z]+Error\()", "", message)
+    text = text.split(" (in the test ")[0].split("…")[0]  # (the tool shortens a long message)
+    parts = re.split(r"\{[^}]*(\}|$)|\\n|: |['\"]?\)$|^f?['\"]", text)
+    return [p.strip(" '\"") for p in parts if p and len(p.strip(" '\"")) >= 10]
+
+
+@pytest.mark.parametrize("spec", _SPECS, ids=[json.dumps(s, sort_keys=True) for s in _SPECS])
+def test_the_static_construction_agrees_with_the_engines(spec, engine, vllm_package, checkpoint, tmp_path_factory):
+    seen = engine[json.dumps(spec, sort_keys=True)]
+    doc = _static(vllm_package, checkpoint, spec, str(tmp_path_factory.getbasetemp() / "static-cache"))
+    validation = [r for r in doc["rejections"] if r["when"] == "validation"]
+    if seen["outcome"] == "built":
+        assert not validation, (seen, validation)
+        assert doc["outcome"] != "unknown", doc["notes"]
+        assert (doc["k"] if doc["k"] is not None else doc.get("k_derived")) == seen["k"]
+        return
+    assert validation, (seen, doc["outcome"], doc["notes"])
+    r = validation[0]
+    engine_text = " ".join(seen["message"].split())
+    # pydantic wraps a ValueError (and its own literal check) in a ValidationError; a TypeError passes through
+    expected = ("TypeError",) if seen["type"] == "TypeError" else ("ValueError", "ValidationError")
+    assert r["message"].startswith(tuple(f"{t}" for t in expected) + tuple(f"pydantic {t}" for t in expected)), r
+    fragments = _fragments(r["message"])
+    assert fragments and all(" ".join(f.split()) in engine_text for f in fragments), (fragments, engine_text)
