@@ -158,8 +158,10 @@ class LoadChecks(DispatchPart):
                 if c.func is None or c.loops or c.branches or c.skippable or c.star_args or c.star_kwargs \
                         or c.func[0] in ("self", "super()") or c.func[0] in fn.param_names or c.func[0] in fn.assigns:
                     continue
+                if c.func[-1] in self.config.loaders:
+                    continue  # (the load itself: what it returns is the draft model)
                 found = [sym for sym in self.index.resolve_chain(key[0], c.func) if sym.kind is SymbolKind.FUNCTION]
-                if len(found) != 1 or c.func[-1] in self.config.loaders:
+                if len(found) != 1:
                     continue
                 fkey = (found[0].path, found[0].name)
                 if fkey in seen:

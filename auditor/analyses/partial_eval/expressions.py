@@ -385,13 +385,9 @@ class ExpressionEvaluator(TreeValues):
         text = e.text or _text(e)
         chain = _chain_of(f)
         if chain is not None and chain[0] not in p.env:
-            which = self.world.stdlib_function(key[0], chain)
-            if which is not None:
-                return self._stdlib(which, e, p, key, depth, text)
-            pinned = self.world.pinned_call(key[0], chain)
-            if pinned is not None:  # what it is handed, it may change (not run)
-                self._opaque_call(e, p, key, depth, [], text)
-                return pinned
+            named = _named_call(self, chain, e, p, key, depth, text)
+            if named is not NOT_BUILTIN:
+                return named  # type: ignore[return-value]
         if isinstance(f, PName) and f.id not in p.env:
             builtin = call_builtin(self, f.id, e, p, key, depth)
             if builtin is not NOT_BUILTIN:
@@ -565,6 +561,21 @@ class ExpressionEvaluator(TreeValues):
 _ORDERING: dict[str, Callable[[Any, Any], bool]] = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }
+
+
+def _named_call(ev: ExpressionEvaluator, chain: tuple[str, ...], e: PCall, p: Path, key: tuple[str, str],
+                depth: int, text: str) -> Value | object:
+    """A call of a function the world names by its chain: a modelled standard-library
+    function, or one the question pins (its value; what it is handed, it may change: it is
+    not run). :data:`NOT_BUILTIN` for any other."""
+    which = ev.world.stdlib_function(key[0], chain)
+    if which is not None:
+        return ev._stdlib(which, e, p, key, depth, text)
+    pinned = ev.world.pinned_call(key[0], chain)
+    if pinned is not None:
+        ev._opaque_call(e, p, key, depth, [], text)
+        return pinned
+    return NOT_BUILTIN
 
 
 def _unorderable(op: str, a: Value, b: Value) -> str | None:
