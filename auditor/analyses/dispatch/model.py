@@ -173,8 +173,9 @@ class Plan:
     decisions: tuple[DecisionRow, ...]
     alternatives: tuple[ClassKey, ...] = ()  # other drafters an unknown branch could build
     notes: tuple[str, ...] = ()
-    # Issue 18: "plan", "rejected" (a validation raises before any step) or "raises" (an
-    # assert on the route fails at a draft step).
+    # Issue 18: "plan", "rejected" (a validation raises before any step), "raises" (an
+    # assert on the route fails at a draft step) or "unknown" (no K the construction derives,
+    # or no drafter the factory run can tell: whether and how it serves is not derived).
     outcome: str = "plan"
     rejections: tuple[Rejection, ...] = ()
     step_raise: StepRaise | None = None

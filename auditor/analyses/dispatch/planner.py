@@ -58,8 +58,9 @@ class Planner(DispatchPart):
                        f"({', '.join(self.config.dispatch_factories.get(setting.runner, [])) or 'none configured'}): "
                        "which drafter runs is not known")
                 steps = tuple(StepPlan(i, None, None, Verdict.UNKNOWN.value, why) for i in range(setting.draft_steps))
+            # (a drafter the evaluator cannot tell: whether the configuration serves is not known either)
             return self._outcome(Plan(setting, arch, None, None, None, model, None, None, steps, tuple(decisions), (),
-                                      tuple(notes)), hf)
+                                      tuple(notes), outcome="unknown" if steps else "plan"), hf)
         proposer, site, chain = options[0]
         decisions += [DecisionRow.of(d) for d in chain]
         alternatives = tuple(dict.fromkeys(c for c, _, _ in options[1:] if c != proposer))
