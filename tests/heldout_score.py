@@ -36,6 +36,8 @@ CASES_S14 = HERE / "data" / "heldout" / "heldout_cases_s14.json"
 CASES_S15 = HERE / "data" / "heldout" / "heldout_cases_s15.json"
 #: The tenth reader's cases (session 16: K and the method left out, 0.24.0-0.34.0; README beside it).
 CASES_S16 = HERE / "data" / "heldout" / "heldout_cases_s16.json"
+#: The eleventh reader's cases (session 16: what happens while the drafter loads the draft model, 0.30.0-0.34.0).
+CASES_S17 = HERE / "data" / "heldout" / "heldout_cases_s17.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 

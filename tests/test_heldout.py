@@ -3,7 +3,8 @@ readers derived by hand from vLLM source, without looking at this tool
 (``tests/data/heldout/README.md`` says how they were made): ``heldout_cases.json`` (0.24.0-0.31.0),
 ``heldout_cases_s5.json`` (0.25.0, 0.26.0, 0.27.0), ``heldout_cases_s11.json``, ``heldout_cases_s12.json``
 ``heldout_cases_s13.json`` (0.23.0-0.32.0), ``heldout_cases_s14.json`` and ``heldout_cases_s15.json`` (0.34.0, 0.33.0,
-0.32.0) and ``heldout_cases_s16.json`` (0.24.0-0.34.0), each a copy of its reader's file. The comparison is :mod:`heldout_score`'s, field by field: outcome, drafter,
+0.32.0), ``heldout_cases_s16.json`` (0.24.0-0.34.0) and ``heldout_cases_s17.json`` (0.30.0-0.34.0), each a copy of
+its reader's file. The comparison is :mod:`heldout_score`'s, field by field: outcome, drafter,
 draft model class, forward and head layer per step, the step an assert raises at.
 
 Cases the tool still answers differently are listed below with the class of defect behind
@@ -14,8 +15,8 @@ must then shrink (a stale entry fails). No entry is a tuned special case.
 from __future__ import annotations
 
 import pytest
-from heldout_score import (CASES_S5, CASES_S11, CASES_S12, CASES_S13, CASES_S14, CASES_S15, CASES_S16, answers, compare,
-                           load_cases)
+from heldout_score import (CASES_S5, CASES_S11, CASES_S12, CASES_S13, CASES_S14, CASES_S15, CASES_S16, CASES_S17, answers,
+                           compare, load_cases)
 
 pytestmark = pytest.mark.release
 
@@ -149,8 +150,21 @@ _MISSING.update({
 # session 16 (e1f460d) and after it.
 _MISSING.update({"v031-openpangu-n2-k2-v1": _PANGU_ATTR})
 
+# The eleventh reader (heldout_cases_s17.json, the drafter's load of the draft model on 0.30.0-0.34.0): 28/33 at the
+# start of session 16 (e1f460d), 31/33 after it (the module functions the load method calls run with the loaded model).
+_MISSING.update({
+    "v030-glm5next-vl-k1-v1-rejected": (
+        "a config attribute neither the config.json nor vLLM's Glm5NextConfig gives (image_token_index), read at load: "
+        "whether transformers' PretrainedConfig (outside the tree) supplies it, and what Glm5NextConfig's "
+        "__getattribute__ hook answers, is not read; the reader's AttributeError rests on both (its confidence: low)"),
+    "v032-glm45-k2-paralleldrafting-masktoken-v1-rejected": (
+        "the read of self.model.mask_hidden (a Glm4MoeMTP has none: an AttributeError at load) is found, but its guard "
+        "reads self.parallel_drafting_hidden_state_tensor, which the constructors define twice (None, then a tensor under "
+        "an arm of _init_parallel_drafting_params): unknown, so the raise is counted in the notes and the plan stands"),
+})
+
 CASES = (load_cases() + load_cases(CASES_S5) + load_cases(CASES_S11) + load_cases(CASES_S12) + load_cases(CASES_S13)
-         + load_cases(CASES_S14) + load_cases(CASES_S15) + load_cases(CASES_S16))
+         + load_cases(CASES_S14) + load_cases(CASES_S15) + load_cases(CASES_S16) + load_cases(CASES_S17))
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ method on the model a registry loader built)."""
 
 from __future__ import annotations
 
+import pytest
 from scan_helpers import write_tree
 from test_layers import planned_scan
 from trees import gate_tree
@@ -85,7 +86,8 @@ def test_v2_rejects_what_its_runner_check_collects_with_the_message_and_line(tmp
     assert "Model Runner V2 does not yet support" in r.message and "(unsupported: parallel drafting)" in r.message
     # Decided against, or unknown (an option the configuration leaves unset): a plan.
     assert off.outcome == "plan" and unset.outcome == "plan"
-    assert v1.outcome == "plan"  # V1 does not run V2's check
+    # V1 does not run V2's check (this tree has no V1 factory: what V1 does is unknown, not rejected)
+    assert v1.outcome == "unknown" and not v1.rejections
 
 
 def test_a_drafter_rejects_a_draft_model_without_the_head_method_it_needs(tmp_path):
@@ -364,3 +366,48 @@ def test_the_module_function_check_matches_cpython(tmp_path):
         else:
             raise AssertionError("raises whatever the target head")
     assert ns["install_head"](type("Shares", (), {})(), head := object(), "fp8") is head
+
+
+_READS_MODEL = '''
+    def load_model(self):
+        self.model = get_model(self.vllm_config)
+        if self.use_local_argmax:
+            flat = self.model.mask_hidden.view(-1)
+'''
+
+
+def _reading_files(model_extra: str) -> dict[str, str]:
+    files = _files(model_extra=model_extra)
+    files["vllm/spec_decode/speculators.py"] = files["vllm/spec_decode/speculators.py"].replace(
+        _LOADING.split("\n    def _check_head")[0] + "\n", _READS_MODEL.lstrip("\n"))
+    return files
+
+
+def test_a_load_method_reading_an_attribute_the_loaded_model_lacks_rejects_at_load(tmp_path):
+    # The shape of vLLM 0.32.0's SpecDecodeBaseProposer.load_model with parallel drafting:
+    # ``self.model.mask_hidden`` on a draft model class that has none.
+    files = _reading_files("")
+    assert "self.model.mask_hidden" in files["vllm/spec_decode/speculators.py"]
+    on, off = planned_scan(write_tree(tmp_path / "a", files), [_deep("v2", use_local_argmax_reduction=True),
+                                                               _deep("v2", use_local_argmax_reduction=False)])[1]
+    assert on.outcome == "rejected", (on.steps, on.notes)
+    r = on.rejections[0]
+    assert (r.function, r.when) == ("MultiModuleSpeculator.load_model", "load")
+    assert r.message == "AttributeError(\"'DeepMTP' object has no attribute 'mask_hidden'\")"
+    assert off.outcome == "plan"
+    # CPython's words for it
+    try:
+        type("DeepMTP", (), {})().mask_hidden  # noqa: B018
+    except AttributeError as e:
+        assert str(e) == "'DeepMTP' object has no attribute 'mask_hidden'"
+
+
+@pytest.mark.parametrize("defines", [
+    "\n    def attach(self):\n        self.register_buffer(\"mask_hidden\", None)\n",
+    "\n    def attach(self, name):\n        self.register_buffer(name, None)\n",
+    "\n    def attach(self):\n        self.mask_hidden = None\n",
+    "\n    mask_hidden = None\n",
+])
+def test_a_model_that_may_have_the_attribute_is_not_rejected(tmp_path, defines):
+    plan, = planned_scan(write_tree(tmp_path / "a", _reading_files(defines)), [_deep("v2", use_local_argmax_reduction=True)])[1]
+    assert plan.outcome == "plan", plan.rejections

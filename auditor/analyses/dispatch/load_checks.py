@@ -50,6 +50,7 @@ from ...facts.extract import CallFact, ExprFact, FunctionFact, GuardedRaise, PAt
 from ...index.index import ClassKey, FuncKey, SymbolKind
 from ...index.self_calls import self_callee
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
+from ..partial_eval.values import _Absent
 from ..types import REGISTRY
 from .constructors import LOCAL_DEPTH, constructor_path
 from .outcomes import Rejection
@@ -87,7 +88,8 @@ class LoadChecks(DispatchPart):
         loaded: list[Site] = [(k, f, (), None) for k, f in self._load_methods(drafter)]
         for phase, entries in (("build", built), ("load", loaded)):
             for key, fn, outer, when in self._reached_methods(drafter, entries, ctors):
-                for r in fn.raises:
+                lacking = self._lacking_reads(ev, drafter, model, fn) if phase == "load" and model is not None else []
+                for r in (*fn.raises, *lacking):
                     at: When = (when[0], r.line, ()) if when is not None and key == ctors[when[0]][0] else when
                     tests: list[Test] = [*outer, *((key, fn, g, n, r.line) for g, n in zip(r.guards, r.negated))]
                     t = self._decided(ev, drafter, model, root, ctors, at, tests, fn, r, len(outer))
@@ -137,6 +139,26 @@ class LoadChecks(DispatchPart):
                     inner = ((when[0], c.line, (callee,)) if key == ctors[when[0]][0]
                              else (when[0], when[1], (*when[2], callee)))
                 todo.append((callee_key, callee, (*outer, *lead), inner))
+        return out
+
+    def _lacking_reads(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, fn: FunctionFact) -> list[GuardedRaise]:
+        """The reads ``self.<a>.<name>`` of a load method, ``self.<a>`` holding the model the
+        registry loader built, of an attribute no class of the model's whole MRO has (none
+        defines it, no method sets it on ``self`` or registers it as a buffer, parameter or
+        sub-module), outside loops and code that may not run: each raises AttributeError as
+        CPython words it, under the tests of the ``if`` arms around it."""
+        arms = {b.id: b for b in fn.branches}
+        out: list[GuardedRaise] = []
+        for read in fn.attr_reads:
+            if read.loops or read.skippable or len(read.chain) != 3 or REGISTRY not in self.types.attr_types(drafter, read.chain[1]):
+                continue
+            if any(arms.get(b) is None or arms[b].guard is None for b in read.branches):
+                continue
+            if not isinstance(ev.world.class_attr(model, read.chain[2], True), _Absent):
+                continue
+            guards = tuple(g for b in read.branches if (g := arms[b].guard) is not None)
+            out.append(GuardedRaise(read.line, f"AttributeError(\"'{model[1]}' object has no attribute '{read.chain[2]}'\")",
+                                    guards, tuple(arms[b].negated for b in read.branches)))
         return out
 
     def _module_runs(self, drafter: ClassKey, model: ClassKey, root: Obj, sites: list[Site]) -> list[Rejection]:

@@ -289,9 +289,18 @@ def sets_attrs(methods: list[FunctionFact], chain: tuple[str, ...]) -> bool:
     return any(c.func == ("setattr",) and c.args and c.args[0].chain == chain for m in methods for c in m.calls)
 
 
+#: ``nn.Module``'s methods that make their first argument an attribute of the module (a
+#: buffer, a parameter, a sub-module): ``self.register_buffer("mask_hidden", ...)``.
+_REGISTERING = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
+
+
 def _sets_on_self(fn: FunctionFact, name: str) -> bool:
-    """A method that may set ``self.<name>`` (an assignment, or ``setattr`` on ``self``)."""
-    return any(a.target == ("self", name) for a in fn.attr_assigns) or sets_attrs([fn], ("self",))
+    """A method that may set ``self.<name>`` (an assignment, ``setattr`` on ``self``, or one of
+    ``nn.Module``'s registering methods called on ``self`` with that name or a name not written
+    as a literal)."""
+    return any(a.target == ("self", name) for a in fn.attr_assigns) or sets_attrs([fn], ("self",)) or any(
+        c.func is not None and len(c.func) == 2 and c.func[0] == "self" and c.func[1] in _REGISTERING
+        and (not c.args or not c.args[0].has_literal or c.args[0].literal == name) for c in fn.calls)
 
 
 def literal_alias_args(index: Index, path: str, name: str, hops: int = 0) -> tuple[Value, ...] | None:
