@@ -383,18 +383,19 @@ def _reading_files(model_extra: str) -> dict[str, str]:
     return files
 
 
-def test_a_load_method_reading_an_attribute_the_loaded_model_lacks_rejects_at_load(tmp_path):
+def test_a_load_method_reading_an_attribute_the_loaded_model_lacks_is_said(tmp_path):
     # The shape of vLLM 0.32.0's SpecDecodeBaseProposer.load_model with parallel drafting:
-    # ``self.model.mask_hidden`` on a draft model class that has none.
+    # ``self.model.mask_hidden`` on a draft model class that has none. Other code may set it on
+    # the model first (not followed): a note, not a rejection.
     files = _reading_files("")
     assert "self.model.mask_hidden" in files["vllm/spec_decode/speculators.py"]
     on, off = planned_scan(write_tree(tmp_path / "a", files), [_deep("v2", use_local_argmax_reduction=True),
                                                                _deep("v2", use_local_argmax_reduction=False)])[1]
-    assert on.outcome == "rejected", (on.steps, on.notes)
-    r = on.rejections[0]
-    assert (r.function, r.when) == ("MultiModuleSpeculator.load_model", "load")
-    assert r.message == "AttributeError(\"'DeepMTP' object has no attribute 'mask_hidden'\")"
-    assert off.outcome == "plan"
+    said = [n for n in on.notes if "reads an attribute no class of the draft model defines" in n]
+    assert on.outcome == "plan" and not on.rejections
+    assert said and "vllm/spec_decode/speculators.py:" in said[0]
+    assert "AttributeError(\"'DeepMTP' object has no attribute 'mask_hidden'\")" in said[0]
+    assert off.outcome == "plan" and not any("no class of the draft model defines" in n for n in off.notes)
     # CPython's words for it
     try:
         type("DeepMTP", (), {})().mask_hidden  # noqa: B018
@@ -408,6 +409,7 @@ def test_a_load_method_reading_an_attribute_the_loaded_model_lacks_rejects_at_lo
     "\n    def attach(self):\n        self.mask_hidden = None\n",
     "\n    mask_hidden = None\n",
 ])
-def test_a_model_that_may_have_the_attribute_is_not_rejected(tmp_path, defines):
+def test_a_model_that_may_have_the_attribute_is_not_said_to_lack_it(tmp_path, defines):
     plan, = planned_scan(write_tree(tmp_path / "a", _reading_files(defines)), [_deep("v2", use_local_argmax_reduction=True)])[1]
     assert plan.outcome == "plan", plan.rejections
+    assert not any("no class of the draft model defines" in n for n in plan.notes), plan.notes

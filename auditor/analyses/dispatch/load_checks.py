@@ -86,6 +86,7 @@ class LoadChecks(DispatchPart):
         ctors = self.constructors(drafter)
         built: list[Site] = [(k, f, (), (i, f.end_line + 1, ())) for i, (k, f) in enumerate(ctors)]
         loaded: list[Site] = [(k, f, (), None) for k, f in self._load_methods(drafter)]
+        reads: list[str] = []  # reads of an attribute the loaded model lacks, on the way for this configuration
         for phase, entries in (("build", built), ("load", loaded)):
             for key, fn, outer, when in self._reached_methods(drafter, entries, ctors):
                 lacking = self._lacking_reads(ev, drafter, model, fn) if phase == "load" and model is not None else []
@@ -93,17 +94,23 @@ class LoadChecks(DispatchPart):
                     at: When = (when[0], r.line, ()) if when is not None and key == ctors[when[0]][0] else when
                     tests: list[Test] = [*outer, *((key, fn, g, n, r.line) for g, n in zip(r.guards, r.negated))]
                     t = self._decided(ev, drafter, model, root, ctors, at, tests, fn, r, len(outer))
-                    if t:
+                    if t and r in lacking:
+                        reads.append(f"{key[0]}:{r.line} {r.exc}")
+                    elif t:
                         out.append(Rejection(key[0], r.line, key[1], r.exc, phase))
                     elif t is None:
                         notes.append(f"{key[0]}:{r.line} ({phase})")
         if not out and model is not None:
             out += self._module_runs(drafter, model, root, [s for s in self._reached_methods(drafter, loaded, ctors)])
         notes = list(dict.fromkeys(notes))
-        if not notes:
-            return out, []
-        return out, [f"{len(notes)} raise(s) of the drafter while it is built or loads depend on what this "
-                     f"configuration leaves unknown: {', '.join(notes)}"]
+        said = [f"{len(notes)} raise(s) of the drafter while it is built or loads depend on what this "
+                f"configuration leaves unknown: {', '.join(notes)}"] if notes else []
+        if reads:
+            # (other code may set the attribute on the model first: the evaluator does not follow
+            # every write to it, so this is said, not a rejection)
+            said.append("the drafter's load reads an attribute no class of the draft model defines, unless other code "
+                        f"sets it on the model first: {'; '.join(dict.fromkeys(reads))}")
+        return out, said
 
     def _reached_methods(self, drafter: ClassKey, entries: list[Site],
                          ctors: list[tuple[FuncKey, FunctionFact]]) -> list[Site]:
@@ -146,7 +153,9 @@ class LoadChecks(DispatchPart):
         registry loader built, of an attribute no class of the model's whole MRO has (none
         defines it, no method sets it on ``self`` or registers it as a buffer, parameter or
         sub-module), outside loops and code that may not run: each raises AttributeError as
-        CPython words it, under the tests of the ``if`` arms around it."""
+        CPython words it, under the tests of the ``if`` arms around it, unless code the drafter
+        runs first sets it on the model (not followed: :meth:`checks` says so in a note, it does
+        not reject)."""
         arms = {b.id: b for b in fn.branches}
         out: list[GuardedRaise] = []
         for read in fn.attr_reads:
@@ -196,7 +205,8 @@ class LoadChecks(DispatchPart):
                 args = self._call_args(ev, drafter, model, root, fn, c, callee)
                 if args is None:
                     continue
-                found_raise = raise_of(fkey, ev.run(fkey, callee, args))  # (a run per function: its own memo)
+                # (the arguments copied: the run may change them, the plan's configuration stays)
+                found_raise = raise_of(fkey, ev.run(fkey, callee, copy.deepcopy(args)))
                 if found_raise is not None:
                     out.append(replace(found_raise, when="load"))
         return out
