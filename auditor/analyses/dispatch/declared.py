@@ -7,11 +7,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, module_name
-from ..partial_eval import ABSENT, ClassRef, Unknown, Value
+from ..partial_eval import ABSENT, ClassRef, Obj, Unknown, Value
 from ..partial_eval.values import _Absent
 
 if TYPE_CHECKING:
     from .part import DispatchPart
+
+
+def draft_model_config(part: DispatchPart, hf: Obj, platform: str | None, fields: dict[str, Value] | None = None) -> Obj:
+    """The draft's model config holding the draft hf config ``hf`` (and ``fields``): where ``hf``
+    names its architectures, those and the draft class's declared attributes
+    (:func:`draft_class_fields`, on ``platform``; None: every platform alike)."""
+    r = part.roles
+    draft = Obj(r["draft"], {r["hf"]: hf, **(fields or {})})
+    field_name = part.config.override_field[0]
+    if field_name in hf.fields:
+        draft.fields[field_name] = hf.fields[field_name]
+        draft.fields.update(draft_class_fields(part, hf.fields[field_name], platform))
+    return draft
 
 
 def draft_class_fields(part: DispatchPart, architectures: Value, platform: str | None) -> dict[str, Value]:

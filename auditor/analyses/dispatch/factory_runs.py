@@ -15,7 +15,7 @@ from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
 from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
 from .model import CUT, Setting
-from .declared import draft_class_fields
+from .declared import draft_model_config
 from .syntax import to_obj
 from .outcomes import Rejection
 from .part import DispatchPart
@@ -234,11 +234,7 @@ class FactoryRuns(DispatchPart):
         r = self.roles
         # The draft checkpoint's path names no method (vLLM detects one from "eagle-", "dspark"
         # ... in it): a neutral name, as the speculative config's is where a draft config exists.
-        draft = Obj(r["draft"], {r["hf"]: hf, r.get("draft_name", "model"): "<draft model>"})
-        field_name = self.config.override_field[0]
-        if field_name in hf.fields:
-            draft.fields[field_name] = hf.fields[field_name]
-            draft.fields.update(draft_class_fields(self, hf.fields[field_name], setting.platform))
+        draft = draft_model_config(self, hf, setting.platform, {r.get("draft_name", "model"): "<draft model>"})
         spec_cls = self.provider.location.spec_config_class()
         spec = Obj(r["speculative"], {r["method"]: setting.method, r["k"]: setting.k, r["draft"]: draft}, cls=spec_cls)
         spec.fields.update(dict(setting.options))

@@ -47,7 +47,7 @@ import copy
 from dataclasses import replace
 
 from ...facts.extract import CallFact, ExprFact, FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
-from ...index.index import ClassKey, FuncKey, SymbolKind
+from ...index.index import ClassKey, FuncKey
 from ...index.self_calls import self_callee
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from ..partial_eval.values import _Absent
@@ -85,10 +85,10 @@ class LoadChecks(DispatchPart):
         ev = self.evaluator()
         ctors = self.constructors(drafter)
         built: list[Site] = [(k, f, (), (i, f.end_line + 1, ())) for i, (k, f) in enumerate(ctors)]
-        loaded: list[Site] = [(k, f, (), None) for k, f in self._load_methods(drafter)]
+        loaded = self._reached_methods(drafter, [(k, f, (), None) for k, f in self._load_methods(drafter)], ctors)
         reads: list[str] = []  # reads of an attribute the loaded model lacks, on the way for this configuration
-        for phase, entries in (("build", built), ("load", loaded)):
-            for key, fn, outer, when in self._reached_methods(drafter, entries, ctors):
+        for phase, sites in (("build", self._reached_methods(drafter, built, ctors)), ("load", loaded)):
+            for key, fn, outer, when in sites:
                 lacking = self._lacking_reads(ev, drafter, model, fn) if phase == "load" and model is not None else []
                 for r in (*fn.raises, *lacking):
                     at: When = (when[0], r.line, ()) if when is not None and key == ctors[when[0]][0] else when
@@ -101,7 +101,7 @@ class LoadChecks(DispatchPart):
                     elif t is None:
                         notes.append(f"{key[0]}:{r.line} ({phase})")
         if not out and model is not None:
-            out += self._module_runs(drafter, model, root, [s for s in self._reached_methods(drafter, loaded, ctors)])
+            out += self._module_runs(drafter, model, root, loaded)
         notes = list(dict.fromkeys(notes))
         said = [f"{len(notes)} raise(s) of the drafter while it is built or loads depend on what this "
                 f"configuration leaves unknown: {', '.join(notes)}"] if notes else []
@@ -173,66 +173,53 @@ class LoadChecks(DispatchPart):
     def _module_runs(self, drafter: ClassKey, model: ClassKey, root: Obj, sites: list[Site]) -> list[Rejection]:
         """The load methods' calls of module-level functions of the tree (each call the method
         always makes: outside loops, ``if`` arms and code that may not run, in a method reached
-        without a test on the way), each function run whole by the evaluator with the call's
-        arguments (a literal; ``self.<attr>`` as :meth:`attr_value` reads it; anything else
-        unknown) and the configured loaders' calls returning the plan's draft model (an object
-        of its class): a raise on every path, with no cut on the way but callees that raise on
-        some paths, rejects the configuration at load (vLLM 0.34.0: ``load_eagle_model`` ->
+        without a test on the way; resolved and bound to the function's signature as the call
+        graph does), each function run whole by the evaluator with the call's arguments (a
+        literal; ``self.<attr>`` as :meth:`attr_value` reads it; anything else unknown) and the
+        configured loaders' calls returning the plan's draft model (an object of its class): a
+        raise on every path, with no cut on the way but callees that raise on some paths,
+        rejects the configuration at load (vLLM 0.34.0: ``load_eagle_model`` ->
         ``share_target_lm_head`` raises for ``draft_lm_head_quantization`` with a draft model
         that keeps its own heads)."""
+        calls = self.loops.calls
         out: list[Rejection] = []
         seen: set[FuncKey] = set()
         for key, fn, outer, _ in sites:
             if outer:
                 continue
-            for c in fn.calls:
-                if c.func is None or c.loops or c.branches or c.skippable or c.star_args or c.star_kwargs \
-                        or c.func[0] in ("self", "super()") or c.func[0] in fn.param_names or c.func[0] in fn.assigns:
+            for ci, c in enumerate(fn.calls):
+                if c.func is None or c.loops or c.branches or c.skippable or c.star_args or c.star_kwargs:
                     continue
                 if c.func[-1] in self.config.loaders:
                     continue  # (the load itself: what it returns is the draft model)
-                found = [sym for sym in self.index.resolve_chain(key[0], c.func) if sym.kind is SymbolKind.FUNCTION]
-                if len(found) != 1:
+                found = [t for t in calls.targets(key, fn, drafter, ci) if not t.bound and t.ctx is None]
+                if len(found) != 1 or found[0].func in seen:
                     continue
-                fkey = (found[0].path, found[0].name)
-                if fkey in seen:
-                    continue
+                fkey = found[0].func
                 seen.add(fkey)
                 ev = self.evaluator(loaded=Instance(model, 0))
                 callee = ev.world.function(fkey)
-                if callee is None or not callee.body:
+                bound = calls.bind_site(c, fn, found[0])
+                if callee is None or not callee.body or bound.extra_positional or bound.unknown_keywords:
                     continue
-                args = self._call_args(ev, drafter, model, root, fn, c, callee)
-                if args is None:
-                    continue
+                args = {name: self._argument(ev, drafter, model, root, fn, src.expr)
+                        for name, src in bound.params.items() if name in callee.param_names}
                 # (the arguments copied: the run may change them, the plan's configuration stays)
                 found_raise = raise_of(fkey, ev.run(fkey, callee, copy.deepcopy(args)))
                 if found_raise is not None:
                     out.append(replace(found_raise, when="load"))
         return out
 
-    def _call_args(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, root: Obj, caller: FunctionFact,
-                   c: CallFact, callee: FunctionFact) -> dict[str, Value] | None:
-        """The callee's parameters bound to the call's arguments as :meth:`_module_runs` reads
-        them; None when the call binds more positional arguments than the callee takes."""
-        params = [q.name for q in callee.params]
-        if len(c.args) > len(params):
-            return None
-
-        def value(e: ExprFact) -> Value:
-            if e.has_literal:
-                return e.literal
-            ch = e.chain
-            if ch is not None and len(ch) == 2 and ch[0] == "self" and "self" in caller.param_names:
-                return self.attr_value(ev, drafter, ch[1], (), model, root)
-            return Unknown(e.text)
-
-        args = {name: value(a) for name, a in zip(params, c.args)}
-        for kw in c.keywords:
-            if kw.name is None or kw.name not in params:
-                return None
-            args[kw.name] = value(kw.value)
-        return args
+    def _argument(self, ev: Evaluator, drafter: ClassKey, model: ClassKey, root: Obj, caller: FunctionFact,
+                  e: ExprFact) -> Value:
+        """A call's argument as :meth:`_module_runs` reads it: a literal, ``self.<attr>`` of the
+        drafter as :meth:`attr_value` reads it, anything else unknown."""
+        if e.has_literal:
+            return e.literal
+        ch = e.chain
+        if ch is not None and len(ch) == 2 and ch[0] == "self" and "self" in caller.param_names:
+            return self.attr_value(ev, drafter, ch[1], (), model, root)
+        return Unknown(e.text)
 
     def _load_methods(self, drafter: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
         """The load methods (``drafter-load-methods``), each resolved in the drafter."""

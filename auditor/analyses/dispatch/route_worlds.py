@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey
 from ..partial_eval import Obj, Unknown, Value
-from .declared import draft_class_fields
+from .declared import draft_model_config
 from .outcomes import Rejection
 from .part import DispatchPart
 
@@ -31,11 +31,7 @@ class RouteWorlds(DispatchPart):
         construction's first statements decide that no user gives (``init=False``) and the
         draft class's declared attributes on every platform alike."""
         r = self.roles
-        field_name = self.config.override_field[0]
-        draft = Obj(r["draft"], {r["hf"]: hf})
-        if field_name in hf.fields:
-            draft.fields[field_name] = hf.fields[field_name]
-            draft.fields.update(draft_class_fields(self, hf.fields[field_name], None))
+        draft = draft_model_config(self, hf, None)
         spec_cls = self.provider.location.spec_config_class()
         spec = Obj(r["speculative"], {r["method"]: method, r["draft"]: draft}, cls=spec_cls)
         for name, value in self._internal_fields(method, spec_cls).items():
