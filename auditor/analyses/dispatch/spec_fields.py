@@ -218,7 +218,7 @@ class SpecFields(DispatchPart):
         * its raise, when every path raises and no cut is on the way but callees that raise on
           some paths (those fail the construction earlier: rejected all the same); with
           ``rejection`` False, none: the run stops once the method is no longer decided;
-        * K, when the config leaves it None and the run sets it (:meth:`_derives_k`, :class:`_KTrack`).
+        * K, when the config leaves it None and the run sets it (:meth:`_derives_k`; both through :class:`_FieldTrack`).
 
         Memoised on the config as constructed (the whole of it: what the run reads); the cuts a
         run made count again, as a run would count them (against the scan's limits, or
@@ -258,38 +258,27 @@ class SpecFields(DispatchPart):
         key = (owner[0], f"{owner[1]}.{fn.name}")
         ev = self.evaluator(hit)
         paths = [Path({**{q.name: Unknown(q.name) for q in fn.params}, fn.params[0].name: built} if fn.params else {})]
-        value: Value = given
-        decisions: tuple[Decision, ...] = ()
         fields: dict[str, Value] = {}
-        deciding = True  # the run still decides the method
-        k = _KTrack(self.roles["k"]) if self._derives_k(cls, fn, built) else None
+        param = fn.params[0].name if fn.params else "self"
+        method = _FieldTrack(role, given, str, reads_only=False)
+        k = _FieldTrack(self.roles["k"], None, int, reads_only=True) if self._derives_k(cls, fn, built) else None
         for i, stmt in enumerate(fn.body):
             paths = ev._block(key, (stmt,), paths, 0)
-            if k is not None and k.deciding and _writes_self(stmt, k.role):
-                k.after(stmt, [q for q in paths if q.raised is None], fn.params[0].name, ev.notes, key)
-            if not deciding and not (rejection and _may_reject(paths)) and not (k is not None and k.deciding):
-                break  # no raise can reject any more, the method and K are no longer decided
-            if not deciding or not _writes_self(stmt, role):
-                continue
-            live = [q for q in paths if q.raised is None]
-            selves = [q.env.get(fn.params[0].name) for q in live]
-            nows = [o.fields.get(role) for o in selves if isinstance(o, Obj)]
             # (a path that raises rejects on its own; a callee that raises on some paths leaves
             # the paths it returns on run whole; the method may still be None, undetected yet)
-            if not only_partial_raises(ev.notes) or not live or not nows or len(nows) < len(live) \
-                    or not all((n is None or isinstance(n, str)) and n == nows[0] for n in nows):
-                deciding = False
-                continue
-            if nows[0] != value:
-                decisions = tuple(d for d in live[0].decisions if d.path == key[0] and d.line >= stmt.line
-                                  and d.value is not None)
-                value = nows[0]
-            ran = join([fork(q) for q in live], "(the construction's paths)").env[fn.params[0].name]
-            if isinstance(ran, Obj):
-                fields = self._prefix_fields(fn.body[: i + 1], ran, spec, role)
+            live = [q for q in paths if q.raised is None]
+            if k is not None and k.deciding and _writes_self(stmt, k.role):
+                k.after(stmt, live, param, ev.notes, key)
+            if not method.deciding and not (rejection and _may_reject(paths)) and not (k is not None and k.deciding):
+                break  # no raise can reject any more, the method and K are no longer decided
+            if method.deciding and _writes_self(stmt, role) and method.after(stmt, live, param, ev.notes, key):
+                ran = join([fork(q) for q in live], "(the construction's paths)").env[param]
+                if isinstance(ran, Obj):
+                    fields = self._prefix_fields(fn.body[: i + 1], ran, spec, role)
         derived = k.value if k is not None and k.deciding and any(q.raised is None for q in paths) else None
-        return Construction(value, decisions, fields, raise_of(key, paths) if rejection else None,
-                            derived, k.decisions if derived is not None and k is not None else ())
+        return Construction(method.value, method.decisions, fields, raise_of(key, paths) if rejection else None,
+                            derived if isinstance(derived, int) else None,
+                            k.decisions if isinstance(derived, int) and k is not None else ())
 
     def _derives_k(self, cls: ClassKey, first: FunctionFact, built: Obj) -> bool:
         """Whether the construction run is to derive K: the config leaves it None, and no
@@ -392,32 +381,36 @@ class Construction(NamedTuple):
     k_decisions: tuple[Decision, ...] = ()
 
 
-class _KTrack:
-    """K through the construction run, statement by statement: decided while every statement
-    that may write it leaves one value (None or an int) on every live path, with no cut on
-    the way but callees that raise on some paths."""
+class _FieldTrack:
+    """A field of the config through the construction run (the method, or K), statement by
+    statement: decided while every statement that may write it leaves one value (None, or one
+    of ``kind``) on every live path, with no cut on the way but callees that raise on some
+    paths; with the decisions of the statement that last changed it (``reads_only``: only
+    those that read the field)."""
 
-    def __init__(self, role: str) -> None:
+    def __init__(self, role: str, value: Value, kind: type, reads_only: bool) -> None:
         self.role = role
-        self.value: int | None = None
+        self.value = value
+        self.kind = kind
+        self.reads_only = reads_only
         self.deciding = True
         self.decisions: tuple[Decision, ...] = ()
 
-    def after(self, stmt: Stmt, live: list[Path], param: str, notes: list[str],
-              key: tuple[str, str]) -> None:
+    def after(self, stmt: Stmt, live: list[Path], param: str, notes: list[str], key: tuple[str, str]) -> bool:
+        """The field after ``stmt`` (run, leaving ``live``): whether the run still decides it."""
         selves = [q.env.get(param) for q in live]
         nows = [o.fields.get(self.role) for o in selves if isinstance(o, Obj)]
         if not live or len(nows) < len(live) or not only_partial_raises(notes) or not all(
-                n is None or (isinstance(n, int) and not isinstance(n, bool)) for n in nows) \
+                n is None or (isinstance(n, self.kind) and not isinstance(n, bool)) for n in nows) \
                 or any(n != nows[0] for n in nows):
             self.deciding = False
-            return
-        now = nows[0]
-        if now != self.value:
+            return False
+        if nows[0] != self.value:
             self.decisions = tuple(d for d in live[0].decisions if d.path == key[0] and d.line >= stmt.line
-                                   and d.value is not None
-                                   and any(r.split(" ")[0].endswith("." + self.role) for r in d.fields))
-        self.value = now if isinstance(now, int) else None
+                                   and d.value is not None and (not self.reads_only or any(
+                                       r.split(" ")[0].endswith("." + self.role) for r in d.fields)))
+            self.value = nows[0]
+        return True
 
 
 def _statements(stmts: tuple[Stmt, ...]) -> list[Stmt]:
