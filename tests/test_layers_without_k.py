@@ -262,6 +262,8 @@ def test_the_derived_k_in_the_header_and_the_json(tmp_path):
     assert [s["forward_layer"] for s in doc["steps"]] == [0, 1]
     text = invoke(*args, env=env)
     assert text.returncode == 0 and "K=2 (not given: derived)" in text.stdout.splitlines()[0]
+    markdown = invoke(*args, "--format", "markdown", env=env)
+    assert markdown.returncode == 0 and "K=2 (not given: derived)" in markdown.stdout, markdown.stdout[:500]
     given = json.loads(invoke("layers", str(root), "--hf-config", str(tmp_path / "config.json"), "--k", "2",
                               "--runner", "v2", "-q", "--format", "json", env=env).stdout)
     assert "k_derived" not in given and given["k"] == 2

@@ -161,7 +161,7 @@ def render_markdown(plans: list[Plan], tree_label: str) -> str:
     out: list[str] = []
     for plan in plans:
         s = plan.setting
-        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={_given(s.k)}, method {_given(s.method)}, platform {s.platform}"
+        out.append(f"### {tree_label}, runner {s.runner}: {plan.architecture or '?'}, K={_k(s)}, method {_given(s.method)}, platform {s.platform}"
                    + "".join(f", {n}={v}" for n, v in s.env))
         out.append("")
         drafter = f"`{plan.proposer[1]}` (`{plan.proposer[0]}`)" if plan.proposer else "none"
