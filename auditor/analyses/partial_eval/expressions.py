@@ -31,6 +31,7 @@ from .builtins import NOT_BUILTIN, call_builtin, call_method
 from .objects import TreeValues, _bound_to, _chain_of, _is_super, _options
 from .state import fork, havoc, join, restore
 from .values import (
+    ORDERING,
     one_of,
     ClassRef,
     FuncRef,
@@ -558,11 +559,6 @@ class ExpressionEvaluator(TreeValues):
 
 
 
-_ORDERING: dict[str, Callable[[Any, Any], bool]] = {
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-}
-
-
 def _named_call(ev: ExpressionEvaluator, chain: tuple[str, ...], e: PCall, p: Path, key: tuple[str, str],
                 depth: int, text: str) -> Value | object:
     """A call of a function the world names by its chain: a modelled standard-library
@@ -582,10 +578,10 @@ def _unorderable(op: str, a: Value, b: Value) -> str | None:
     """The TypeError Python raises ordering two known values of builtin scalar types it cannot
     order (``None > 1``, ``"a" < 1``), as Python words it; None when it can, or when either is
     not such a value (computed on the two values themselves, never scanned code)."""
-    if op not in _ORDERING or not all(v is None or type(v) in (bool, int, float, str) for v in (a, b)):
+    if op not in ORDERING or not all(v is None or type(v) in (bool, int, float, str) for v in (a, b)):
         return None
     try:
-        _ORDERING[op](a, b)
+        ORDERING[op](a, b)
     except TypeError as exc:
         return f"TypeError: {exc}"
     return None

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import itertools
+import operator
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Union
+from typing import Any, Callable, Hashable, Union
 
 from ...facts.extract import (
     PAttr,
@@ -372,9 +373,13 @@ def _compare_values(op: str, a: Value, b: Value) -> bool | None:
             return bool(a != b)
         if a is None or b is None:
             return None
-        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]  # type: ignore[operator]
+        return ORDERING[op](a, b)
     except TypeError:
         return None
+
+
+#: Python's ordering operators, by their source text.
+ORDERING: dict[str, Callable[[Any, Any], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def _literal_text(text: str) -> Value:
