@@ -413,3 +413,65 @@ def test_a_model_that_may_have_the_attribute_is_not_said_to_lack_it(tmp_path, de
     plan, = planned_scan(write_tree(tmp_path / "a", _reading_files(defines)), [_deep("v2", use_local_argmax_reduction=True)])[1]
     assert plan.outcome == "plan", plan.rejections
     assert not any("no class of the draft model defines" in n for n in plan.notes), plan.notes
+
+
+# A drafter attribute its constructor sets to None and a method it calls sets again under the
+# configuration's arm (the shape of vLLM 0.32.0's parallel_drafting_hidden_state_tensor: None
+# in SpecDecodeBaseProposer.__init__, a tensor in _init_parallel_drafting_params), read by a
+# load method's test.
+_TENSOR_INIT = _INIT.replace('''        if self.parallel:
+''', '''        self.tensor = None
+        if self.parallel:
+''')
+_TENSOR_PARALLEL = _PARALLEL + '''        self.tensor = torch.empty(4)
+'''
+_TENSOR_LOAD = '''
+    def load_model(self):
+        self.model = get_model(self.vllm_config)
+        if self.parallel and self.tensor is not None:
+            raise ValueError("the mask tensor needs a model that has one")
+'''
+
+
+def _tensor_files(parallel: str = _TENSOR_PARALLEL, extra: str = "") -> dict[str, str]:
+    files = gate_tree()
+    spec = files["vllm/spec_decode/speculators.py"]
+    old = '''
+    def __init__(self, vllm_config):
+        self.num_speculative_steps = vllm_config.speculative_config.num_speculative_tokens
+'''
+    spec = spec.replace(old, _TENSOR_INIT + parallel + extra, 1).replace('''
+    def load_model(self):
+        self.model = get_model(self.vllm_config)
+''', _TENSOR_LOAD, 1)
+    assert "self.tensor is not None" in spec and "torch.empty" in spec or "torch.empty" not in parallel
+    files["vllm/spec_decode/speculators.py"] = "import torch\n" + spec
+    return files
+
+
+def test_a_drafter_attribute_a_method_the_constructor_calls_sets_again_is_read_as_built(tmp_path):
+    # Its value once built: None without parallel drafting, a tensor (``torch.empty``, an
+    # object-factories call: not None) with it. The constructor's own ``self.tensor = None``
+    # alone would say None either way (and drop the raise).
+    root = write_tree(tmp_path / "t", _tensor_files())
+    on, off = planned_scan(root, [_deep_fields("v2", (("pard_token", 7),), parallel_drafting=True),
+                                  _deep_fields("v2", (("pard_token", 7),), parallel_drafting=False)])[1]
+    assert on.outcome == "rejected", (on.notes, on.rejections)
+    r = on.rejections[0]
+    assert (r.function, r.when) == ("MultiModuleSpeculator.load_model", "load") and "mask tensor" in r.message
+    assert off.outcome == "plan" and not any("while it is built or loads" in n for n in off.notes), off.notes
+
+
+@pytest.mark.parametrize("variant", ["unknown call", "set after the build"])
+def test_a_drafter_attribute_the_build_leaves_unknown_keeps_the_plan_and_is_noted(tmp_path, variant):
+    if variant == "unknown call":  # a library call not known to return an object: it may return None
+        files = _tensor_files(_TENSOR_PARALLEL.replace("torch.empty(4)", "make_tensor(4)"))
+    else:  # a method the runner may call after the build sets it too
+        files = _tensor_files(extra='''
+    def set_tensor(self, tensor):
+        self.tensor = tensor
+''')
+    plan, = planned_scan(write_tree(tmp_path / "t", files),
+                         [_deep_fields("v2", (("pard_token", 7),), parallel_drafting=True)])[1]
+    assert plan.outcome == "plan", plan.rejections
+    assert any("while it is built or loads" in n and "speculators.py" in n for n in plan.notes), plan.notes

@@ -441,3 +441,44 @@ def g(q):
     facts = extract(textwrap.dedent(src), "m.py", "m", False)
     assert "y" not in facts.functions["f"].local_defs
     assert "x" in facts.functions["g"].local_defs
+
+
+class _FactoryWorld(_FunctionsWorld):
+    """``factory`` names a library function that returns an object (``object-factories``)."""
+
+    def object_factory(self, path, chain):
+        return chain == ("lib", "factory")
+
+
+def test_an_object_a_configured_factory_returns_is_not_none_and_nothing_else_is_known():
+    src = """
+def f(cfg):
+    x = None
+    if cfg.mystery:
+        x = lib.factory(3)
+    else:
+        x = lib.factory(4)
+    return x is not None, x is None, x == 3, bool(x)
+
+def g(cfg):
+    x = None
+    if cfg.mystery:
+        x = lib.factory(3)
+    return x is not None
+
+def h(cfg):
+    x = lib.other(3)
+    return x is not None
+"""
+    def run(func):
+        world = _FactoryWorld(src)
+        paths = Evaluator(world).run(("m.py", func), world.facts.functions[func], {"cfg": Obj("cfg", {}, closed=False)})
+        return [q.returned for q in paths]
+
+    (both,) = run("f")  # (joined: the branch assigns, no fork)
+    assert both[0] is True and both[1] is False
+    assert isinstance(both[2], Unknown) and isinstance(both[3], Unknown)
+    (maybe,) = run("g")  # None on one path
+    assert isinstance(maybe, Unknown)
+    (other,) = run("h")  # a call not configured: anything, None included
+    assert isinstance(other, Unknown)

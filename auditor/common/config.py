@@ -104,6 +104,12 @@ class Config:
     head_free_bases: list[str] = field(default_factory=lambda: [
         "nn.Module", "torch.nn.Module", "Protocol", "typing.Protocol", "Generic", "typing.Generic", "ABC", "abc.ABC",
         "object"])
+    # Library functions outside the tree that build and return an object, never None (torch's
+    # tensor factories, as documented): ``x = torch.empty(...)`` then ``if x is not None`` is
+    # decided; nothing else of what they return is known.
+    object_factories: list[str] = field(default_factory=lambda: [
+        "torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.tensor", "torch.arange",
+        "torch.empty_like", "torch.zeros_like", "torch.ones_like", "torch.full_like"])
     # Depth and size limits of the searches (auditor.search_limits: names as the note prints them).
     search_limits: dict[str, int] = field(default_factory=dict)
     # Platform -> the directory of its per-platform model copies (vllm/models/<family>/<dir>/).
@@ -191,7 +197,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "graph_capture_apis", "graph_replay_apis", "compile_decorators", "compile_dynamic_args",
               "compile_condition_args",
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
-              "validation_methods", "drafter_load_methods", "head_free_bases",
+              "validation_methods", "drafter_load_methods", "head_free_bases", "object_factories",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes", "worker_class_fields",
               "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks", "draft_class_attrs",
               "env_validations"}

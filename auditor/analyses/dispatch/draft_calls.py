@@ -215,15 +215,16 @@ class DraftCalls(DispatchPart):
 
     def _after_load(self, ev: Evaluator, drafter: ClassKey, model: ClassKey | None, attr: str,
                     guards: tuple[PExpr, ...], root: Obj) -> Value:
-        """``self.<attr>`` of a drafter that also assigns it outside its constructors: the
-        constructors' value when every method that assigns it is private (``_name``, by
+        """``self.<attr>`` of a drafter that also assigns it outside its constructors: its value
+        once built (:meth:`.load_checks.LoadChecks.built_value`) when every method that assigns
+        it, other than the constructors and the methods they call, is private (``_name``, by
         Python's convention called only inside its class hierarchy) and every call of it in
         the hierarchy is ``self.<name>(...)`` in the drafter's load method (``drafter-load-methods``,
         the one the drafter resolves, or a base's it runs by ``super().<load>(...)``) under an
         ``if`` arm this configuration decides not taken (:mod:`.load_checks`' tests, after the
         load); else unknown."""
         unknown = Unknown(f"self.{attr}")
-        ctors = {k for k, _ in self.provider.load_checks.constructors(drafter)}
+        ctors = self.provider.load_checks.ran_methods(drafter)
         mro = self.index.mro(drafter)
         writers: set[str] = set()
         for c in mro:
@@ -255,7 +256,7 @@ class DraftCalls(DispatchPart):
                         decided_off = decided_off or (t is not None and t == br.negated)
                     if not decided_off:
                         return unknown
-        return load.attr_value(ev, drafter, attr, guards, model, root)
+        return load.built_value(ev, drafter, attr, root)
 
     def _load_chain(self, drafter: ClassKey) -> set[FuncKey]:
         """The load methods the drafter resolves (``drafter-load-methods``), and the shadowed

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ...facts.extract import CallFact, ExprFact, FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
 from ...index.index import ClassKey, FuncKey
@@ -57,6 +58,9 @@ from .outcomes import Rejection
 from .spec_fields import raise_of
 from .part import DispatchPart
 from .syntax import expr_names, expr_nodes, name_chain, self_reads
+
+if TYPE_CHECKING:
+    from .provider import DispatchProvider
 
 
 #: a raise's site: the function holding it, and per enclosing test (the callers' arms that
@@ -72,6 +76,12 @@ Site = tuple[FuncKey, FunctionFact, tuple[Test, ...], When]
 
 
 class LoadChecks(DispatchPart):
+    def __init__(self, provider: "DispatchProvider") -> None:
+        super().__init__(provider)
+        # (drafter, id of the build root) -> (the root, its built state): the last few plans'
+        self._built_memo: dict[tuple[ClassKey, int], tuple[Obj, dict[str, Value]]] = {}
+        self._ran_memo: dict[ClassKey, frozenset[FuncKey]] = {}
+
     def rejections(self, drafter: ClassKey, model: ClassKey | None, root: Obj) -> list[Rejection]:
         """The raises of ``drafter``'s constructors and load methods that this configuration reaches."""
         return self.checks(drafter, model, root)[0]
@@ -318,17 +328,94 @@ class LoadChecks(DispatchPart):
 
     def attr_value(self, ev: Evaluator, drafter: ClassKey, attr: str, guards: tuple[PExpr, ...], model: ClassKey | None,
               root: Obj) -> Value:
+        """``self.<attr>`` of the drafter once it is built, as its load methods and draft loop
+        read it: the draft model the plan loads, for the attribute a registry loader's result
+        is stored in; its value once built (:meth:`built_value`) when only the constructors
+        and the methods they call may assign it; else unknown (a method called after the
+        build may set it)."""
         if REGISTRY in self.types.attr_types(drafter, attr):
             return self._model(model, _asked(attr, guards), root, (drafter, attr)) if model is not None \
                 else Unknown(f"self.{attr}")
-        for key, fn in self.constructors(drafter):
-            v = fn.attr_defs.get(attr)
-            if v is None:
-                continue
-            env: dict[str, Value] = {p: root for p in fn.param_names if p == self.roles["root"]}
-            p = constructor_path(ev, key, fn, env, v, fn.end_line + 1)
-            return ev.eval(v, p, key)
-        return Unknown(f"self.{attr}")
+        if not self.writers(drafter, attr) <= self.ran_methods(drafter):
+            return Unknown(f"self.{attr}")
+        return self.built_value(ev, drafter, attr, root)
+
+    def built_value(self, ev: Evaluator, drafter: ClassKey, attr: str, root: Obj) -> Value:
+        """``self.<attr>`` at the end of the drafter's constructors (what methods called later
+        write is the caller's to rule out): the one assignment the constructors and the
+        methods they call hold, when it is a constructor's unconditional statement
+        (``FunctionFact.attr_defs``), evaluated there when that gives a value; else its value
+        at the end of the constructors' run (:meth:`built_state`)."""
+        ran = self.ran_methods(drafter)
+        statements = sum(1 for c in self.index.mro(drafter) for name, m in self.index.methods(c).items()
+                         if (c[0], f"{c[1]}.{name}") in ran for a in m.attr_assigns if a.target == ("self", attr))
+        if statements == 1:
+            for key, fn in self.constructors(drafter):
+                v = fn.attr_defs.get(attr)
+                if v is None:
+                    continue
+                env: dict[str, Value] = {p: root for p in fn.param_names if p == self.roles["root"]}
+                got = ev.eval(v, constructor_path(ev, key, fn, env, v, fn.end_line + 1), key)
+                if not isinstance(got, Unknown):
+                    return got
+                break  # (the whole run may know it: a base's parameter its caller passes a literal)
+        return self.built_state(drafter, root).get(attr, Unknown(f"self.{attr}"))
+
+    def ran_methods(self, drafter: ClassKey) -> frozenset[FuncKey]:
+        """The constructors that run and the drafter's methods they call on ``self`` or
+        ``super()`` (:meth:`_reached_methods`)."""
+        hit = self._ran_memo.get(drafter)
+        if hit is None:
+            ctors = self.constructors(drafter)
+            built: list[Site] = [(k, f, (), (i, f.end_line + 1, ())) for i, (k, f) in enumerate(ctors)]
+            hit = self._ran_memo[drafter] = frozenset(k for k, *_ in self._reached_methods(drafter, built, ctors))
+        return hit
+
+    def writers(self, drafter: ClassKey, attr: str) -> set[FuncKey]:
+        """The methods of the drafter's MRO that assign ``self.<attr>`` and may run on it: the
+        one the drafter resolves for each name, and a base's that an override reaches by
+        ``super()``."""
+        mro = self.index.mro(drafter)
+        supered = {c.func[1] for k in mro for m in self.index.methods(k).values() for c in m.calls
+                   if c.func and len(c.func) == 2 and c.func[0] == "super()"}
+        out: set[FuncKey] = set()
+        for c in mro:
+            for name, m in self.index.methods(c).items():
+                if not _assigns(m, attr):
+                    continue
+                found = self.index.method(drafter, name)
+                if found is not None and found[0] != c and name not in supered:
+                    continue  # overridden, never reached through super(): it does not run on this drafter
+                out.add((c[0], f"{c[1]}.{name}"))
+        return out
+
+    def built_state(self, drafter: ClassKey, root: Obj) -> dict[str, Value]:
+        """The drafter's attributes at the end of its constructors' run for this configuration:
+        its most derived ``__init__`` run whole by the evaluator (``self`` an object of the
+        drafter's class, the build-root parameter a copy of ``root``, any other parameter
+        unknown; its bases' constructors and its methods as the calls reach them), the paths
+        that do not raise joined (an attribute they leave different is unknown). Empty when
+        every path raises or no constructor of the tree runs."""
+        memo = self._built_memo
+        hit = memo.get((drafter, id(root)))
+        if hit is not None and hit[0] is root:
+            return hit[1]
+        fields: dict[str, Value] = {}
+        ctors = self.constructors(drafter)
+        ev = self.evaluator()
+        fn = ev.world.function(ctors[0][0]) if ctors else None
+        if fn is not None and fn.body:
+            this = Obj(f"{drafter[1]}(...)", cls=drafter)
+            args: dict[str, Value] = {p: copy.deepcopy(root) for p in fn.param_names if p == self.roles["root"]}
+            args["self"] = this
+            joined = ev.run_joined(ctors[0][0], fn, args)
+            built = joined.env.get("self")
+            if joined.raised is None and isinstance(built, Obj):
+                fields = dict(built.fields)
+        if len(memo) >= _BUILT_MEMO:
+            memo.pop(next(iter(memo)))
+        memo[(drafter, id(root))] = (root, fields)
+        return fields
 
     def constructors(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
         """The constructors that run, most derived first: each base's while the one before
@@ -397,6 +484,9 @@ def _asked(attr: str, guards: tuple[PExpr, ...]) -> list[str]:
                 out.append(e.args[1].value)
     return list(dict.fromkeys(out))
 
+
+#: how many plans' built drafter states :meth:`LoadChecks.built_state` keeps
+_BUILT_MEMO = 8
 
 #: the most tests a raise's site gathers through its callers' arms
 _MAX_TESTS = 16

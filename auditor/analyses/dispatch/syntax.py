@@ -29,6 +29,9 @@ class TreeWorld(World):
         # Calls pinned by the question: (module-level function names, what a call returns),
         # the configured loaders returning the draft model a load check runs with.
         self.pinned: tuple[frozenset[str], Value] | None = None
+        # Library functions outside the tree that return an object, never None
+        # (``object-factories``: ``torch.empty``, ...), as ``module.name``.
+        self.object_factories: frozenset[str] = frozenset()
 
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.index.resolve(path, name):
@@ -193,6 +196,9 @@ class TreeWorld(World):
         # (the name as the module binds it: a function of the tree, or an import of one)
         found = [s for s in (self.index.resolve_chain(path, chain) or ()) if s.kind is SymbolKind.FUNCTION]
         return self.pinned[1] if found else None
+
+    def object_factory(self, path: str, chain: tuple[str, ...]) -> bool:
+        return any(_names(self.index, path, chain, *dotted.rsplit(".", 1)) for dotted in self.object_factories)
 
     def stdlib_function(self, path: str, chain: tuple[str, ...]) -> str | None:
         """Which of the standard-library functions the evaluator models (``module.name``)

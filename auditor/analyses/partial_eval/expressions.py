@@ -124,6 +124,11 @@ class World:
         None: not pinned (evaluated as any call)."""
         return None
 
+    def object_factory(self, path: str, chain: tuple[str, ...]) -> bool:
+        """Whether ``chain`` in the module at ``path`` names a library function outside the tree
+        that returns an object, never None (``object-factories``: ``torch.empty``, ...)."""
+        return False
+
     def environ(self, path: str, chain: tuple[str, ...]) -> "dict[str, str] | None":
         """The process environment when ``chain`` in the module at ``path`` names ``os.environ``
         and the question gives the environment (the variables given, no other); None: not that,
@@ -553,7 +558,8 @@ class ExpressionEvaluator(TreeValues):
         if isinstance(result, Unknown) and not deps:
             return result
         if isinstance(result, Unknown):
-            return Unknown(deps[0] if deps else text, known_truth=result.known_truth, options=result.options)
+            return Unknown(deps[0] if deps else text, known_truth=result.known_truth, options=result.options,
+                           not_none=result.not_none)
         return result
 
 
@@ -571,6 +577,9 @@ def _named_call(ev: ExpressionEvaluator, chain: tuple[str, ...], e: PCall, p: Pa
     if pinned is not None:
         ev._opaque_call(e, p, key, depth, [], text)
         return pinned
+    if ev.world.object_factory(key[0], chain):
+        got = ev._opaque_call(e, p, key, depth, [], text)
+        return Unknown(got.reason if isinstance(got, Unknown) else text, not_none=True)
     return NOT_BUILTIN
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Iterable
 
-from .values import Decision, Obj, Path, Unknown, Value, _same, one_of
+from .values import Decision, Obj, Path, Unknown, Value, _same, never_none, one_of
 
 _MUTABLE = (Obj, list, dict)
 
@@ -101,7 +101,8 @@ def _join_value(vals: list[Any], memo: dict[tuple[int, ...], Value], why: str) -
         return first  # type: ignore[no-any-return]
     if not any(isinstance(v, _MUTABLE) for v in vals) and all(_same(v, first) for v in vals):
         return first  # type: ignore[no-any-return]
-    out = one_of(vals, why) if not any(isinstance(v, (Obj, dict)) for v in vals) else Unknown(why)
+    out = one_of(vals, why) if not any(isinstance(v, (Obj, dict)) for v in vals) \
+        else Unknown(why, not_none=all(never_none(v) for v in vals))
     memo[key] = out
     return out
 

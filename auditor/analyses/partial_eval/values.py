@@ -50,6 +50,9 @@ class Unknown:
     options: tuple[Any, ...] | None = None
     # Where the raise ``raises`` names is (file, function, line), when a callee raised it.
     raised_in: tuple[str, str, int] | None = None
+    # It is surely not None (an object a configured library factory returns, ``torch.empty(...)``,
+    # or paths joined that each held one): ``is None`` is decided, nothing else.
+    not_none: bool = False
 
     def __repr__(self) -> str:
         return f"Unknown({self.reason!r})" if self.options is None else f"Unknown({self.reason!r}, options={self.options!r})"
@@ -276,20 +279,29 @@ def is_atom(v: Any) -> bool:
     return isinstance(v, tuple) and all(is_atom(x) for x in v)
 
 
+def never_none(v: Any) -> bool:
+    """``v`` is surely not None: a known value other than None, an :class:`Unknown` marked
+    :attr:`~Unknown.not_none`, or one whose options hold no None."""
+    if isinstance(v, Unknown):
+        return v.not_none or v.options is not None and bool(v.options) and all(o is not None for o in v.options)
+    return v is not None
+
+
 def one_of(values: list[Any], why: str) -> "Value":
     """The value of joined paths that held ``values``: the one value when they agree, an
     :class:`Unknown` holding the options when each is an atom (lists as tuples; an
-    :class:`Unknown` with options contributes its own), else a plain :class:`Unknown`."""
+    :class:`Unknown` with options contributes its own), else a plain :class:`Unknown` (surely
+    not None when none of ``values`` may be None)."""
     out: list[Any] = []
     for v in values:
         for x in (v.options or ()) if isinstance(v, Unknown) else (v,):
             x = tuple(x) if type(x) is list else x
             if not is_atom(x):
-                return Unknown(why)
+                return Unknown(why, not_none=all(never_none(y) for y in values))
             if not any(_same(x, o) for o in out):
                 out.append(x)
         if isinstance(v, Unknown) and not v.options:
-            return Unknown(why)
+            return Unknown(why, not_none=all(never_none(y) for y in values))
     if len(out) == 1:
         return out[0]  # type: ignore[no-any-return]
     if len(out) > MAX_OPTIONS:
@@ -340,8 +352,9 @@ def _compare_values(op: str, a: Value, b: Value) -> bool | None:
             return None
         return same if op in ("==", "is") else not same
     if op in ("is", "is not"):
-        if isinstance(a, Unknown) and b is None and a.known_truth or isinstance(b, Unknown) and a is None and b.known_truth:
-            return op == "is not"  # a value known to be truthy is not None
+        if isinstance(a, Unknown) and b is None and (a.known_truth or never_none(a)) \
+                or isinstance(b, Unknown) and a is None and (b.known_truth or never_none(b)):
+            return op == "is not"  # a value known to be truthy, or to be an object, is not None
         if isinstance(a, Unknown) or isinstance(b, Unknown):
             return None
         if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
