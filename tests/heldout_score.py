@@ -38,6 +38,7 @@ CASES_S15 = HERE / "data" / "heldout" / "heldout_cases_s15.json"
 CASES_S16 = HERE / "data" / "heldout" / "heldout_cases_s16.json"
 #: The eleventh reader's cases (session 16: what happens while the drafter loads the draft model, 0.30.0-0.34.0).
 CASES_S17 = HERE / "data" / "heldout" / "heldout_cases_s17.json"
+CASES_S18 = HERE / "data" / "heldout" / "heldout_cases_s18.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 
