@@ -95,12 +95,9 @@ _MISSING.update({
 })
 
 # The seventh reader (heldout_cases_s13.json): 14/27 at the start of session 13, 21/27 after it, 22/27 after
-# session 14, 24/27 in session 15 (ordering None and an int raises TypeError, as Python does).
+# session 14, 24/27 in session 15 (ordering None and an int raises TypeError, as Python does), 25/27 in session 18
+# (a plain read of a field the config.json and its config class lack raises AttributeError).
 _MISSING.update({
-    "v031-v1-dsv4-nofield-k2": ("a field neither the config.json nor vLLM's DeepseekV4Config gives: the reader's "
-                                "AttributeError rests on transformers' PretrainedConfig (outside vLLM's tree) setting no "
-                                "such attribute; the tool reads only the tree, so the count stays unknown and the plan "
-                                "names step 0's layer"),
     "v030-v2-glm5next-2layers-k2": ("Glm5NextConfig.__getattribute__ answers reads from its text_config: the tool does "
                                     "not run the hook, so use_multi_module_mtp's top-level read is unknown and so is the "
                                     "drafter (MultiModuleMTPSpeculator or MTPSpeculator, was a wrong MTPSpeculator); the "
@@ -167,7 +164,8 @@ _MISSING.update({
 })
 
 # The twelfth reader (heldout_cases_s18.json, nested and wrapped target configs, options that change the drafter's
-# state, 0.25.1-0.33.0): 21/26 at the start of session 18 (39ada88) and after it.
+# state, 0.25.1-0.33.0): 21/26 at the start of session 18 (39ada88), 22/26 after it (a plain read of a field the
+# config.json and its config class lack raises AttributeError: HY V3 without num_nextn_predict_layers).
 _MISSING.update({
     "v027-v1-ernie-k2-two-layers-layer0": _ERNIE_WEIGHTS,
     "v027-v2-ernie-k2-no-multimodule": _ERNIE_WEIGHTS,
@@ -176,11 +174,6 @@ _MISSING.update({
         "disputed: MiMoMultiTokenPredictor.compute_logits indexes self.mtp_layers[...] as a bare expression statement "
         "and discards it (mimo_mtp.py:148 in 0.28.0), then applies the model-level lm_head; the reader writes head "
         "layer 0 ('its final norm'), though no norm of the layer is applied, and writes 'shared' for Ernie's same shape"),
-    "v031-v2-hyv3-missing-nextn-load-fails": (
-        "a config attribute neither the config.json nor vLLM's HYV3Config gives (num_nextn_predict_layers), read plainly "
-        "when the draft model is built: the reader's AttributeError rests on transformers' PretrainedConfig (outside the "
-        "tree) supplying no such attribute; the tool reads only the tree, so the layer count stays unknown (as "
-        "v031-v1-dsv4-nofield-k2)"),
 })
 
 CASES = (load_cases() + load_cases(CASES_S5) + load_cases(CASES_S11) + load_cases(CASES_S12) + load_cases(CASES_S13)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from scan_helpers import write_tree
 from test_layers import planned_scan
 from trees import gate_tree
@@ -190,3 +192,65 @@ def test_a_getattribute_hook_leaves_a_field_given_differently_in_a_sub_config_un
     assert gate == [None] and unknown.alternatives
     assert [d.value for d in known.decisions if "use_multi_module_mtp" in d.condition] == [True]
     assert known.proposer[1] == "MultiModuleSpeculator" and not known.alternatives
+
+
+# A config class without the layer-count field (vLLM 0.31.0's HYV3Config has no
+# num_nextn_predict_layers): the draft model's constructor reads it plainly.
+_BARE = '''
+from transformers import PretrainedConfig
+
+
+class DeepBareConfig(PretrainedConfig):
+    def __init__(self, hidden_size=8, **kwargs):
+        self.hidden_size = hidden_size
+        super().__init__(**kwargs)
+{extra}
+'''
+
+
+def _bare_tree(tmp_path, extra: str = "", base: str = "from transformers import PretrainedConfig"):
+    files = gate_tree()
+    files["vllm/transformers_utils/config.py"] = _REGISTRY.replace('deep="DeepConfig"', 'deep="DeepBareConfig"')
+    files["vllm/transformers_utils/configs/__init__.py"] = _PACKAGE.replace(
+        '"DeepConfig": "vllm.transformers_utils.configs.deep",',
+        '"DeepBareConfig": "vllm.transformers_utils.configs.deep",')
+    files["vllm/transformers_utils/configs/deep.py"] = _BARE.replace("{extra}", extra).replace(
+        "from transformers import PretrainedConfig", base)
+    return write_tree(tmp_path / "t", files)
+
+
+def test_a_layer_count_field_neither_the_file_nor_its_config_class_gives_rejects_the_build(tmp_path):
+    root = _bare_tree(tmp_path)
+    lacking, given = planned_scan(root, [Setting("v2", 2, target_config=_target()),
+                                         Setting("v2", 2, target_config=_target(num_nextn_predict_layers=2))])[1]
+    assert lacking.outcome == "rejected", (lacking.notes, lacking.steps)
+    (r,) = lacking.rejections
+    assert (r.path, r.function, r.when) == ("vllm/models/deep_mtp.py", "DeepMTP.__init__", "build")
+    assert "config.num_nextn_predict_layers" in (root / r.path).read_text().splitlines()[r.line - 1]
+    assert given.outcome == "plan" and given.num_mtp_layers == 2
+    assert not any("gives no" in n for n in given.notes), given.notes
+    # CPython's words for the read (transformers' PretrainedConfig answers a missing name the
+    # same way: its __getattribute__ only maps attribute_map's names)
+    ns: dict = {}
+    exec(_BARE.replace("from transformers import PretrainedConfig", "class PretrainedConfig:\n"
+                       "    def __init__(self, **kwargs):\n        self.__dict__.update(kwargs)").replace("{extra}", ""), ns)
+    try:
+        ns["DeepBareConfig"](architectures=["DeepForCausalLM"]).num_nextn_predict_layers  # noqa: B018
+    except AttributeError as e:
+        assert r.message == f"AttributeError: {e}"
+    else:
+        raise AssertionError("CPython reads it")
+
+
+@pytest.mark.parametrize("extra, base", [
+    ("\n    def derive(self):\n        self.num_nextn_predict_layers = 1\n", None),  # a method may set it
+    ("\n    attribute_map = {'num_nextn_predict_layers': 'hidden_size'}\n", None),  # mapped to another field
+    ("\n    num_nextn_predict_layers: int\n", None),  # an annotated field (a dataclass-style config)
+    ("\n    def fill(self, name):\n        setattr(self, name, 1)\n", None),  # a name not written as a literal
+    ("", "from elsewhere import PretrainedConfig"),  # a base that is not transformers': anything
+])
+def test_a_field_the_config_class_may_hold_is_not_said_to_raise(tmp_path, extra, base):
+    root = _bare_tree(tmp_path, extra, base or "from transformers import PretrainedConfig")
+    (plan,) = planned_scan(root, [Setting("v2", 2, target_config=_target())])[1]
+    assert plan.outcome == "plan" and plan.num_mtp_layers is None, plan.rejections
+    assert any(n.startswith("the configuration gives no num_nextn_predict_layers") for n in plan.notes), plan.notes

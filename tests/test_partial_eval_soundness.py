@@ -482,3 +482,32 @@ def h(cfg):
     assert isinstance(maybe, Unknown)
     (other,) = run("h")  # a call not configured: anything, None included
     assert isinstance(other, Unknown)
+
+
+def test_a_plain_read_of_a_name_a_config_surely_lacks_raises_as_cpython_does():
+    src = """
+def defaulted(cfg):
+    return getattr(cfg, "n", 5), hasattr(cfg, "n")
+
+def plain(cfg):
+    return cfg.n
+
+def held(cfg):
+    return cfg.computed
+"""
+    def cfg():  # a config.json {"h": 1} read into a class whose objects may also hold ``computed``
+        return Obj("hf_config", {"h": 1}, closed=True, lacks=("BareConfig", frozenset({"computed"})))
+
+    assert _one(src, "defaulted", cfg=cfg()) == (5, False)
+    (p,), _ = _paths(src, "plain", cfg=cfg())
+    assert p.raised == "AttributeError: 'BareConfig' object has no attribute 'n'"
+    (q,), _ = _paths(src, "held", cfg=cfg())  # a name the class may set: unknown, not a raise
+    assert q.raised is None and isinstance(q.returned, Unknown)
+    (r,), _ = _paths(src, "plain", cfg=Obj("hf_config", {"h": 1}, closed=True))  # the class unknown
+    assert r.raised is None and isinstance(r.returned, Unknown)
+    class BareConfig:
+        h = 1
+    try:
+        BareConfig().n  # noqa: B018
+    except AttributeError as e:
+        assert p.raised == f"AttributeError: {e}"

@@ -104,6 +104,39 @@ class Config:
     head_free_bases: list[str] = field(default_factory=lambda: [
         "nn.Module", "torch.nn.Module", "Protocol", "typing.Protocol", "Generic", "typing.Generic", "ABC", "abc.ABC",
         "object"])
+    # Config base classes outside the tree (transformers' PretrainedConfig, as it was spelled
+    # before and after 5.0) and the names an object of theirs may have beyond the fields its
+    # config.json gives: their documented attributes, properties, class attributes and methods in
+    # transformers 4.4x-5.x, as a union. A plain read of any other name a config.json and its
+    # config class of the tree lack raises AttributeError, as CPython does.
+    config_bases: list[str] = field(default_factory=lambda: [
+        "transformers.PretrainedConfig", "transformers.PreTrainedConfig",
+        "transformers.configuration_utils.PretrainedConfig", "transformers.configuration_utils.PreTrainedConfig"])
+    config_base_attributes: list[str] = field(default_factory=lambda: [
+        # instance attributes and properties
+        "return_dict", "output_hidden_states", "output_attentions", "torchscript", "torch_dtype", "dtype",
+        "use_bfloat16", "tf_legacy_loss", "pruned_heads", "tie_word_embeddings", "chunk_size_feed_forward",
+        "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder",
+        "architectures", "finetuning_task", "id2label", "label2id", "num_labels", "tokenizer_class", "prefix",
+        "bos_token_id", "pad_token_id", "eos_token_id", "sep_token_id", "decoder_start_token_id", "task_specific_params",
+        "problem_type", "name_or_path", "transformers_version", "use_return_dict", "per_layer_config",
+        "is_heterogeneous", "rope_scaling", "rope_parameters", "gradient_checkpointing", "use_cache",
+        # generation parameters older releases keep on the config
+        "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+        "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
+        "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences",
+        "output_scores", "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
+        "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
+        # class attributes
+        "model_type", "base_config_key", "sub_configs", "has_no_defaults_at_init", "keys_to_ignore_at_inference",
+        "attribute_map", "base_model_tp_plan", "base_model_fsdp_plan", "base_model_pp_plan", "base_model_ep_plan",
+        "is_composition",
+        # methods
+        "from_pretrained", "from_dict", "from_json_file", "get_config_dict", "save_pretrained", "push_to_hub",
+        "to_dict", "to_diff_dict", "to_json_string", "to_json_file", "update", "update_from_string",
+        "get_text_config", "dict_torch_dtype_to_str", "dict_dtype_to_str", "register_for_auto_class", "validate",
+        "validate_output_attentions", "validate_architecture", "validate_token_ids", "validate_layer_type",
+        "convert_rope_params_to_dict", "standardize_rope_params", "validate_rope", "is_custom_code"])
     # Library functions outside the tree that build and return an object, never None (torch's
     # tensor factories, as documented): ``x = torch.empty(...)`` then ``if x is not None`` is
     # decided; nothing else of what they return is known.
@@ -198,6 +231,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "compile_condition_args",
               "config_overrides", "override_field", "head_methods", "proposer_entries", "mtp_methods", "draft_model_methods",
               "validation_methods", "drafter_load_methods", "head_free_bases", "object_factories",
+              "config_bases", "config_base_attributes",
               "plugin_register_calls", "pure_methods", "graph_capture_sizes", "worker_class_fields",
               "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks", "draft_class_attrs",
               "env_validations"}

@@ -1,6 +1,7 @@
-"""How often a function binds each name, and the locals it binds exactly once at its top
+"""How often a function binds each name, the locals it binds exactly once at its top
 level (:attr:`~auditor.facts.extract.FunctionFact.local_defs` and ``top_defs``): a local has
-one value only when nothing else binds it."""
+one value only when nothing else binds it; and every name a class body binds
+(:attr:`~auditor.facts.extract.ClassFact.body_names`)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,23 @@ def _count_node(sub: ast.AST, bind: Callable[..., None]) -> None:
         bind(sub.name, 2)
     elif isinstance(sub, ast.MatchMapping) and sub.rest:
         bind(sub.rest, 2)
+
+
+def class_body_names(node: ast.ClassDef) -> tuple[str, ...]:
+    """The names a class body binds, in its own scope (not inside its methods or nested classes)."""
+    out: list[str] = []
+    todo: list[ast.AST] = list(node.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(n.name)
+            continue
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.extend((a.asname or a.name).split(".")[0] for a in n.names)
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.append(n.id)
+        todo.extend(ast.iter_child_nodes(n))
+    return tuple(sorted(set(out)))

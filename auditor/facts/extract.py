@@ -24,7 +24,7 @@ from typing import Union
 
 import msgspec
 
-from .bindings import binding_counts, top_defs
+from .bindings import binding_counts, class_body_names, top_defs
 from .statements import (  # re-exported: the statement records are facts of this module too
     _TEXT_LIMIT as _TEXT_LIMIT,
     Chain as Chain,
@@ -375,6 +375,9 @@ class ClassFact(Struct, frozen=True):
     # Annotated class-level fields whose type is a name or a union of names (``f: A | None``,
     # ``Optional[A]``): the names, with their line (issue 18: a pydantic field's Literal type).
     field_types: dict[str, FieldType] = {}
+    # Every name the class body binds (assignments of any target shape, annotations with or
+    # without a value, nested defs and classes, imports, loop and ``with`` targets).
+    body_names: tuple[str, ...] = ()
     # -- issue 12 (capture/compile) --
     decorator_facts: tuple[DecoratorFact, ...] = ()
 
@@ -1106,6 +1109,7 @@ class _ModuleExtractor:
             class_attrs=class_attrs,
             field_defaults=field_defaults,
             field_types=field_types,
+            body_names=class_body_names(node),
             decorator_facts=tuple(_decorator(d, self.src) for d in node.decorator_list),
         )
 

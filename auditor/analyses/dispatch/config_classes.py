@@ -17,7 +17,18 @@ config is read from its ``__init__`` (the one its MRO resolves), never run:
   way; ``self.p = C()`` builds one with only its defaults when the config.json lacks it.
 
 Anything else the class does (a field computed from others, a base outside the tree such as
-transformers' ``PretrainedConfig``) is not read: the config keeps what the file says. A class
+transformers' ``PretrainedConfig``) is not read: the config keeps what the file says.
+
+What an object of the class may hold beyond the file's fields is known when every base of its
+MRO outside the tree is a config base (``config-bases``: transformers' ``PretrainedConfig``,
+whose instances hold ``config-base-attributes`` besides the file's fields) or one of
+``head-free-bases``: the names its classes bind in their bodies (class attributes, annotated
+fields, methods, properties), assign on ``self`` or map (``attribute_map``). A plain read of a
+name none of these holds raises AttributeError, as CPython does (vLLM 0.31.0's HYV3Config
+without ``num_nextn_predict_layers``: the MTP predictor's constructor reads it plainly);
+``getattr``'s default and ``hasattr`` already treated it as absent. A class that may set a
+name not written as a literal (``setattr(self, name, ...)``, ``self.__dict__``) may hold
+anything: its reads stay unknown. A class
 that hooks attribute reads (``__getattribute__``/``__getattr__``: Glm5NextConfig answers a read
 from its ``text_config``) may answer a field the file lacks at the top level with anything:
 those reads are unknown, the class's own defaults included (a field the file gives at the top
@@ -33,6 +44,7 @@ from ...facts.extract import FunctionFact, PCall, PConst, PName, parse_pexpr
 from ...index.index import ClassKey, SymbolKind
 from ..partial_eval import Obj, Unknown, Value
 from .part import DispatchPart
+from .syntax import _names, sets_attrs
 
 MAX_NESTING = 3
 #: The config field the registry is keyed on (transformers' ``PretrainedConfig.model_type``).
@@ -55,6 +67,7 @@ class ConfigClasses(DispatchPart):
         super().__init__(provider)
         self._classes: dict[str, ClassKey | None] = {}
         self._defaults: dict[ClassKey, ClassDefaults | None] = {}
+        self._may_hold: dict[ClassKey, frozenset[str] | None] = {}
 
     def apply(self, hf: Obj) -> ClassKey | None:
         """Give ``hf`` (a config.json as read, closed) the defaults of the config class its
@@ -66,6 +79,7 @@ class ConfigClasses(DispatchPart):
             return None
         given = set(hf.fields)
         self._fill(hf, cls, 0)
+        self._mark_lacks(hf, cls)
         hook = next((m for m in ATTRIBUTE_HOOKS if self.index.method(cls, m) is not None), None)
         if hook is not None:
             # A field the file lacks at the top level reads as the hook's answer, the class's
@@ -113,10 +127,56 @@ class ConfigClasses(DispatchPart):
             held = obj.fields.get(name)
             if isinstance(held, Obj):
                 self._fill(held, sub, depth + 1)
+                self._mark_lacks(held, sub)
             elif name not in obj.fields and name not in obj.roles and when_absent:
                 built = Obj(f"{obj.label}.{name}", closed=True)
                 self._fill(built, sub, depth + 1)
+                self._mark_lacks(built, sub)
                 obj.fields[name] = built
+
+    def _mark_lacks(self, obj: Obj, cls: ClassKey) -> None:
+        """``obj`` (closed, an object of ``cls``) raises on a plain read of a name it lacks
+        when :meth:`may_hold` knows every name an object of ``cls`` may hold."""
+        names = self.may_hold(cls)
+        if names is not None and obj.closed:
+            obj.lacks = (cls[1], names)
+
+    def may_hold(self, cls: ClassKey) -> frozenset[str] | None:
+        """Every name an object of ``cls`` may hold besides the fields its file gives (see the
+        module docstring); None when that is not known (a base outside the tree that is no
+        config base, a hook on attribute reads, an attribute set by a name not written as a
+        literal, an ``attribute_map`` that is not a literal dict)."""
+        if cls in self._may_hold:
+            return self._may_hold[cls]
+        self._may_hold[cls] = None
+        names: set[str] = set()
+        config_base = False
+        for c in self.index.mro(cls):
+            cf = self.index.class_fact(c)
+            if cf is None or any(h in cf.methods for h in ATTRIBUTE_HOOKS):
+                return None
+            for b in cf.bases:
+                if any(sym.kind is SymbolKind.CLASS for sym in self.index.resolve_chain(c[0], b)):
+                    continue
+                if ".".join(b) in self.config.head_free_bases:
+                    continue
+                if not any(_names(self.index, c[0], b, *dotted.rsplit(".", 1)) for dotted in self.config.config_bases):
+                    return None
+                config_base = True
+            names.update(cf.class_attrs, cf.methods, cf.field_types, cf.field_defaults, cf.body_names)
+            mapped = cf.class_attrs.get("attribute_map")
+            if mapped is not None:
+                if not (mapped.has_literal and isinstance(mapped.literal, dict)):
+                    return None
+                names.update(k for k in mapped.literal if isinstance(k, str))
+            for m in cf.methods.values():
+                if sets_attrs([m], ("self",)) or any(c.func == ("self", "__dict__", "update") for c in m.calls):
+                    return None
+                names.update(a.target[1] for a in m.attr_assigns if len(a.target) == 2 and a.target[0] == "self")
+        if config_base:
+            names.update(self.config.config_base_attributes)
+        self._may_hold[cls] = frozenset(names)
+        return self._may_hold[cls]
 
     def _resolve(self, package: str, name: str) -> ClassKey | None:
         if package not in self.index.files:

@@ -21,12 +21,15 @@ its text config is planned with ``--set text_config.<field>=N``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ...facts.extract import FunctionFact
 from ...facts.statements import PAttr, PCall, PConst, PExpr, PName
 from ...index.bodies import FunctionBodies
 from ...index.index import ClassKey
-from ..partial_eval import Evaluator, Obj
+from ..partial_eval import Evaluator, Obj, Path, Unknown, Value
 from .constructors import LOCAL_DEPTH, constructor_env, constructor_path
+from .outcomes import Rejection
 from .part import DispatchPart
 from .syntax import BodiesWorld, expr_nodes
 
@@ -103,6 +106,39 @@ class CountHolder(DispatchPart):
         extracted on demand (``self.n = _select(config.f, spec.num_speculative_tokens)``);
         else None, with the definition (the count is not the field's value)."""
         out: int | None = n
+        for owner, fn, a, v in self._size_definitions(model, count_field):
+            if isinstance(v, PConst) or _plain_read(fn, v, count_field):
+                continue
+            bounded = _min_max(fn, v, count_field, n)
+            if bounded is None and root is not None and count_field in _names_read(fn, v):
+                got, p = self._evaluated(owner, fn, a, v, root, hf)
+                bounded = got if type(got) is int and not p.raised else None
+            if bounded is not None:
+                out = bounded
+            elif count_field in _names_read(fn, v):
+                return None, f"self.{a} in {owner[1]}.__init__"
+        return out, None
+
+    def build_raise(self, model: ClassKey, count_field: str, root: Obj, hf: Obj | None) -> Rejection | None:
+        """The raise of a size attribute's definition that reads ``count_field`` (an
+        unconditional statement of the constructor of a part of ``model`` that builds a layer
+        container), evaluated over the build's configuration as :meth:`sized` evaluates it:
+        a plain read of a field the draft config surely lacks (``Obj.missing``: AttributeError,
+        vLLM 0.31.0's ``self.num_mtp_layers = config.num_nextn_predict_layers`` on an HYV3Config
+        without it) rejects the configuration while the draft model is built."""
+        for owner, fn, a, v in self._size_definitions(model, count_field):
+            if count_field not in _names_read(fn, v):
+                continue
+            got, p = self._evaluated(owner, fn, a, v, root, hf)
+            raised = got.raises if isinstance(got, Unknown) and got.raises else p.raised
+            if raised:
+                return Rejection(owner[0], _line(fn, a), f"{owner[1]}.__init__", raised, "build")
+        return None
+
+    def _size_definitions(self, model: ClassKey, count_field: str) -> Iterator[tuple[ClassKey, FunctionFact, str, PExpr]]:
+        """Each size attribute of a layer container of ``model``'s parts built from
+        ``count_field``, with its single unconditional definition in the container owner's
+        constructor (owner, constructor, attribute, definition)."""
         for part in sorted(self.registry.model_parts(model)):
             for c in self.types.containers(part):
                 if count_field not in c.config_fields:
@@ -110,32 +146,27 @@ class CountHolder(DispatchPart):
                 found = self.index.method(c.owner, "__init__")
                 if found is None:
                     continue
-                fn = found[1]
+                owner, fn = found
                 for a in c.size_attrs:
                     v = fn.attr_defs.get(a)
-                    if v is None or isinstance(v, PConst) or _plain_read(fn, v, count_field):
-                        continue
-                    bounded = _min_max(fn, v, count_field, n)
-                    if bounded is None and root is not None and count_field in _names_read(fn, v):
-                        bounded = self._evaluated(found[0], fn, a, v, root, hf)
-                    if bounded is not None:
-                        out = bounded
-                    elif count_field in _names_read(fn, v):
-                        return None, f"self.{a} in {found[0][1]}.__init__"
-        return out, None
+                    if v is not None:
+                        yield owner, fn, a, v
 
-
-    def _evaluated(self, owner: ClassKey, fn: FunctionFact, attr: str, v: PExpr, root: Obj, hf: Obj | None) -> int | None:
-        """``self.<attr> = v`` in ``owner``'s constructor, evaluated over the build's configuration:
-        an int, or None (unknown, or a value that is not an int)."""
+    def _evaluated(self, owner: ClassKey, fn: FunctionFact, attr: str, v: PExpr, root: Obj,
+                   hf: Obj | None) -> tuple[Value, Path]:
+        """``self.<attr> = v`` in ``owner``'s constructor, evaluated over the build's
+        configuration, with the path it is evaluated on."""
         key = (owner[0], f"{owner[1]}.__init__")
-        line = next((a.line for a in fn.attr_assigns if a.target == ("self", attr)), fn.line)
         if self._bodies is None or self._bodies.index is not self.index:
             self._bodies = FunctionBodies(self.index)
         ev = Evaluator(BodiesWorld(self._bodies, self.config.pure_methods, self.config.sub_config_getters), self.limits.hit)
-        p = constructor_path(ev, key, fn, constructor_env(fn, self.roles, root, hf), v, line)
-        got = ev.eval(v, p, key)
-        return got if type(got) is int and not p.raised else None
+        p = constructor_path(ev, key, fn, constructor_env(fn, self.roles, root, hf), v, _line(fn, attr))
+        return ev.eval(v, p, key), p
+
+
+def _line(fn: FunctionFact, attr: str) -> int:
+    """The line of ``self.<attr> = ...`` in ``fn``."""
+    return next((a.line for a in fn.attr_assigns if a.target == ("self", attr)), fn.line)
 
 
 def _plain_read(fn: FunctionFact, e: PExpr, field: str, depth: int = 0) -> bool:

@@ -70,6 +70,7 @@ class Planner(DispatchPart):
         # The route's leg for this drafter and class: its loop, layer-count fields and per-step reading.
         leg = self.provider.route_values.leg(proposer, model) if model else None
         n, layer_field = self._layer_count(leg, hf) if leg else (None, None)
+        given = n is not None
         if n is not None and model is not None and layer_field:
             _, build_root, draft_hf = self._build(setting, hf)
             n, computed = self.provider.count_holder.sized(model, layer_field.rpartition(".")[2], n, build_root,
@@ -83,6 +84,10 @@ class Planner(DispatchPart):
         if fixed is not None:  # built whatever the config says: the count the selections see
             n, layer_field = fixed[0], None
             notes.append(f"the draft model builds {fixed[0]} MTP layer(s) whatever the config says ({fixed[1]})")
+        if not given and fixed is None and layer_field and model is not None:
+            notes.append(f"the configuration gives no {layer_field}: how many MTP layers the draft model builds is "
+                         "unknown (a config class outside the tree may default it, or the build may fail); each "
+                         "step names the layer its selection reads")
         loop, steps = self._steps(setting, proposer, leg, n)
         if alternatives:
             deps = sorted({d.depends_on for d in chain if d.value is None and d.depends_on})
@@ -188,6 +193,13 @@ class Planner(DispatchPart):
         if not rejections and plan.proposer is not None:
             # Checks the drafter makes while it is built and loads the draft model (:mod:`.load_checks`).
             rejections, drafter_notes = self.provider.load_checks.checks(plan.proposer, model, build_root)
+        if model is not None and plan.num_mtp_layers is None and plan.layer_field \
+                and not any(r.when != "load" for r in rejections):
+            # The draft model's constructor reads a layer-count field the draft config lacks: it
+            # fails while the drafter loads it, before the load method's own checks.
+            built = self.provider.count_holder.build_raise(model, plan.layer_field.rpartition(".")[2], build_root,
+                                                           draft_hf if draft_hf is not None else hf)
+            rejections = [built, *rejections] if built is not None else rejections
         if not rejections and model is not None:
             # Layers no checkpoint name reaches, when the checkpoint names them as the mapper's sources.
             rejections = self.provider.weight_names.rejections(model, plan.num_mtp_layers)

@@ -99,7 +99,7 @@ class TreeValues:
         got = self.attribute(owner, attr, p, key, depth)
         if isinstance(got, _Absent):
             if isinstance(owner, Obj):
-                return Unknown(f"{owner.label}.{attr} (not set)")
+                return Unknown(f"{owner.label}.{attr} (not set)", raises=owner.missing(attr))
             return Unknown(f"{describe(owner)}.{attr} (no such attribute)")
         return got
 

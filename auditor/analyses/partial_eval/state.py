@@ -89,6 +89,7 @@ def _join_value(vals: list[Any], memo: dict[tuple[int, ...], Value], why: str) -
                     del first.roles[k]
                     first.fields[k] = joined
         first.closed = all(v.closed for v in vals)
+        first.lacks = first.lacks if all(v.lacks == first.lacks for v in vals) else None
         return first  # type: ignore[no-any-return]
     if all(type(v) is list for v in vals) and all(len(v) == len(first) for v in vals):
         memo[key] = first

@@ -87,6 +87,10 @@ class Obj:
     # Fields whose value stands for what code assigns them (the draft's model config the tool
     # derived, which the speculative config's construction builds): an assignment keeps it.
     pinned: frozenset[str] = frozenset()
+    # A config read from a config.json into a config class of the tree whose every base is known:
+    # (the class's name, every name an object of it may have beyond ``fields``). A plain read of
+    # a name neither holds raises AttributeError.
+    lacks: tuple[str, frozenset[str]] | None = None
     # The same object on every path: a fork copies it with its uid, so the copies on two
     # paths can be told to be one object when the paths are joined.
     uid: int = field(default_factory=lambda: next(_UIDS))
@@ -101,7 +105,16 @@ class Obj:
         new.roles = copy.deepcopy(self.roles, memo)
         new.uid = self.uid
         new.pinned = self.pinned
+        new.lacks = self.lacks
         return new
+
+    def missing(self, name: str) -> str | None:
+        """The AttributeError (as CPython words it) a plain read of ``name`` raises, for a
+        name the object surely lacks (:attr:`lacks`); None: not known to raise."""
+        if self.lacks is None or not self.closed or name in self.fields or name in self.roles \
+                or name.startswith("_") or name in self.lacks[1]:
+            return None
+        return f"AttributeError: '{self.lacks[0]}' object has no attribute '{name}'"
 
     def get(self, name: str) -> "Value | _Absent":
         if name in self.fields:
