@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Hashable
 
 from ...facts.extract import CallFact, ExprFact, FunctionFact, GuardedRaise, PAttr, PCall, PConst, PExpr, PName
 from ...index.index import ClassKey, FuncKey
 from ...index.self_calls import self_callee
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
-from ..partial_eval.values import _Absent
+from ..partial_eval.values import _Absent, structural_key
 from ..types import REGISTRY
 from .constructors import LOCAL_DEPTH, constructor_path
 from .outcomes import Rejection
@@ -78,8 +78,8 @@ Site = tuple[FuncKey, FunctionFact, tuple[Test, ...], When]
 class LoadChecks(DispatchPart):
     def __init__(self, provider: "DispatchProvider") -> None:
         super().__init__(provider)
-        # (drafter, id of the build root) -> (the root, its built state): the last few plans'
-        self._built_memo: dict[tuple[ClassKey, int], tuple[Obj, dict[str, Value]]] = {}
+        # (drafter, the build root's structure) -> (the root, its built state): the last few configurations'
+        self._built_memo: dict[tuple[ClassKey, Hashable], tuple[Obj, dict[str, Value]]] = {}
         self._ran_memo: dict[ClassKey, frozenset[FuncKey]] = {}
 
     def rejections(self, drafter: ClassKey, model: ClassKey | None, root: Obj) -> list[Rejection]:
@@ -359,7 +359,8 @@ class LoadChecks(DispatchPart):
                 if not isinstance(got, Unknown):
                     return got
                 break  # (the whole run may know it: a base's parameter its caller passes a literal)
-        return self.built_state(drafter, root).get(attr, Unknown(f"self.{attr}"))
+        # (a copy: the state is shared by the plans of one configuration)
+        return copy.deepcopy(self.built_state(drafter, root).get(attr, Unknown(f"self.{attr}")))
 
     def ran_methods(self, drafter: ClassKey) -> frozenset[FuncKey]:
         """The constructors that run and the drafter's methods they call on ``self`` or
@@ -397,8 +398,11 @@ class LoadChecks(DispatchPart):
         that do not raise joined (an attribute they leave different is unknown). Empty when
         every path raises or no constructor of the tree runs."""
         memo = self._built_memo
-        hit = memo.get((drafter, id(root)))
-        if hit is not None and hit[0] is root:
+        # (the configuration's structure: plans of one configuration share the run)
+        shape: Hashable = structural_key(root)
+        key = (drafter, shape if shape is not None else ("object", id(root)))
+        hit = memo.get(key)
+        if hit is not None and (shape is not None or hit[0] is root):
             return hit[1]
         fields: dict[str, Value] = {}
         ctors = self.constructors(drafter)
@@ -414,7 +418,7 @@ class LoadChecks(DispatchPart):
                 fields = dict(built.fields)
         if len(memo) >= _BUILT_MEMO:
             memo.pop(next(iter(memo)))
-        memo[(drafter, id(root))] = (root, fields)
+        memo[key] = (root, fields)
         return fields
 
     def constructors(self, cls: ClassKey) -> list[tuple[FuncKey, FunctionFact]]:
@@ -485,8 +489,8 @@ def _asked(attr: str, guards: tuple[PExpr, ...]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-#: how many plans' built drafter states :meth:`LoadChecks.built_state` keeps
-_BUILT_MEMO = 8
+#: how many configurations' built drafter states :meth:`LoadChecks.built_state` keeps
+_BUILT_MEMO = 64
 
 #: the most tests a raise's site gathers through its callers' arms
 _MAX_TESTS = 16

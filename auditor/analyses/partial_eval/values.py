@@ -265,7 +265,7 @@ def _structural(v: Any, seen: dict[int, int]) -> Hashable:
         if id(v) in seen:
             return ("shared", seen[id(v)])
         seen[id(v)] = len(seen)
-        return ("obj", v.label, v.closed, v.cls,
+        return ("obj", v.label, v.closed, v.cls, v.pinned, v.lacks,
                 tuple((k, _structural(x, seen)) for k, x in v.fields.items()),
                 tuple((k, _structural(x, seen)) for k, x in v.roles.items()))
     if isinstance(v, (list, tuple)):
