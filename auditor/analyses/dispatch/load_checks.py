@@ -80,7 +80,7 @@ class LoadChecks(DispatchPart):
         super().__init__(provider)
         # (drafter, the build root's structure) -> (the root, its built state): the last few configurations'
         self._built_memo: dict[tuple[ClassKey, Hashable], tuple[Obj, dict[str, Value]]] = {}
-        self._ran_memo: dict[ClassKey, frozenset[FuncKey]] = {}
+        self._construction_memo: dict[ClassKey, list[Site]] = {}
 
     def rejections(self, drafter: ClassKey, model: ClassKey | None, root: Obj) -> list[Rejection]:
         """The raises of ``drafter``'s constructors and load methods that this configuration reaches."""
@@ -94,10 +94,9 @@ class LoadChecks(DispatchPart):
         notes: list[str] = []
         ev = self.evaluator()
         ctors = self.constructors(drafter)
-        built: list[Site] = [(k, f, (), (i, f.end_line + 1, ())) for i, (k, f) in enumerate(ctors)]
         loaded = self._reached_methods(drafter, [(k, f, (), None) for k, f in self._load_methods(drafter)], ctors)
         reads: list[str] = []  # reads of an attribute the loaded model lacks, on the way for this configuration
-        for phase, sites in (("build", self._reached_methods(drafter, built, ctors)), ("load", loaded)):
+        for phase, sites in (("build", self._construction(drafter)), ("load", loaded)):
             for key, fn, outer, when in sites:
                 lacking = self._lacking_reads(ev, drafter, model, fn) if phase == "load" and model is not None else []
                 for r in (*fn.raises, *lacking):
@@ -364,12 +363,18 @@ class LoadChecks(DispatchPart):
 
     def ran_methods(self, drafter: ClassKey) -> frozenset[FuncKey]:
         """The constructors that run and the drafter's methods they call on ``self`` or
-        ``super()`` (:meth:`_reached_methods`)."""
-        hit = self._ran_memo.get(drafter)
+        ``super()`` (:meth:`_construction`)."""
+        return frozenset(k for k, *_ in self._construction(drafter))
+
+    def _construction(self, drafter: ClassKey) -> list[Site]:
+        """The constructors that run, each inside the one before it, and the drafter's methods
+        they call (:meth:`_reached_methods`), as the build phase of :meth:`checks` walks them;
+        facts only, kept per drafter."""
+        hit = self._construction_memo.get(drafter)
         if hit is None:
             ctors = self.constructors(drafter)
             built: list[Site] = [(k, f, (), (i, f.end_line + 1, ())) for i, (k, f) in enumerate(ctors)]
-            hit = self._ran_memo[drafter] = frozenset(k for k, *_ in self._reached_methods(drafter, built, ctors))
+            hit = self._construction_memo[drafter] = self._reached_methods(drafter, built, ctors)
         return hit
 
     def writers(self, drafter: ClassKey, attr: str) -> set[FuncKey]:
