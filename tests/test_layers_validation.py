@@ -83,11 +83,50 @@ def test_v2_rejects_what_its_runner_check_collects_with_the_message_and_line(tmp
     assert rejected.outcome == "rejected", rejected.steps
     r = rejected.rejections[0]
     assert (r.path, r.line, r.function) == ("vllm/config/vllm.py", 23, "VllmConfig._validate_v2_model_runner")
-    assert "Model Runner V2 does not yet support" in r.message and "(unsupported: parallel drafting)" in r.message
+    assert "Model Runner V2 does not yet support" in r.message
+    # The pipeline-parallel append is not decided (the configuration leaves it unknown), and
+    # it comes first in the list: the message says so.
+    assert "(unsupported: parallel drafting; an item not decided may come first)" in r.message
     # Decided against, or unknown (an option the configuration leaves unset): a plan.
     assert off.outcome == "plan" and unset.outcome == "plan"
     # V1 does not run V2's check (this tree has no V1 factory: what V1 does is unknown, not rejected)
     assert v1.outcome == "unknown" and not v1.rejections
+
+
+_EXTENDED = _VLLM_CONFIG.replace('''        return unsupported
+
+    def _validate''', '''        if self.parallel_config.use_ubatching:
+            unsupported.extend(self._get_dbo_unsupported_features())
+        return unsupported
+
+    def _get_dbo_unsupported_features(self):
+        return ["dual batch overlap"]
+
+    def _validate''')
+
+
+@pytest.mark.parametrize("guard", ["self.parallel_config.use_ubatching", "True"])
+def test_a_collected_list_that_is_also_extended_is_still_read(tmp_path, guard):
+    """``unsupported.extend(...)`` adds what another list holds (none or several items): the
+    list is still read (vLLM 0.31.0-0.33.0 collect that way), an extend is never taken to
+    make it non-empty, and the message says an undecided item may precede the known ones."""
+    files = _files()
+    files["vllm/config/vllm.py"] = _EXTENDED.replace("if self.parallel_config.use_ubatching:", f"if {guard}:")
+    root = write_tree(tmp_path / "t", files)
+    rejected, unset = planned_scan(root, [_deep("v2", parallel_drafting=True), _deep("v2")])[1]
+    assert rejected.outcome == "rejected", rejected.steps
+    assert "(unsupported: parallel drafting; an item not decided may come first)" in rejected.rejections[0].message
+    # An extend whose guard holds may still add nothing: without parallel drafting the list's
+    # emptiness stays undecided, and the configuration is not rejected.
+    assert unset.outcome == "plan" and not unset.rejections
+
+
+def test_a_list_whose_every_item_is_decided_names_them_all(tmp_path):
+    files = _files()
+    files["vllm/config/vllm.py"] = _VLLM_CONFIG.replace("self.parallel_config.pipeline_parallel_size > 1", "False")
+    root = write_tree(tmp_path / "t", files)
+    (rejected,) = planned_scan(root, [_deep("v2", parallel_drafting=True)])[1]
+    assert rejected.rejections[0].message.endswith("(unsupported: parallel drafting)")
 
 
 def test_a_drafter_rejects_a_draft_model_without_the_head_method_it_needs(tmp_path):

@@ -285,7 +285,8 @@ class GuardedRaise(Struct, frozen=True):
 class GuardedAppend(Struct, frozen=True):
     """``name.append(value)`` on a local, with the tests of the ``if`` arms around it,
     outermost first, and whether a loop holds it (issue 18: validation that collects what
-    it rejects, then raises when the list is not empty)."""
+    it rejects, then raises when the list is not empty). ``many``: ``name.extend(value)``,
+    which adds every item of ``value`` (none, one or several)."""
 
     line: int
     target: str
@@ -293,6 +294,7 @@ class GuardedAppend(Struct, frozen=True):
     guards: tuple["PExpr", ...] = ()
     negated: tuple[bool, ...] = ()
     in_loop: bool = False
+    many: bool = False
 
 
 class FunctionFact(Struct, frozen=True):
@@ -920,11 +922,12 @@ class _FunctionExtractor(_SkippableVisits):
                 node.func.attr if func_chain is None and isinstance(node.func, ast.Attribute) else None,
             )
         )
-        if (func_chain and len(func_chain) == 2 and func_chain[1] == "append" and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords):
+        if (func_chain and len(func_chain) == 2 and func_chain[1] in ("append", "extend")
+                and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and len(node.args) == 1 and not node.keywords):
             self.appends.append(GuardedAppend(node.lineno, func_chain[0], pexpr(node.args[0], self.src),
                                               tuple(g for g, _ in self._guards), tuple(n for _, n in self._guards),
-                                              bool(self._loop_stack)))
+                                              bool(self._loop_stack), func_chain[1] == "extend"))
         # dict-building calls on a local: d.update(k=v)
         if func_chain and len(func_chain) == 2 and func_chain[1] == "update" and isinstance(node.func, ast.Attribute):
             if isinstance(node.func.value, ast.Name):

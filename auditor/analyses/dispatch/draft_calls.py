@@ -224,17 +224,16 @@ class DraftCalls(DispatchPart):
         ``if`` arm this configuration decides not taken (:mod:`.load_checks`' tests, after the
         load); else unknown."""
         unknown = Unknown(f"self.{attr}")
-        ctors = self.provider.load_checks.ran_methods(drafter)
+        load = self.provider.load_checks
+        ctors = load.ran_methods(drafter)
         mro = self.index.mro(drafter)
         writers: set[str] = set()
-        for c in mro:
-            for name, m in self.index.methods(c).items():
-                if (c[0], f"{c[1]}.{name}") not in ctors and any(s.target == ("self", attr) for s in m.attr_assigns):
-                    if not name.startswith("_") or name.startswith("__"):
-                        return unknown
-                    writers.add(name)
+        for key in load.writers(drafter, attr) - ctors:  # (the ones that may run on this drafter)
+            name = key[1].rpartition(".")[2]
+            if not name.startswith("_") or name.startswith("__"):
+                return unknown
+            writers.add(name)
         loads = self._load_chain(drafter)
-        load = self.provider.load_checks
         for c in mro:
             for name, m in self.index.methods(c).items():
                 key = (c[0], f"{c[1]}.{name}")

@@ -202,8 +202,21 @@ class Plan:
         }
 
 
+class _Conditioned:
+    """What a route says of the guards it is taken under (its ``conditions``)."""
+
+    conditions: tuple[DecisionRow, ...]
+
+    def describe(self) -> str:
+        return " and ".join(d.describe() for d in self.conditions)
+
+    @property
+    def cuts(self) -> tuple[str, ...]:
+        return tuple(c for d in self.conditions if (c := d.cut) is not None)
+
+
 @dataclass(frozen=True)
-class Route:
+class Route(_Conditioned):
     """A drafter a runner's factory can build for an MTP method, whatever the draft
     config and K; ``conditions`` are the guards it depends on (value unknown), with the
     side the route takes."""
@@ -213,16 +226,9 @@ class Route:
     site: Hop
     conditions: tuple[DecisionRow, ...]
 
-    def describe(self) -> str:
-        return " and ".join(d.describe() for d in self.conditions)
-
-    @property
-    def cuts(self) -> tuple[str, ...]:
-        return tuple(c for d in self.conditions if (c := d.cut) is not None)
-
 
 @dataclass(frozen=True)
-class ModelRoute:
+class ModelRoute(_Conditioned):
     """A drafter a runner's factory builds for one MTP draft architecture (and so for its
     registered model classes); ``conditions``: the guards left unknown, with the side taken."""
 
@@ -232,13 +238,6 @@ class ModelRoute:
     drafter: ClassKey
     site: Hop
     conditions: tuple[DecisionRow, ...]
-
-    def describe(self) -> str:
-        return " and ".join(d.describe() for d in self.conditions)
-
-    @property
-    def cuts(self) -> tuple[str, ...]:
-        return tuple(c for d in self.conditions if (c := d.cut) is not None)
 
 
 def route_alternatives(routes: "Sequence[Route | ModelRoute]") -> str:

@@ -11,9 +11,10 @@ Two shapes of vLLM's validation are read besides plain tests:
 
 * **Collect, then raise.** ``unsupported = self._collect()`` then ``if unsupported: raise``,
   where the collecting method builds a local list from ``[]`` with guarded ``append`` calls
-  (``FunctionFact.appends``) and returns it: the list is non-empty when one append's tests
-  all hold (not in a loop), empty when every append has a test decided against it, else
-  unknown. The message names what was collected.
+  (``FunctionFact.appends``; an ``extend`` of it adds what another list holds, none or
+  several items) and returns it: the list is non-empty when one append's tests all hold (not
+  in a loop), empty when every append and extend has a test decided against it, else unknown.
+  The message names what is known to be collected (an undecided item may come before them).
 * **Both arms raise.** ``if not HAS_TRITON: raise ...`` before the raise: the later raise
   runs when the test is false, the earlier one when it is true, so an undecided test there
   does not keep the configuration from being rejected (by one of the two).
@@ -57,9 +58,10 @@ class RunnerChecks(DispatchPart):
         for i, (g, neg) in enumerate(zip(r.guards, r.negated)):
             collected = self._collected(ev, key, fn, env, g, owner)
             if collected is not None:
-                t: bool | None = bool(collected[0]) if collected[1] else None
-                if t and not neg:
-                    extra = f" ({g.id}: {', '.join(collected[0])})" if isinstance(g, PName) else ""
+                items, decided, complete = collected
+                t: bool | None = bool(items) if decided else None
+                if t and not neg and isinstance(g, PName):
+                    extra = f" ({g.id}: {', '.join(items)}{'' if complete else '; an item not decided may come first'})"
             else:
                 p = constructor_path(ev, key, fn, copy.deepcopy(env), g, r.line)
                 t = truth(ev.eval(g, p, key))
@@ -70,9 +72,10 @@ class RunnerChecks(DispatchPart):
         return extra
 
     def _collected(self, ev: Evaluator, key: FuncKey, fn: FunctionFact, env: dict[str, Value], g: PExpr,
-                   owner: ClassKey | None) -> tuple[list[str], bool] | None:
+                   owner: ClassKey | None) -> tuple[list[str], bool, bool] | None:
         """A test that is a local holding what a collecting method returns: (the items known
-        to be collected, whether the list's emptiness is decided); None: not that shape."""
+        to be collected, whether the list's emptiness is decided, whether no other item may be
+        collected); None: not that shape."""
         if not isinstance(g, PName) or g.id not in fn.local_defs:
             return None
         call = fn.local_defs[g.id]
@@ -97,12 +100,12 @@ class RunnerChecks(DispatchPart):
                 states.append(None if t is None else t != neg)
             if False in states:
                 continue  # this append does not run
-            if a.in_loop or None in states:
-                undecided = True  # it may run
+            if a.in_loop or a.many or None in states:
+                undecided = True  # it may run, or (an extend) add nothing
                 continue
             items.append(a.value.value if isinstance(a.value, PConst) and isinstance(a.value.value, str)
                          else a.value.text if isinstance(a.value, (POpaque, PFormat)) else f"the item appended at line {a.line}")
-        return items, bool(items) or not undecided
+        return items, bool(items) or not undecided, not undecided
 
 
 def _collecting_list(fn: FunctionFact) -> tuple[GuardedAppend, ...] | None:
@@ -115,7 +118,7 @@ def _collecting_list(fn: FunctionFact) -> tuple[GuardedAppend, ...] | None:
     if len(values) != 1 or values[0].text != "[]":
         return None
     for c in fn.calls:
-        if c.func and c.func[0] == name and c.func != (name, "append"):
+        if c.func and c.func[0] == name and c.func not in ((name, "append"), (name, "extend")):
             return None
         if any(name in e.names for e in (*c.args, *(k.value for k in c.keywords), *c.star_args, *c.star_kwargs)):
             return None
