@@ -39,6 +39,7 @@ CASES_S16 = HERE / "data" / "heldout" / "heldout_cases_s16.json"
 #: The eleventh reader's cases (session 16: what happens while the drafter loads the draft model, 0.30.0-0.34.0).
 CASES_S17 = HERE / "data" / "heldout" / "heldout_cases_s17.json"
 CASES_S18 = HERE / "data" / "heldout" / "heldout_cases_s18.json"
+CASES_S19 = HERE / "data" / "heldout" / "heldout_cases_s19.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 
@@ -47,14 +48,16 @@ def load_cases(path: Path = CASES) -> list[dict[str, Any]]:
     return list(json.loads(path.read_text(encoding="utf-8"))["cases"])
 
 
-def setting_of(case: dict[str, Any]) -> Any:
+def setting_of(case: dict[str, Any], runner: str | None = None) -> Any:
+    """The question a case asks; ``runner``: the runner to ask, for a case that pins none
+    (``"runner": null``: which runner vLLM uses is part of the answer)."""
     from auditor.analyses.dispatch import Setting
 
     spec = case["speculative_config"]
     inp = case["input"]
     # A case that leaves num_speculative_tokens out is asked with no K, as vLLM is given none.
     k = spec.get("num_speculative_tokens")
-    kwargs: dict[str, Any] = {"runner": case["runner"], "k": None if k is None else int(k),
+    kwargs: dict[str, Any] = {"runner": runner or case["runner"], "k": None if k is None else int(k),
                               # (a speculative config without a method is asked with none, as `layers` asks it)
                               "method": spec.get("method")}
     if "target_config" in inp and "draft_config" not in inp:
@@ -96,6 +99,9 @@ def answer_of(plan: Any) -> dict[str, Any]:
         "head_layers": ["shared" if s.head_layer is None else s.head_layer for s in steps],
         "raises_at_step": getattr(plan, "raises_at_step", None),
         "verdicts": [s.verdict for s in plan.steps],
+        # Whether vLLM uses the plan's runner for this configuration, where the tool derives it
+        # (None: not derived, or a checkout that does not say).
+        "runner_used": getattr(plan, "runner_used", None),
     }
 
 
@@ -118,9 +124,25 @@ def forward_agrees(expected: list[Any] | None, got: dict[str, Any]) -> bool:
     return all(r == e if isinstance(e, list) else f == e for e, f, r in zip(expected, fwd, runs))
 
 
+RUNNERS = ("v1", "v2")
+
+
 def compare(expected: dict[str, Any], got: dict[str, Any]) -> dict[str, bool]:
     """Field -> agrees. A rejected case is compared on its outcome only (no step runs); a
-    raising one also on the step that raises and the steps before it."""
+    raising one also on the step that raises and the steps before it.
+
+    A case that pins no runner (``got["by_runner"]``: the tool's answer asked with each) is
+    answered by the runner the tool says vLLM uses (``runner_used``), which must be the one
+    the case expects; the other fields are compared on the answer for the expected runner. A
+    case rejected before any runner is chosen (``expected["runner"]`` null) agrees when the
+    answer for every runner is that rejection."""
+    by_runner = got.get("by_runner")
+    if by_runner is not None:
+        want = expected.get("runner")
+        if want is None:
+            return {"outcome": all(a["outcome"] == expected["outcome"] for a in by_runner.values())}
+        used = [r for r, a in sorted(by_runner.items()) if a.get("runner_used") is True]
+        return {"runner": used == [want], **compare(expected, by_runner[want])}
     out = {"outcome": got["outcome"] == expected["outcome"]}
     if expected["outcome"] == "rejected":
         return out
@@ -150,7 +172,9 @@ def answers(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         by_release[c["release"]].append(c)
     out: dict[str, dict[str, Any]] = {}
     for release, group in sorted(by_release.items()):
-        settings = [setting_of(c) for c in group]
+        # (a case that pins no runner is asked once per runner)
+        asked = [(c, r) for c in group for r in ((None,) if c["runner"] is not None else RUNNERS)]
+        settings = [setting_of(c, r) for c, r in asked]
         root = Path(release_root(release))
 
         def planned(chosen: list[Any]) -> list[Any]:
@@ -167,8 +191,12 @@ def answers(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                     plans += planned([s])
                 except Exception as exc:  # that case's answer is the failure: it agrees with nothing
                     plans.append(exc)
-        for c, p in zip(group, plans):
-            out[c["id"]] = answer_of(p) if not isinstance(p, Exception) else _failed(p)
+        for (c, r), p in zip(asked, plans):
+            answer = answer_of(p) if not isinstance(p, Exception) else _failed(p)
+            if r is None:
+                out[c["id"]] = answer
+            else:
+                out.setdefault(c["id"], {"by_runner": {}})["by_runner"][r] = answer
     return out
 
 
@@ -189,11 +217,15 @@ def main(argv: list[str]) -> int:
     agree = 0
     for c in cases:
         cmp = compare(c["expected"], got[c["id"]])
+        if "--given-runner" in argv:
+            # For information: each answer judged as if the case had pinned the runner vLLM uses.
+            cmp.pop("runner", None)
         ok = all(cmp.values())
         agree += ok
         rows.append({"id": c["id"], "agrees": ok, "fields": cmp, "got": got[c["id"]],
-                     "expected": {k: c["expected"][k] for k in ("outcome", "drafter", "draft_model_class",
-                                                                "forward_layers", "head_layers", "raises_at_step")}})
+                     "expected": {k: c["expected"].get(k) for k in ("outcome", "drafter", "draft_model_class",
+                                                                    "forward_layers", "head_layers", "raises_at_step",
+                                                                    "runner")}})
         bad = [k for k, v in cmp.items() if not v]
         print(f"{'ok ' if ok else 'BAD'} {c['id']}" + (f"  wrong: {', '.join(bad)}" if bad else ""))
     print(f"\n{agree}/{len(cases)} cases agree")
