@@ -129,6 +129,42 @@ def test_a_list_whose_every_item_is_decided_names_them_all(tmp_path):
     assert rejected.rejections[0].message.endswith("(unsupported: parallel drafting)")
 
 
+# V1's own check (vLLM 0.29.0+ ``VllmConfig._validate_v1_model_runner``, run when V1 is used).
+_V1_CHECK = '''
+    def _get_v1_model_runner_unsupported_features(self):
+        unsupported = []
+        if self.parallel_config.prefill_context_parallel_size > 1:
+            unsupported.append("prefill context parallel")
+        if self.speculative_config:
+            if self.speculative_config.enable_adaptive_verification:
+                unsupported.append("adaptive draft verification")
+        return unsupported
+
+    def _validate_v1_model_runner(self):
+        unsupported = self._get_v1_model_runner_unsupported_features()
+        if unsupported:
+            raise ValueError(f"Model Runner V1 does not support: {', '.join(unsupported)}")
+'''
+
+
+def test_each_runner_runs_its_own_check_of_what_it_supports(tmp_path):
+    files = _files()
+    files["vllm/config/vllm.py"] = _VLLM_CONFIG + _V1_CHECK
+    root = write_tree(tmp_path / "t", files)
+    v1, v2, v1_off, v1_pd = planned_scan(root, [_deep("v1", enable_adaptive_verification=True),
+                                                 _deep("v2", enable_adaptive_verification=True),
+                                                 _deep("v1", enable_adaptive_verification=False),
+                                                 _deep("v1", parallel_drafting=True)])[1]
+    assert v1.outcome == "rejected", v1.steps
+    r = v1.rejections[0]
+    assert (r.path, r.function) == ("vllm/config/vllm.py", "VllmConfig._validate_v1_model_runner")
+    assert r.message.endswith("(unsupported: adaptive draft verification; an item not decided may come first)")
+    # V2 does not run V1's check, nor V1 V2's; an option decided off rejects nothing (this tree
+    # has no V1 factory: what V1 then does is unknown, not rejected).
+    assert v2.outcome == "plan" and not v2.rejections
+    assert (v1_off.outcome, v1_pd.outcome) == ("unknown", "unknown") and not v1_off.rejections and not v1_pd.rejections
+
+
 def test_a_drafter_rejects_a_draft_model_without_the_head_method_it_needs(tmp_path):
     plans = _plans(tmp_path, [_deep("v2", use_local_argmax_reduction=True), _deep("v2", use_local_argmax_reduction=False)])
     assert plans[0].outcome == "rejected", plans[0].steps

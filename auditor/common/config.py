@@ -74,10 +74,12 @@ class Config:
     # configuration (``layers`` answers ``rejected`` with the message and file:line).
     validation_methods: list[str] = field(default_factory=lambda: ["__post_init__", "_verify_args"])
     # Issue 18: per runner, the engine config's checks of what that runner supports (vLLM's
-    # ``VllmConfig._validate_v2_model_runner``, run when the V2 runner is used): their
-    # guarded raises reject a configuration as the speculative config's validation does.
+    # ``VllmConfig._validate_v2_model_runner`` and, from 0.29.0, ``_validate_v1_model_runner``,
+    # the one run for the runner used): their guarded raises reject a configuration as the
+    # speculative config's validation does.
     runner_validations: dict[str, list[str]] = field(
-        default_factory=lambda: {"v2": ["VllmConfig._validate_v2_model_runner"]}
+        default_factory=lambda: {"v1": ["VllmConfig._validate_v1_model_runner"],
+                                 "v2": ["VllmConfig._validate_v2_model_runner"]}
     )
     # Issue 18: the engine's check of the process environment, run before any config is built
     # (vLLM 0.31.0+ ``Platform.validate_environ``, earlier ``envs.validate_environ``): with the
