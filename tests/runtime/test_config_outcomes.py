@@ -137,22 +137,26 @@ def test_a_checkpoint_without_its_mtp_count_fails_building_the_draft_model(count
     assert any("gives no num_nextn_predict_layers" in n for n in doc["notes"]), doc["notes"]
 
 
-def test_the_v2_runner_forced_with_an_option_it_does_not_support_is_rejected(checkpoint, vllm_package,
-                                                                              tmp_path_factory):
-    """``VLLM_USE_V2_MODEL_RUNNER=1`` with ``parallel_drafting`` for an MTP draft: vLLM's check of
-    what the V2 runner supports collects it (among appends and an ``extend`` it cannot decide)
-    and rejects the configuration while the engine config is built; the static answer over the
-    same package is that rejection, at the same line and with the same message."""
-    spec = {"parallel_drafting": True}
-    r = cli("check", "--model", checkpoint, "--k", "2", "--runner", "v2", "--speculative-config", json.dumps(spec),
+@pytest.mark.parametrize(("runner", "spec"), [("v2", {"parallel_drafting": True}),
+                                              ("v1", {"enable_adaptive_verification": True})])
+def test_a_runner_forced_with_an_option_it_does_not_support_is_rejected(runner, spec, checkpoint, vllm_package,
+                                                                        tmp_path_factory):
+    """``VLLM_USE_V2_MODEL_RUNNER`` forcing a runner that does not support an option (V2:
+    ``parallel_drafting`` for an MTP draft; V1: adaptive verification): vLLM's check of what that
+    runner supports (``_validate_v2_model_runner`` / ``_validate_v1_model_runner``) collects it,
+    among appends and an ``extend`` it cannot decide, and rejects the configuration while the
+    engine config is built; the static answer over the same package is that rejection, at the
+    same line and with the same message."""
+    r = cli("check", "--model", checkpoint, "--k", "2", "--runner", runner, "--speculative-config", json.dumps(spec),
             "--format", "json", "-q")
     assert r.returncode == 0, r.stderr[-3000:]
     (run,) = json.loads(r.stdout)["runs"]
-    assert run["runner_env"]["VLLM_USE_V2_MODEL_RUNNER"] == "1" and run["outcome"] == "rejected", run
+    forced = "1" if runner == "v2" else "0"
+    assert run["runner_env"]["VLLM_USE_V2_MODEL_RUNNER"] == forced and run["outcome"] == "rejected", run
     site = (run["site"]["path"], run["site"]["line"])
     s = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", vllm_package, "--hf-config", checkpoint,
-                        "--runner", "v2", "--platform", "cpu", "--engine-mode", "eager", "-q", "--format", "json",
-                        "--env", "VLLM_USE_V2_MODEL_RUNNER=1", "--speculative-config",
+                        "--runner", runner, "--platform", "cpu", "--engine-mode", "eager", "-q", "--format", "json",
+                        "--env", f"VLLM_USE_V2_MODEL_RUNNER={forced}", "--speculative-config",
                         json.dumps({"method": "mtp", "num_speculative_tokens": 2, **spec})],
                        cwd=REPO, capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, MTP_AUDIT_CACHE_DIR=str(tmp_path_factory.getbasetemp() / "static-cache")))
