@@ -178,23 +178,34 @@ _MISSING.update({
 })
 
 # The thirteenth reader's cases pin no runner: which one vLLM uses (``VllmConfig.use_v2_model_runner``
-# over the environment, the target's architecture and the engine's other arguments at their
-# defaults) is part of each answer, and `layers` does not derive it (it plans the runner asked).
-# Every case that expects a runner fails on that field until it does; the six rejected before
-# any runner is chosen are judged on both runners' answers.
-_RUNNER_CHOICE = ("not derived: which runner vLLM uses for this configuration and environment "
-                  "(VllmConfig.use_v2_model_runner reads VLLM_USE_V2_MODEL_RUNNER through envs' table of lambdas, "
-                  "engine-argument defaults such as attention_config.hisparse_config, and, in 0.24.0-0.26.0, the "
-                  "target's architecture and ModelConfig properties)")
+# over the environment and the configuration, dispatch/runner_choice.py) is part of each answer.
+# `layers` derives it where the environment and the configuration decide it; where the choice
+# reads what the question does not give, the runner is "depends on" and these cases disagree.
+_RUNNER_UNSET = ("not derived: VLLM_USE_V2_MODEL_RUNNER unset (a question without --env leaves the environment "
+                 "unknown), and the choice then reads engine arguments the question does not give (attention_config."
+                 "hisparse_config, watermark_config, parallel_config fields), HAS_TRITON and, in 0.24.0-0.26.0, model "
+                 "config properties (is_diffusion, runner_type, is_moe): the tool assumes no default for them")
+_RUNNER_DEFAULTS = ("not derived: with VLLM_USE_V2_MODEL_RUNNER=0, 0.30.0+ first reads attention_config.hisparse_config "
+                    "and watermark_config, engine arguments whose defaults the tool does not assume")
 _TARGET_LOAD = ("the target model's own load fails on V1 (a V2-only target model class): the tool plans the draft, "
                 "not the target")
+_S19_RUNNER = {i: _RUNNER_UNSET for i in (
+    "v024-step3p5-k3-l3-envunset-default-v1", "v026-inkling-k1-d2-envunset-allowlist-v2",
+    "v026-inkling-k1-parallel-envunset-fallback-v1-rejected", "v026-step3p5-k2-l3-envunset-moe-default-v1",
+    "v026-qwen3_5-dense-k2-l1-envunset-hybrid-v1", "v026-longcat-lite-k1-envunset-allowlist-v2",
+    "v029-step3p5-k3-l3-envunset-default-v2-multimodule", "v029-ernie-k2-l2-envunset-v2-multimodule-raises",
+    "v029-qwen3_5-text-k3-l3-envunset-v2-not-multimodule", "v030-hyv3-k2-l2-envunset-v2-multimodule",
+    "v030-step3p5-k2-l3-adaptive-parallel-envunset-fallback-then-rejected", "v030-nemotronh-k2-l1-envunset-hybrid-v2",
+    "v032-step3p5-k4-l2-envunset-v2-multimodule-heads", "v032-minimax-m3-k3-m3-envunset-v2-not-multimodule")}
+_S19_RUNNER.update({i: _RUNNER_DEFAULTS for i in ("v030-step3p5-k2-l3-adaptive-env0-rejected-v1",
+                                                  "v032-step3p5-k4-l2-env0-v1")})
 # ... and, with the runner given as the reader derived it, four more (the same classes as above).
 _S19_ALSO = {"v029-ernie-k2-l2-envunset-v2-multimodule-raises": _ERNIE_WEIGHTS, "v029-ernie-k2-l2-env0-v1": _ERNIE_WEIGHTS,
              "v034-ernie-k2-l2-envunset-v2-multimodule-raises": _ERNIE_WEIGHTS,
              "v026-longcat-lite-k1-env0-v1-target-rejects": _TARGET_LOAD}
 _S19 = {c["id"]: c for c in load_cases(CASES_S19)}
-_MISSING.update({i: _RUNNER_CHOICE + (f"; {_S19_ALSO[i]}" if i in _S19_ALSO else "")
-                 for i, c in _S19.items() if c["expected"].get("runner") is not None})
+_MISSING.update({i: "; ".join(r for r in (_S19_RUNNER.get(i), _S19_ALSO.get(i)) if r)
+                 for i in sorted(set(_S19_RUNNER) | set(_S19_ALSO))})
 
 CASES = (load_cases() + load_cases(CASES_S5) + load_cases(CASES_S11) + load_cases(CASES_S12) + load_cases(CASES_S13)
          + load_cases(CASES_S14) + load_cases(CASES_S15) + load_cases(CASES_S16) + load_cases(CASES_S17)

@@ -81,6 +81,12 @@ class Config:
         default_factory=lambda: {"v1": ["VllmConfig._validate_v1_model_runner"],
                                  "v2": ["VllmConfig._validate_v2_model_runner"]}
     )
+    # Issue 18: per runner, the engine config's property that is true when vLLM uses that runner
+    # (vLLM 0.22.1-0.33.0 ``VllmConfig.use_v2_model_runner``: the environment, the model, what V2
+    # supports); a runner without one is used when the other's is false (two runners).
+    runner_selectors: dict[str, list[str]] = field(
+        default_factory=lambda: {"v2": ["VllmConfig.use_v2_model_runner"]}
+    )
     # Issue 18: the engine's check of the process environment, run before any config is built
     # (vLLM 0.31.0+ ``Platform.validate_environ``, earlier ``envs.validate_environ``): with the
     # environment given (``layers --env``), a raise on every path rejects the configuration.
@@ -240,7 +246,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions",
                   "config_registries",
                   "weight_mapper_fields"}
-_LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations"}
+_LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations", "runner_selectors"}
 _TOML_NAMES = {f.name.replace("_", "-"): f.name for f in fields(Config)}
 _SEVERITIES = {"error", "warning", "note"}
 

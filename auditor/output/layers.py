@@ -50,6 +50,8 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
     }
     if s.env:  # the process environment, when the question gives it (``--env``)
         doc["env"] = dict(s.env)
+    # Issue 18: whether vLLM uses this runner for the configuration and environment.
+    doc["runner_choice"] = None if plan.runner_choice is None else plan.runner_choice.as_json()
     # Issue 18: the outcome (plan, rejected, raises at step i) and the compiled view.
     doc.update(plan.outcome_json())
     if engine_mode in ("compiled", "both"):
@@ -107,6 +109,9 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
             out.append(f"  drafter:     {plan.proposer[1]} ({plan.proposer[0]}{site})")
             for c in plan.alternatives:
                 out.append(f"               or {c[1]} ({c[0]}) — an unknown branch decides")
+        if plan.runner_choice is not None and plan.runner_choice.used is not None or \
+                plan.runner_choice is not None and plan.runner_choice.selector is not None:
+            out.append(f"  runner:      {plan.runner_choice.why}")
         if plan.loop is not None:
             out.append(f"  loop:        {plan.loop.function} ({plan.loop.path}:{plan.loop.line})")
         if plan.model_class is not None:

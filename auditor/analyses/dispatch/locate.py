@@ -36,6 +36,7 @@ class FactoryLocation(DispatchPart):
             return self._located
         names = sorted({n for ns in self.config.dispatch_factories.values() for n in ns} | set(self.config.config_overrides)
                        | {n for ns in self.config.runner_validations.values() for n in ns} | set(self.config.weight_load_checks)
+                       | {n for ns in self.config.runner_selectors.values() for n in ns}
                        | set(self.config.env_validations))
         found: dict[str, list[FuncKey]] = {n: [] for n in names}
 
@@ -128,6 +129,12 @@ class FactoryLocation(DispatchPart):
         """The runner's own validation functions (``runner-validations``) in the tree."""
         located = self._locate_all()
         return [k for n in self.config.runner_validations.get(runner, []) for k in located.get(n, [])]
+
+    def runner_selectors(self) -> dict[str, list[FuncKey]]:
+        """Per runner, the engine config's property that is true when vLLM uses it
+        (``runner-selectors``), in the tree."""
+        located = self._locate_all()
+        return {r: [k for n in ns for k in located.get(n, [])] for r, ns in sorted(self.config.runner_selectors.items())}
 
     def env_validations(self) -> list[FuncKey]:
         """The engine's checks of the process environment (``env-validations``) in the tree."""

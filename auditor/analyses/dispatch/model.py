@@ -160,6 +160,24 @@ class EngineView:
 
 
 @dataclass(frozen=True)
+class RunnerChoice:
+    """Whether vLLM uses the plan's runner for its configuration and environment (issue 18):
+    the runner's selector (``runner-selectors``, vLLM's ``VllmConfig.use_v2_model_runner``) run by
+    the partial evaluator over the question. ``used`` None: not derived (``depends_on`` says on
+    what, or there is no selector in the tree)."""
+
+    used: bool | None
+    selector: Hop | None = None  # where vLLM decides; None: no selector in the tree
+    depends_on: tuple[str, ...] = ()
+    why: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"used": self.used, "depends_on": list(self.depends_on), "why": self.why,
+                "selector": None if self.selector is None else {"path": self.selector.path, "line": self.selector.line,
+                                                                "function": self.selector.function}}
+
+
+@dataclass(frozen=True)
 class Plan:
     setting: Setting
     architecture: str | None
@@ -181,6 +199,11 @@ class Plan:
     step_raise: StepRaise | None = None
     compiled: EngineView | None = None  # the plan under torch.compile and CUDA graphs
     closed_gates: ClosedGates | None = None
+    runner_choice: RunnerChoice | None = None  # whether vLLM uses this runner here
+
+    @property
+    def runner_used(self) -> bool | None:
+        return None if self.runner_choice is None else self.runner_choice.used
 
     @property
     def raises_at_step(self) -> int | None:

@@ -46,6 +46,7 @@ class DispatchPart:
         world = BodiesWorld(self.provider.bodies, self.config.pure_methods, self.config.sub_config_getters,
                             self.config.head_free_bases, self.provider.location.is_drafter)
         world.environ_vars = environ
+        world.env_modules = frozenset(self.config.env_modules)
         world.object_factories = frozenset(self.config.object_factories)
         if loaded is not None:
             world.pinned = (frozenset(self.config.loaders), loaded)

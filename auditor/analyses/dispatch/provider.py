@@ -40,6 +40,7 @@ from .draft_calls import DraftCalls
 from .forward_reads import ForwardReads
 from .head_reads import HeadReads
 from .runner_checks import RunnerChecks
+from .runner_choice import RunnerChoices
 from .env_checks import EnvChecks
 from .route_worlds import RouteWorlds
 from .route_values import DispatchRoute, RouteValues
@@ -80,6 +81,7 @@ class DispatchProvider(Provider):
         self.forward_reads = ForwardReads(self)
         self.head_reads = HeadReads(self)
         self.runner_checks = RunnerChecks(self)
+        self.runner_choices = RunnerChoices(self)
         self.env_checks = EnvChecks(self)
         self.route_worlds = RouteWorlds(self)
         self.route_values = RouteValues(self)
@@ -169,7 +171,7 @@ class DispatchProvider(Provider):
         if memo is not None and memo[0] == held and (memo[1].proposer is None or self.drafting.explored(memo[1].proposer)):
             return memo[1]
         plan = self.planner.plan(setting)
-        plan = replace(plan, compiled=self.engine_modes.compiled(plan))
+        plan = replace(plan, compiled=self.engine_modes.compiled(plan), runner_choice=self.runner_choices.choice(setting))
         if held >= 0 and len(self.index.facts) == held:
             self._plan_memo[setting] = (held, plan)
         return plan

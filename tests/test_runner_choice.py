@@ -1,0 +1,117 @@
+"""Which runner vLLM uses (issue 18, dispatch/runner_choice.py): vLLM's own selector
+(``runner-selectors``: ``VllmConfig.use_v2_model_runner``) run over the question, on small trees
+written here, and the environment module's table computed over the environment given
+(dispatch/env_defaults.py)."""
+
+from __future__ import annotations
+
+from scan_helpers import write_tree
+from test_layers import planned_scan
+from trees import gate_tree
+
+from auditor.analyses.dispatch import Setting
+from auditor.analyses.dispatch.env_defaults import env_defaults, env_values
+
+_ENVS = b'''
+import os
+
+
+def maybe_convert_bool(value):
+    """None stays None."""
+    if value is None:
+        return None
+    return bool(int(value))
+
+
+environment_variables = {
+    "VLLM_USE_V2_MODEL_RUNNER": lambda: maybe_convert_bool(os.getenv("VLLM_USE_V2_MODEL_RUNNER", None)),
+    "VLLM_FLAG": lambda: "VLLM_FLAG" in os.environ,
+    "VLLM_LEVEL": lambda: int(os.environ.get("VLLM_LEVEL", "0")),
+    "VLLM_OPAQUE": lambda: compute(),
+}
+'''
+
+_SELECTOR = '''
+import vllm.envs as envs
+
+
+class VllmConfig:
+    @property
+    def use_v2_model_runner(self):
+        use_v2 = envs.VLLM_USE_V2_MODEL_RUNNER
+        if use_v2 is not None:
+            return use_v2
+        unsupported = self._get_v2_model_runner_unsupported_features()
+        if unsupported:
+            return False
+        return True
+
+    def _get_v2_model_runner_unsupported_features(self):
+        unsupported = []
+        if self.speculative_config.parallel_drafting:
+            unsupported.append("parallel drafting")
+        if self.parallel_config.pipeline_parallel_size > 1:
+            unsupported.append("pipeline parallelism")
+        return unsupported
+'''
+
+
+def test_the_environment_table_is_computed_over_the_environment_given():
+    assert env_values(_ENVS, {"VLLM_USE_V2_MODEL_RUNNER": "1"})["VLLM_USE_V2_MODEL_RUNNER"] is True
+    assert env_values(_ENVS, {"VLLM_USE_V2_MODEL_RUNNER": "0"})["VLLM_USE_V2_MODEL_RUNNER"] is False
+    unset = env_defaults(_ENVS)
+    assert unset["VLLM_USE_V2_MODEL_RUNNER"] is None and unset["VLLM_FLAG"] is False and unset["VLLM_LEVEL"] == 0
+    given = env_values(_ENVS, {"VLLM_FLAG": "", "VLLM_LEVEL": "3"})
+    assert given["VLLM_FLAG"] is True and given["VLLM_LEVEL"] == 3
+    # A value vLLM's own code would fail on (int("yes")) and a call it cannot read: unknown.
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in env_values(_ENVS, {"VLLM_USE_V2_MODEL_RUNNER": "yes"})
+    assert "VLLM_OPAQUE" not in unset
+
+
+def _tree(tmp_path, selector: str = _SELECTOR):
+    files = gate_tree()
+    files["vllm/envs.py"] = _ENVS.decode()
+    if selector:
+        files["vllm/config/vllm.py"] = selector
+    return write_tree(tmp_path / "t", files)
+
+
+def _deep(runner: str, env: dict[str, str] | None = None, **options: object) -> Setting:
+    return Setting(runner, 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),),
+                   options=tuple(sorted(options.items())), env=tuple(sorted((env or {}).items())))
+
+
+def test_the_environment_decides_the_runner(tmp_path):
+    forced = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+    v1, v2, off_v1, off_v2 = planned_scan(_tree(tmp_path), [
+        _deep("v1", forced), _deep("v2", forced),
+        _deep("v1", {"VLLM_USE_V2_MODEL_RUNNER": "0"}), _deep("v2", {"VLLM_USE_V2_MODEL_RUNNER": "0"})])[1]
+    assert (v1.runner_used, v2.runner_used, off_v1.runner_used, off_v2.runner_used) == (False, True, True, False)
+    c = v2.runner_choice
+    assert c.selector.function == "VllmConfig.use_v2_model_runner" and "is True (VLLM_USE_V2_MODEL_RUNNER=1)" in c.why
+
+
+def test_without_the_environment_the_runner_depends_on_it(tmp_path):
+    (plan,) = planned_scan(_tree(tmp_path), [_deep("v2", parallel_drafting=True)])[1]
+    assert plan.runner_used is None
+    assert "envs.VLLM_USE_V2_MODEL_RUNNER" in plan.runner_choice.depends_on, plan.runner_choice
+
+
+def test_a_feature_the_runner_does_not_support_decides_the_fallback(tmp_path):
+    # The environment given (another variable set, the runner's unset): what V2 does not
+    # support is collected; parallel drafting is, so V1 is used whatever else the list holds.
+    # (The evaluator follows a list through an undecided append only as the paths' join: an
+    # append after one leaves the list unknown, so here the decided append comes first.)
+    env = {"VLLM_FLAG": "1"}
+    v2, v1, plain = planned_scan(_tree(tmp_path), [_deep("v2", env, parallel_drafting=True),
+                                                   _deep("v1", env, parallel_drafting=True), _deep("v2", env)])[1]
+    assert (v2.runner_used, v1.runner_used) == (False, True), v2.runner_choice
+    # Without it the list holds an item the configuration leaves undecided: not derived, and said on what.
+    assert plain.runner_used is None and plain.runner_choice.depends_on, plain.runner_choice
+
+
+def test_without_a_selector_a_tree_with_one_runners_factory_uses_that_runner(tmp_path):
+    # This tree's only drafter factory is V2's (init_speculator); nothing selects.
+    v1, v2 = planned_scan(_tree(tmp_path, selector=""), [_deep("v1"), _deep("v2")])[1]
+    assert (v1.runner_used, v2.runner_used) == (False, True)
+    assert "drafter factory for runner v2 only" in v2.runner_choice.why
