@@ -17,7 +17,10 @@ or a value that raises (``int("x")``), leaves the variable out (unknown).
 from __future__ import annotations
 
 import ast
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from ...index.index import Index
 
 _UNKNOWN = object()
 _CASTS = {"bool": bool, "int": int, "float": float, "str": str}
@@ -50,6 +53,15 @@ def env_values(source: bytes, environ: Mapping[str, str]) -> dict[str, Any]:
                 if got is not _UNKNOWN and (got is None or isinstance(got, (bool, int, float, str))):
                     out.setdefault(k.value, got)
     return out
+
+
+def module_env_values(index: "Index", path: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """:func:`env_values` of the tree's module at ``path``; empty when it cannot be read."""
+    try:  # the source, read (never run): the facts keep no lambda bodies
+        src = index.tree.read(path) if path in index.files else None
+    except OSError:  # unreadable or too large: every variable unknown
+        src = None
+    return env_values(src, environ) if src is not None else {}
 
 
 def _is_environ(node: ast.expr) -> bool:

@@ -62,7 +62,7 @@ from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from ..partial_eval.values import _Absent, structural_key
 from .constructors import config_copies, self_assignments
-from .env_defaults import env_defaults
+from .env_defaults import module_env_values
 from .outcomes import Rejection
 from .part import DispatchPart
 from .startup_targets import StartupTarget, forward_target, head_target, iterates
@@ -176,12 +176,8 @@ class StartupPasses(DispatchPart):
                     self._runner_attrs(worker, runner)
 
     def env(self, path: str) -> dict[str, Any]:
-        if path not in self._envs:
-            try:  # the source, read (never run): the facts keep no lambda bodies
-                src = self.index.tree.read(path) if path in self.index.files else None
-            except OSError:  # unreadable or too large: every variable unknown
-                src = None
-            self._envs[path] = env_defaults(src) if src is not None else {}
+        if path not in self._envs:  # (every variable unset)
+            self._envs[path] = module_env_values(self.index, path, {})
         return self._envs[path]
 
     def workers(self, platform: str) -> list[ClassKey]:

@@ -12,7 +12,7 @@ from ...index.bodies import FunctionBodies
 from ...index.index import Index, SymbolKind
 from ..partial_eval import ABSENT, ClassRef, EnumMember, FuncRef, ModuleRef, Obj, Unknown, Value, World, module_constant
 from ..partial_eval.values import _Absent
-from .env_defaults import env_values
+from .env_defaults import module_env_values
 
 
 class TreeWorld(World):
@@ -30,7 +30,7 @@ class TreeWorld(World):
         # Modules that serve environment variables from a table of lambdas (``env-modules``:
         # ``vllm.envs``): with the environment given, a read of one is its value there.
         self.env_modules: frozenset[str] = frozenset()
-        self._env_values: dict[str, dict[str, object]] = {}
+        self._env_values: dict[str, dict[str, Any]] = {}
         # Calls pinned by the question: (module-level function names, what a call returns),
         # the configured loaders returning the draft model a load check runs with.
         self.pinned: tuple[frozenset[str], Value] | None = None
@@ -50,13 +50,9 @@ class TreeWorld(World):
                 return Obj(sym.name, dict(self._env_module(sym.path)))
         return module_constant(self.index, path, name)
 
-    def _env_module(self, path: str) -> dict[str, object]:
+    def _env_module(self, path: str) -> dict[str, Any]:
         if path not in self._env_values:
-            try:  # the source, read (never run): the facts keep no lambda bodies
-                src = self.index.tree.read(path) if path in self.index.files else None
-            except OSError:  # unreadable or too large: every variable unknown
-                src = None
-            self._env_values[path] = env_values(src, self.environ_vars or {}) if src is not None else {}
+            self._env_values[path] = module_env_values(self.index, path, self.environ_vars or {})
         return self._env_values[path]
 
     def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
