@@ -76,6 +76,9 @@ def setting_of(case: dict[str, Any], runner: str | None = None) -> Any:
     env = tuple(sorted((str(k), str(v)) for k, v in inp.get("env", {}).items()))
     if env and "env" in getattr(Setting, "__dataclass_fields__", {}):
         kwargs["env"] = env
+    # A case that gives the environment (``input.env``, even empty: no variable set) gives all of it.
+    if "env" in inp and "env_given" in getattr(Setting, "__dataclass_fields__", {}):
+        kwargs["env_given"] = True
     return Setting(**kwargs)
 
 

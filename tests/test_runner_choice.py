@@ -115,3 +115,38 @@ def test_without_a_selector_a_tree_with_one_runners_factory_uses_that_runner(tmp
     v1, v2 = planned_scan(_tree(tmp_path, selector=""), [_deep("v1"), _deep("v2")])[1]
     assert (v1.runner_used, v2.runner_used) == (False, True)
     assert "drafter factory for runner v2 only" in v2.runner_choice.why
+
+
+_DEFAULTS_SELECTOR = '''
+import vllm.envs as envs
+from vllm.triton_utils import HAS_TRITON
+
+
+class VllmConfig:
+    @property
+    def use_v2_model_runner(self):
+        if self.attention_config.hisparse_config is not None:
+            return True
+        use_v2 = envs.VLLM_USE_V2_MODEL_RUNNER
+        if use_v2 is not None:
+            return use_v2
+        if not HAS_TRITON:
+            return False
+        return True
+'''
+
+
+def test_an_environment_with_nothing_set_and_the_stated_defaults_decide(tmp_path):
+    """``--clean-env``: no variable set; the engine argument and module-level name the selector
+    reads first are taken from ``runner-choice-assumptions`` and the answer says so. Without
+    the environment it stays "depends on"."""
+    root = _tree(tmp_path, _DEFAULTS_SELECTOR)
+    (root / "vllm" / "triton_utils.py").write_text("import importlib\nHAS_TRITON = importlib.util.find_spec('triton') is not None\n")
+    clean = Setting("v2", 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),), env_given=True)
+    unknown = Setting("v2", 2, architecture="DeepMTPModel", fields=(("num_nextn_predict_layers", 2),))
+    got, open_env = planned_scan(root, [clean, unknown])[1]
+    c = got.runner_choice
+    assert c.used is True, c
+    assert c.assumed == ("HAS_TRITON", "vllm_config.attention_config.hisparse_config"), c.assumed
+    assert "no vLLM variable set; assuming HAS_TRITON=true" in c.why
+    assert open_env.runner_used is None and "envs.VLLM_USE_V2_MODEL_RUNNER" in open_env.runner_choice.depends_on

@@ -11,6 +11,7 @@ from .options import (
     CacheDirOpt,
     ConfigOpt,
     EngineModeOpt,
+    CleanEnvOpt,
     EnvOpt,
     HfConfigOpt,
     KOpt,
@@ -58,6 +59,7 @@ def layers_command(
     speculative_config: SpecConfigOpt = None,
     engine_mode: EngineModeOpt = "both",
     env: EnvOpt = None,
+    clean_env: CleanEnvOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Which MTP layer runs at each draft step for one model and configuration, and why."""
@@ -86,11 +88,12 @@ def layers_command(
             return layers_document(path, installed, release, None, model / "config.json", k, False, layers, runner,
                                    method, set_, platform, fmt, cache_dir, no_cache, config, plugin, plugin_release,
                                    speculative_config=speculative_config, engine_mode=engine_mode, progress=progress,
-                                   env=env)
+                                   env=env, clean_env=clean_env)
 
         emit(checkpoint_layers_document(model, format.value, plan), output)
         return
     text = layers_document(path, installed, release, arch, hf_config, k, all_, layers, runner, method, set_, platform,
                            format.value, cache_dir, no_cache, config, plugin, plugin_release,
-                           speculative_config=speculative_config, engine_mode=engine_mode, progress=progress, env=env)
+                           speculative_config=speculative_config, engine_mode=engine_mode, progress=progress, env=env,
+                           clean_env=clean_env)
     emit(text, output)

@@ -148,6 +148,10 @@ EnvOpt = Annotated[Optional[list[str]], typer.Option(
     "--env", metavar="NAME=VALUE",
     help="An environment variable the server runs with (repeatable): the engine's check of the environment "
          "runs over the variables given (and no other vLLM reads).")]
+CleanEnvOpt = Annotated[bool, typer.Option(
+    "--clean-env",
+    help="The server runs with no vLLM environment variable set beyond those --env gives (the environment is "
+         "then known; without --env or --clean-env it is not).")]
 PlatformOpt = Annotated[
     str, typer.Option("--platform", metavar=_choices(PLATFORMS), help="Which per-platform model copy is imported.")
 ]

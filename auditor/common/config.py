@@ -87,6 +87,15 @@ class Config:
     runner_selectors: dict[str, list[str]] = field(
         default_factory=lambda: {"v2": ["VllmConfig.use_v2_model_runner"]}
     )
+    # ... and what the selector is run with beyond the question, for a server started with its
+    # engine arguments at their defaults on one CUDA GPU (vLLM's documented defaults): a name
+    # under the engine config's role (``vllm_config.``) is a field of it, a plain one a
+    # module-level name (Triton installed, as vLLM's CUDA requirements have it). An answer that
+    # read one says so.
+    runner_choice_assumptions: dict[str, str] = field(default_factory=lambda: {
+        "HAS_TRITON": "true", "vllm_config.attention_config.hisparse_config": "null",
+        "vllm_config.watermark_config": "null", "vllm_config.parallel_config.pipeline_parallel_size": "1",
+        "vllm_config.parallel_config.use_ubatching": "false"})
     # Issue 18: the engine's check of the process environment, run before any config is built
     # (vLLM 0.31.0+ ``Platform.validate_environ``, earlier ``envs.validate_environ``): with the
     # environment given (``layers --env``), a raise on every path rejects the configuration.
@@ -244,6 +253,7 @@ _LIST_KEYS = {"threaded_params", "draft_loop_counts", "loaders", "registry_table
               "startup_methods", "env_modules", "weight_mapper_attrs", "weight_load_checks", "draft_class_attrs",
               "env_validations"}
 _STR_DICT_KEYS = {"dispatch_roles", "platform_dirs", "platform_modules", "engine_mode_fields", "startup_assumptions",
+                  "runner_choice_assumptions",
                   "config_registries",
                   "weight_mapper_fields"}
 _LIST_DICT_KEYS = {"dispatch_factories", "sub_config_getters", "runner_validations", "runner_selectors"}

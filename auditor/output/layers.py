@@ -48,7 +48,7 @@ def plan_json(plan: Plan, tree_label: str, forced: ForcedPlan | None = None, eng
         "alternatives": [{"class": c[1], "path": c[0]} for c in plan.alternatives],
         "notes": list(plan.notes),
     }
-    if s.env:  # the process environment, when the question gives it (``--env``)
+    if s.env or s.env_given:  # the process environment, when the question gives it (``--env``, ``--clean-env``)
         doc["env"] = dict(s.env)
     # Issue 18: whether vLLM uses this runner for the configuration and environment.
     doc["runner_choice"] = None if plan.runner_choice is None else plan.runner_choice.as_json()
@@ -99,7 +99,7 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
     for plan in plans:
         s = plan.setting
         out.append(f"{tree_label} · runner {s.runner} · method {_given(s.method)} · K={_k(s)} · {plan.architecture or '?'} · platform {s.platform}"
-                   + "".join(f" · {n}={v}" for n, v in s.env))
+                   + "".join(f" · {n}={v}" for n, v in s.env) + (" · no vLLM variable set" if s.env_given and not s.env else ""))
         if plan.proposer is None and any(st.verdict == "unknown" for st in plan.steps):
             out.append("  drafter:     not known (the steps say why)")
         elif plan.proposer is None:

@@ -121,14 +121,15 @@ def make_plans(dispatch: DispatchProvider, settings: list[Setting], findings: An
 
 def matrix_settings(dispatch: DispatchProvider, runners: Sequence[str], k: int, layers: int, method: str | None = "mtp",
                     platform: str = "cuda", fields: tuple[tuple[str, Any], ...] = (),
-                    env: tuple[tuple[str, str], ...] = ()) -> list[Setting]:
+                    env: tuple[tuple[str, str], ...] = (), env_given: bool = False) -> list[Setting]:
     """``--all``: every registered MTP architecture x runner, each given ``layers`` on its
     own layer-count field."""
     settings: list[Setting] = []
     for name, _cls in dispatch.step_free.planned_architectures():
         count = dispatch.layer_count_field(name, platform)
         extra = ((count, layers),) if count else ()
-        settings.extend(Setting(r, k, method, platform, name, extra + fields, env=env) for r in runners)
+        settings.extend(Setting(r, k, method, platform, name, extra + fields, env=env, env_given=env_given)
+                        for r in runners)
     return settings
 
 
@@ -214,7 +215,7 @@ def layers_document(
     platform: str, fmt: str, cache_dir: Optional[Path], no_cache: bool, config: Optional[Path],
     plugin: Optional[list[Path]], plugin_release: Optional[list[str]],
     speculative_config: Optional[str] = None, engine_mode: str = "both", progress: "Optional[Progress]" = None,
-    env: Optional[list[str]] = None,
+    env: Optional[list[str]] = None, clean_env: bool = False,
 ) -> str:
     """The ``layers`` document for one question: planned (or read from the cache of
     documents of unchanged trees) and rendered in ``fmt``."""
@@ -254,6 +255,7 @@ def layers_document(
     steps: int | None = k
     fields = parse_set(set_ or [])
     environ = parse_env(env or [])
+    env_given = bool(environ) or clean_env
     target = read_hf_config(hf_config) if hf_config is not None else None
     vllm_tree = open_target(path, installed, release, cache_dir, progress)
     cfg = load_settings(getattr(vllm_tree, "root", None), config, None, None)
@@ -266,10 +268,11 @@ def layers_document(
     def choose(dispatch: DispatchProvider) -> list[Setting]:
         if all_:
             return matrix_settings(dispatch, runners, 3 if steps is None else steps, layers, method, platform, fields,
-                                   environ)
+                                   environ, env_given)
         if arch is not None:
             check_architecture(dispatch, arch)
-        return [Setting(r, steps, method, platform, arch, fields, target, options, environ) for r in runners]
+        return [Setting(r, steps, method, platform, arch, fields, target, options, environ, env_given=env_given)
+                for r in runners]
 
     rules = registered_rules()
     root = cache_root(no_cache, cache_dir)
@@ -278,7 +281,8 @@ def layers_document(
     question = json.dumps(
         {"all": all_, "arch": arch, "target": target, "k": steps, "layers": layers, "runners": runners, "method": method,
          "platform": platform, "set": [list(f) for f in fields], "format": fmt, "label": tree.label,
-         "options": [list(o) for o in options], "engine_mode": engine_mode, "env": [list(v) for v in environ]},
+         "options": [list(o) for o in options], "engine_mode": engine_mode, "env": [list(v) for v in environ],
+         "env_given": env_given},
         sort_keys=True, default=str,
     )
     cached = RenderedCache(root)

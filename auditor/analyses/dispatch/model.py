@@ -37,6 +37,14 @@ class Setting:
     # Issue 18: the process environment (``--env NAME=VALUE``): the variables set, and no other
     # vLLM reads; empty: not given (unknown).
     env: tuple[tuple[str, str], ...] = ()
+    # The environment is known even where ``env`` is empty (``--clean-env``: no vLLM variable set
+    # beyond ``env``); without it an empty ``env`` is an unknown environment.
+    env_given: bool = False
+
+    @property
+    def environ(self) -> dict[str, str] | None:
+        """The process environment as the question gives it; None: not known."""
+        return dict(self.env) if self.env or self.env_given else None
     # Issue 18: K as the speculative config's construction derives it when ``k`` is not given
     # (vLLM: from the draft's ``n_predict``); the plan is made with it. Never the user's.
     k_derived: int | None = None
@@ -170,9 +178,10 @@ class RunnerChoice:
     selector: Hop | None = None  # where vLLM decides; None: no selector in the tree
     depends_on: tuple[str, ...] = ()
     why: str = ""
+    assumed: tuple[str, ...] = ()  # the ``runner-choice-assumptions`` the decision read
 
     def as_json(self) -> dict[str, Any]:
-        return {"used": self.used, "depends_on": list(self.depends_on), "why": self.why,
+        return {"used": self.used, "depends_on": list(self.depends_on), "why": self.why, "assumed": list(self.assumed),
                 "selector": None if self.selector is None else {"path": self.selector.path, "line": self.selector.line,
                                                                 "function": self.selector.function}}
 

@@ -24,21 +24,26 @@ read into the configuration, so an answer that needs them is "depends on"."""
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
-from typing import Hashable
+from typing import Any, Hashable
 
 from ...model.findings import Hop
 from ..partial_eval import Obj
 from .model import RunnerChoice, Setting
 from .part import DispatchPart
+from .syntax import TreeWorld
 
 _SHOWN, _MAX_SHOWN = 90, 6  # the text's list of what the choice depends on (the JSON has all)
+# (the selector's site, its truth or None, what it depends on, the raise when every path raises,
+# the assumptions the run read)
+_Run = tuple[Hop, "bool | None", tuple[str, ...], str, tuple[str, ...]]
 
 
 class RunnerChoices(DispatchPart):
     def __init__(self, provider) -> None:  # type: ignore[no-untyped-def]
         super().__init__(provider)
-        self._memo: dict[Hashable, tuple[Hop, bool | None, tuple[str, ...], str] | None] = {}
+        self._memo: dict[Hashable, _Run | None] = {}
 
     def choice(self, setting: Setting) -> RunnerChoice:
         selectors = {r: keys for r, keys in self.provider.location.runner_selectors().items() if keys}
@@ -66,9 +71,13 @@ class RunnerChoices(DispatchPart):
         got = self._selected(setting, runner, selectors[runner][0])
         if got is None:
             return RunnerChoice(None, why="which runner vLLM uses is not derived: its selector could not be read")
-        site, value, depends, raised = got
+        site, value, depends, raised, assumed = got
         where = f"{site.function} ({site.path}:{site.line})"
-        env = ", ".join(f"{k}={v}" for k, v in setting.env) if setting.env else "the environment not given"
+        env = ", ".join(f"{k}={v}" for k, v in setting.env) if setting.env else \
+            "no vLLM variable set" if setting.env_given else "the environment not given"
+        if assumed:
+            known = self.config.runner_choice_assumptions
+            env += "; assuming " + ", ".join(f"{a}={known[a]}" for a in assumed)
         if raised:
             return RunnerChoice(None, site, depends, f"{where} raises for this configuration ({raised}): "
                                                       "no runner is chosen")
@@ -77,16 +86,16 @@ class RunnerChoices(DispatchPart):
             more = f" and {len(depends) - _MAX_SHOWN} more" if len(depends) > _MAX_SHOWN else ""
             return RunnerChoice(None, site, depends,
                                 f"which runner vLLM uses depends on {'; '.join(shown) or 'what the evaluator cuts'}{more}"
-                                f" ({where}; {env})")
+                                f" ({where}; {env})", assumed)
         used = value != negate
         said = f"{where} is {value} ({env})"
         return RunnerChoice(used, site, (), f"vLLM uses runner {setting.runner} here: {said}" if used
-                            else f"vLLM does not use runner {setting.runner} here: {said}")
+                            else f"vLLM does not use runner {setting.runner} here: {said}", assumed)
 
-    def _selected(self, setting: Setting, runner: str,
-                  key: tuple[str, str]) -> tuple[Hop, bool | None, tuple[str, ...], str] | None:
+    def _selected(self, setting: Setting, runner: str, key: tuple[str, str]) -> _Run | None:
         """(the selector's site, its truth or None, what it depends on, the raise when every path
-        raises), one run per configuration (the runner asked does not change it)."""
+        raises, the assumptions it read), one run per configuration (the runner asked does not
+        change it)."""
         memo_key: Hashable | None
         try:
             memo_key = (runner, key, replace(setting, runner=""))
@@ -100,7 +109,7 @@ class RunnerChoices(DispatchPart):
             self._memo[memo_key] = got
         return got
 
-    def _run(self, setting: Setting, key: tuple[str, str]) -> tuple[Hop, bool | None, tuple[str, ...], str] | None:
+    def _run(self, setting: Setting, key: tuple[str, str]) -> _Run | None:
         fn = self.provider.bodies.function(key)
         if fn is None or not fn.body or not fn.params:
             return None
@@ -113,11 +122,47 @@ class RunnerChoices(DispatchPart):
         if isinstance(target, Obj):
             roles[self.roles.get("model", "model_config")] = target  # the engine's model config is the target's
         root = Obj(self.roles["root"], roles=roles, cls=self.types.defining_class(key))
-        ev = self.evaluator(environ=dict(setting.env) if setting.env else None)
+        assumed_fields = self._assume(root)
+        ev = self.evaluator(environ=setting.environ)
+        world = ev.world
+        assert isinstance(world, TreeWorld)
+        world.assumed_names = {k: v for k, v in self._assumptions().items() if "." not in k}  # module-level names
         path = ev.run_joined(key, fn, {fn.params[0].name: root})
         site = Hop(key[0], fn.line, key[1])
         if path.raised:
-            return site, None, (), str(path.raised)
+            return site, None, (), str(path.raised), ()
         value = path.returned if isinstance(path.returned, bool) else None
         depends = tuple(dict.fromkeys(d.depends_on for d in path.decisions if d.value is None and d.depends_on))
-        return site, value, depends if value is None else (), ""
+        read = {r for d in path.decisions for r in (*d.fields, d.depends_on)} | set(path.reads)
+        used = sorted(world.assumed_read) + [k for k in assumed_fields if any(r.startswith(k) for r in read)]
+        return site, value, depends if value is None else (), "", tuple(used)
+
+    def _assumptions(self) -> dict[str, Any]:
+        """``runner-choice-assumptions`` as values (JSON literals; text that is not one: a string)."""
+        out: dict[str, Any] = {}
+        for name, text in sorted(self.config.runner_choice_assumptions.items()):
+            try:
+                out[name] = json.loads(text)
+            except ValueError:
+                out[name] = text
+        return out
+
+    def _assume(self, root: Obj) -> list[str]:
+        """Set the assumptions under the engine config's role (``vllm_config.<field>...``) on
+        ``root`` (each sub-config an open object holding what is assumed of it); the names set."""
+        done: list[str] = []
+        for name, value in self._assumptions().items():
+            head, _, rest = name.partition(".")
+            if head != root.label or not rest:
+                continue
+            *owners, last = rest.split(".")
+            obj = root
+            for o in owners:
+                nxt = obj.roles.get(o) or obj.fields.get(o)
+                if not isinstance(nxt, Obj):
+                    nxt = Obj(f"{obj.label}.{o}")
+                    obj.fields[o] = nxt
+                obj = nxt
+            obj.fields.setdefault(last, value)
+            done.append(name)
+        return done

@@ -30,6 +30,10 @@ class TreeWorld(World):
         # Modules that serve environment variables from a table of lambdas (``env-modules``:
         # ``vllm.envs``): with the environment given, a read of one is its value there.
         self.env_modules: frozenset[str] = frozenset()
+        # Module-level names taken as given (a question's stated assumptions: ``HAS_TRITON``),
+        # and the ones a run read.
+        self.assumed_names: dict[str, Any] = {}
+        self.assumed_read: set[str] = set()
         self._env_values: dict[str, dict[str, Any]] = {}
         # Calls pinned by the question: (module-level function names, what a call returns),
         # the configured loaders returning the draft model a load check runs with.
@@ -39,6 +43,9 @@ class TreeWorld(World):
         self.object_factories: frozenset[str] = frozenset()
 
     def resolve_name(self, path: str, name: str) -> Value:
+        if name in self.assumed_names:
+            self.assumed_read.add(name)
+            return self.assumed_names[name]  # type: ignore[no-any-return]
         for sym in self.index.resolve(path, name):
             if sym.kind is SymbolKind.CLASS:
                 return ClassRef((sym.path, sym.name))
