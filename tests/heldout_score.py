@@ -40,6 +40,7 @@ CASES_S16 = HERE / "data" / "heldout" / "heldout_cases_s16.json"
 CASES_S17 = HERE / "data" / "heldout" / "heldout_cases_s17.json"
 CASES_S18 = HERE / "data" / "heldout" / "heldout_cases_s18.json"
 CASES_S19 = HERE / "data" / "heldout" / "heldout_cases_s19.json"
+CASES_S20 = HERE / "data" / "heldout" / "heldout_cases_s20.json"
 # The speculative-config keys a Setting takes directly; others go to its options when it has them.
 _DIRECT = {"method", "num_speculative_tokens"}
 

@@ -10,7 +10,7 @@ from test_layers import planned_scan
 from trees import gate_tree
 
 from auditor.analyses.dispatch import Setting
-from auditor.analyses.dispatch.env_defaults import env_defaults, env_values
+from auditor.analyses.dispatch.env_defaults import Raises, env_defaults, env_values
 
 _ENVS = b'''
 import os
@@ -63,8 +63,10 @@ def test_the_environment_table_is_computed_over_the_environment_given():
     assert unset["VLLM_USE_V2_MODEL_RUNNER"] is None and unset["VLLM_FLAG"] is False and unset["VLLM_LEVEL"] == 0
     given = env_values(_ENVS, {"VLLM_FLAG": "", "VLLM_LEVEL": "3"})
     assert given["VLLM_FLAG"] is True and given["VLLM_LEVEL"] == 3
-    # A value vLLM's own code would fail on (int("yes")) and a call it cannot read: unknown.
-    assert "VLLM_USE_V2_MODEL_RUNNER" not in env_values(_ENVS, {"VLLM_USE_V2_MODEL_RUNNER": "yes"})
+    # A value vLLM's own code fails on (int("yes")): reading it raises that; a call the table
+    # makes that is not read: unknown (left out).
+    assert env_values(_ENVS, {"VLLM_USE_V2_MODEL_RUNNER": "yes"})["VLLM_USE_V2_MODEL_RUNNER"] == \
+        Raises("ValueError: invalid literal for int() with base 10: 'yes'")
     assert "VLLM_OPAQUE" not in unset
 
 
@@ -150,3 +152,41 @@ def test_an_environment_with_nothing_set_and_the_stated_defaults_decide(tmp_path
     assert c.assumed == ("HAS_TRITON", "vllm_config.attention_config.hisparse_config"), c.assumed
     assert "no vLLM variable set; assuming HAS_TRITON=true" in c.why
     assert open_env.runner_used is None and "envs.VLLM_USE_V2_MODEL_RUNNER" in open_env.runner_choice.depends_on
+
+
+def test_an_environment_value_the_table_cannot_parse_rejects_the_configuration(tmp_path):
+    """The selector reads the variable on every path and the read raises (vLLM's ``int("yes")``):
+    no runner is chosen, and the configuration is rejected at the read, whichever runner is asked."""
+    v1, v2 = planned_scan(_tree(tmp_path), [_deep("v1", {"VLLM_USE_V2_MODEL_RUNNER": "yes"}),
+                                            _deep("v2", {"VLLM_USE_V2_MODEL_RUNNER": "yes"})])[1]
+    for plan in (v1, v2):
+        assert plan.outcome == "rejected" and plan.runner_used is None, plan.runner_choice
+        (r,) = plan.rejections
+        assert (r.path, r.function, r.when) == ("vllm/config/vllm.py", "VllmConfig.use_v2_model_runner", "validation")
+        assert r.message == "ValueError: invalid literal for int() with base 10: 'yes'"
+
+
+_TEXT_CHECK = '''
+    def __post_init__(self):
+        target = self.target_model_config
+        if (self.method == "mtp" and target is not None and target.model_impl == "other"
+                and getattr(target.hf_text_config, "num_mtp_layers", None) is not None):
+            raise NotImplementedError("another backend's MTP")
+'''
+
+
+def test_a_model_configs_text_config_is_what_its_hf_configs_getter_returns(tmp_path):
+    """``model_config.hf_text_config`` (vLLM's ModelConfig sets it to ``get_text_config()`` of its
+    hf config): a field a flat config.json lacks is absent there, so a test that needs it is
+    decided even when another operand is unknown; one nested under ``text_config`` is found."""
+    files = gate_tree()
+    files["vllm/config/speculative.py"] = files["vllm/config/speculative.py"] + _TEXT_CHECK
+    files["vllm/envs.py"] = _ENVS.decode()
+    root = write_tree(tmp_path / "t", files)
+    flat = '{"architectures": ["DeepForCausalLM"], "model_type": "deep", "num_nextn_predict_layers": 2}'
+    nested = ('{"architectures": ["DeepForCausalLM"], "model_type": "deep", "num_nextn_predict_layers": 2, '
+              '"text_config": {"num_mtp_layers": 2}}')
+    plain, with_text = planned_scan(root, [Setting("v2", 2, target_config=flat), Setting("v2", 2, target_config=nested)])[1]
+    assert plain.outcome == "plan" and not any("validation raise" in n for n in plain.notes), plain.notes
+    # Nested: the text config holds the field; the backend test stays unknown, so the raise is undecided.
+    assert with_text.outcome == "plan" and any("1 validation raise" in n for n in with_text.notes), with_text.notes

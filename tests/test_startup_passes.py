@@ -12,7 +12,7 @@ from scan_helpers import write_tree
 from test_layers import planned_scan
 
 from auditor.analyses.dispatch import DispatchProvider, Setting
-from auditor.analyses.dispatch.env_defaults import env_defaults
+from auditor.analyses.dispatch.env_defaults import Raises, env_defaults
 from test_forward_reads import _MODEL as _FORWARD_READS_MODEL
 from trees import _model, gate_tree
 
@@ -203,7 +203,9 @@ environment_variables = {
     "F": lambda: int(os.getenv("F", "nope")),
 }
 '''
-    assert env_defaults(src) == {"A": False, "B": "x", "C": None, "D": True}
+    # F's default is text int() rejects: vLLM's read raises that, and so does the value's.
+    assert env_defaults(src) == {"A": False, "B": "x", "C": None, "D": True,
+                                 "F": Raises("ValueError: invalid literal for int() with base 10: 'nope'")}
 
 
 def test_a_call_made_on_both_sides_of_an_unknown_test_is_made(tmp_path):

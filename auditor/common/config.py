@@ -68,6 +68,9 @@ class Config:
             "model": "model_config",  # issue 18: a draft model is built with the draft's config in this role
             "draft_name": "model",  # issue 18: the speculative config names its draft model here (set for MTP)
             "target": "target_model_config",  # the target's model config the engine hands the speculative config
+            # a model config's text config: what its hf config's get_text_config() returns (vLLM's
+            # ModelConfig sets it so in __post_init__, get_hf_text_config)
+            "hf_text": "hf_text_config",
         }
     )
     # Issue 18: methods of the speculative-config class whose guarded raises reject a

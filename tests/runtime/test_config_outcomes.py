@@ -169,3 +169,29 @@ def test_a_runner_forced_with_an_option_it_does_not_support_is_rejected(runner, 
     # What the static side says was collected is in the engine's message too.
     collected = first["message"].split(" (unsupported: ")[1].split(";")[0].rstrip(")")
     assert collected in run["message"], (collected, run["message"])
+
+
+def test_an_environment_value_vllm_cannot_parse_rejects_the_runner_choice(runtime_py, checkpoint, vllm_package,
+                                                                          tmp_path_factory):
+    """``VLLM_USE_V2_MODEL_RUNNER=true``: vLLM's envs table parses it with ``int()``, so the
+    runner choice (``VllmConfig.use_v2_model_runner``) raises while the engine config is built.
+    The engine's builder and `layers --env` over the same package give the same exception."""
+    spec = {"method": "mtp", "num_speculative_tokens": 2}
+    r = subprocess.run([runtime_py, str(REPO / "runtime_check" / "config_probe.py"), checkpoint, json.dumps([spec])],
+                       capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, VLLM_USE_V2_MODEL_RUNNER="true"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    (seen,) = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert seen["outcome"] == "raised", seen
+    s = subprocess.run([sys.executable, "-m", "auditor.cli", "layers", vllm_package, "--hf-config", checkpoint,
+                        "--runner", "v1", "--platform", "cpu", "--engine-mode", "eager", "-q", "--format", "json",
+                        "--env", "VLLM_USE_V2_MODEL_RUNNER=true", "--speculative-config", json.dumps(spec)],
+                       cwd=REPO, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, MTP_AUDIT_CACHE_DIR=str(tmp_path_factory.getbasetemp() / "static-cache")))
+    assert s.returncode == 0, s.stderr[-3000:]
+    doc = json.loads(s.stdout)
+    assert doc["outcome"] == "rejected" and doc["runner_choice"]["used"] is None, doc["runner_choice"]
+    (first,) = doc["rejections"]
+    assert first["function"] == "VllmConfig.use_v2_model_runner" and first["when"] == "validation"
+    exc, _, text = first["message"].partition(": ")
+    assert exc == "ValueError" and text in seen["message"], (first["message"], seen["message"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...index.index import ClassKey, module_name
-from ..partial_eval import ABSENT, ClassRef, Obj, Unknown, Value
+from ..partial_eval import ABSENT, ClassRef, Obj, Unknown, Value, sub_config
 from ..partial_eval.values import _Absent
 
 if TYPE_CHECKING:
@@ -20,11 +20,25 @@ def draft_model_config(part: DispatchPart, hf: Obj, platform: str | None, fields
     (:func:`draft_class_fields`, on ``platform``; None: every platform alike)."""
     r = part.roles
     draft = Obj(r["draft"], {r["hf"]: hf, **(fields or {})})
+    with_text_config(part, draft, hf)
     field_name = part.config.override_field[0]
     if field_name in hf.fields:
         draft.fields[field_name] = hf.fields[field_name]
         draft.fields.update(draft_class_fields(part, hf.fields[field_name], platform))
     return draft
+
+
+def with_text_config(part: DispatchPart, model_config: Obj, hf: Obj) -> None:
+    """Set the model config's text config (role ``hf_text``) to what ``hf``'s text-config getter
+    returns (``sub-config-getters``: the one sub-config present, else ``hf`` itself), when that
+    is known; the model config is left without it otherwise (unknown)."""
+    name = part.roles.get("hf_text")
+    getter = part.config.sub_config_getters.get("get_text_config")
+    if not name or getter is None:
+        return
+    text = sub_config(hf, tuple(getter))
+    if text is not None:
+        model_config.fields.setdefault(name, text)
 
 
 def draft_class_fields(part: DispatchPart, architectures: Value, platform: str | None) -> dict[str, Value]:

@@ -11,18 +11,36 @@ set, else ``d`` (``None`` without one); ``N in os.environ`` is whether it is set
 ``or`` and ``a if c else b`` of known values are computed; and a call of a function the module
 defines whose body is only ``if <test>: return <value>`` and ``return <value>`` statements (vLLM's
 ``maybe_convert_bool``) is computed with its parameters bound to the arguments. Anything else,
-or a value that raises (``int("x")``), leaves the variable out (unknown).
+leaves the variable out (unknown). A cast of a known value that raises in Python
+(``int("true")`` for ``VLLM_USE_V2_MODEL_RUNNER=true``) is :class:`Raises`: reading the variable
+raises that exception, as vLLM's lazy read does.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
+
+from ..partial_eval import Obj, Unknown
 
 if TYPE_CHECKING:
     from ...index.index import Index
 
 _UNKNOWN = object()
+
+
+@dataclass(frozen=True)
+class Raises:
+    """Reading the variable raises this (``ValueError: invalid literal for int() ...``)."""
+
+    message: str
+
+
+class _Raised(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 _CASTS = {"bool": bool, "int": int, "float": float, "str": str}
 _STR_METHODS = {"lower", "upper", "strip"}
 _MAX_DEPTH = 8  # nested helper calls followed
@@ -49,7 +67,11 @@ def env_values(source: bytes, environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         for k, v in zip(value.keys, value.values):
             if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Lambda):
-                got = computer.value(v.body, {}, 0)
+                try:
+                    got = computer.value(v.body, {}, 0)
+                except _Raised as raised:
+                    out.setdefault(k.value, Raises(raised.message))
+                    continue
                 if got is not _UNKNOWN and (got is None or isinstance(got, (bool, int, float, str))):
                     out.setdefault(k.value, got)
     return out
@@ -62,6 +84,13 @@ def module_env_values(index: "Index", path: str, environ: Mapping[str, str]) -> 
     except OSError:  # unreadable or too large: every variable unknown
         src = None
     return env_values(src, environ) if src is not None else {}
+
+
+def env_object(module: str, values: Mapping[str, Any]) -> Obj:
+    """The environment module as the evaluator reads it: an open object whose fields are the
+    variables computed (one whose read raises: an :class:`Unknown` that raises it)."""
+    return Obj(module, {k: Unknown(f"{module}.{k}", raises=v.message) if isinstance(v, Raises) else v
+                        for k, v in values.items()})
 
 
 def _is_environ(node: ast.expr) -> bool:
@@ -148,8 +177,10 @@ class _Computer:
                 return _UNKNOWN
             try:
                 return _CASTS[f.id](v)
-            except (TypeError, ValueError):
-                return _UNKNOWN  # int("x") raises at run time: not a value
+            except (TypeError, ValueError) as e:
+                if isinstance(v, (str, int, float, bool)) or v is None:
+                    raise _Raised(f"{type(e).__name__}: {e}") from None  # as the read raises in vLLM
+                return _UNKNOWN
         if isinstance(f, ast.Attribute) and f.attr in _STR_METHODS and not node.args:
             v = self.value(f.value, local, depth)
             return getattr(v, f.attr)() if isinstance(v, str) else _UNKNOWN

@@ -15,7 +15,7 @@ from ...index.index import ClassKey, FuncKey
 from ...model.findings import Hop
 from ..partial_eval import Decision, Instance, Obj, Path, Unknown, Value
 from .model import CUT, Setting
-from .declared import draft_model_config
+from .declared import draft_model_config, with_text_config
 from .syntax import to_obj
 from .outcomes import Rejection
 from .part import DispatchPart
@@ -245,8 +245,11 @@ class FactoryRuns(DispatchPart):
             hf_target = to_obj(r["hf"], json.loads(setting.target_config)) if setting.target_config else Obj(r["hf"])
             # (its checkpoint is named: a path, as the draft's is where a draft config exists)
             # (an object of the class the field is annotated with: its methods are the tree's)
-            spec.fields[target] = Obj(target, {r["hf"]: hf_target, r.get("draft_name", "model"): "<target model>"},
-                                      cls=self.provider.spec_fields.field_class(spec_cls, target))
+            target_config = Obj(target, {r["hf"]: hf_target, r.get("draft_name", "model"): "<target model>"},
+                                cls=self.provider.spec_fields.field_class(spec_cls, target))
+            if isinstance(hf_target, Obj):
+                with_text_config(self, target_config, hf_target)
+            spec.fields[target] = target_config
         for name, value in self.provider.spec_fields.defaults(spec_cls).items():
             spec.fields.setdefault(name, value)
         return spec

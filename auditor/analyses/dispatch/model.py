@@ -179,6 +179,9 @@ class RunnerChoice:
     depends_on: tuple[str, ...] = ()
     why: str = ""
     assumed: tuple[str, ...] = ()  # the ``runner-choice-assumptions`` the decision read
+    # The choice raises on every path (an environment value vLLM cannot parse): the engine
+    # config is rejected there.
+    rejection: Rejection | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {"used": self.used, "depends_on": list(self.depends_on), "why": self.why, "assumed": list(self.assumed),

@@ -171,7 +171,13 @@ class DispatchProvider(Provider):
         if memo is not None and memo[0] == held and (memo[1].proposer is None or self.drafting.explored(memo[1].proposer)):
             return memo[1]
         plan = self.planner.plan(setting)
-        plan = replace(plan, compiled=self.engine_modes.compiled(plan), runner_choice=self.runner_choices.choice(setting))
+        choice = self.runner_choices.choice(setting)
+        if choice.rejection is not None and plan.outcome != "rejected":
+            # The runner choice fails before any runner is built: nothing of the plan runs.
+            r = choice.rejection
+            why = f"rejected at {r.path}:{r.line} {r.function}: {r.message} (the runner choice)"
+            plan = replace(plan, steps=plan.rejected_steps(why), outcome="rejected", rejections=(r,), step_raise=None)
+        plan = replace(plan, compiled=self.engine_modes.compiled(plan), runner_choice=choice)
         if held >= 0 and len(self.index.facts) == held:
             self._plan_memo[setting] = (held, plan)
         return plan

@@ -31,13 +31,14 @@ from typing import Any, Hashable
 from ...model.findings import Hop
 from ..partial_eval import Obj
 from .model import RunnerChoice, Setting
+from .outcomes import Rejection
 from .part import DispatchPart
 from .syntax import TreeWorld
 
 _SHOWN, _MAX_SHOWN = 90, 6  # the text's list of what the choice depends on (the JSON has all)
 # (the selector's site, its truth or None, what it depends on, the raise when every path raises,
 # the assumptions the run read)
-_Run = tuple[Hop, "bool | None", tuple[str, ...], str, tuple[str, ...]]
+_Run = tuple[Hop, "bool | None", tuple[str, ...], str, tuple[str, ...], "tuple[str, str, int] | None"]
 
 
 class RunnerChoices(DispatchPart):
@@ -71,7 +72,7 @@ class RunnerChoices(DispatchPart):
         got = self._selected(setting, runner, selectors[runner][0])
         if got is None:
             return RunnerChoice(None, why="which runner vLLM uses is not derived: its selector could not be read")
-        site, value, depends, raised, assumed = got
+        site, value, depends, raised, assumed, raised_in = got
         where = f"{site.function} ({site.path}:{site.line})"
         env = ", ".join(f"{k}={v}" for k, v in setting.env) if setting.env else \
             "no vLLM variable set" if setting.env_given else "the environment not given"
@@ -79,8 +80,12 @@ class RunnerChoices(DispatchPart):
             known = self.config.runner_choice_assumptions
             env += "; assuming " + ", ".join(f"{a}={known[a]}" for a in assumed)
         if raised:
-            return RunnerChoice(None, site, depends, f"{where} raises for this configuration ({raised}): "
-                                                      "no runner is chosen")
+            # vLLM chooses a runner before it serves: a choice that raises on every path fails
+            # the engine config's build.
+            at = raised_in or (site.path, site.function, site.line)
+            rejection = Rejection(at[0], at[2], at[1], raised, "validation")
+            return RunnerChoice(None, site, depends, f"{where} raises for this configuration and environment "
+                                                      f"({raised}; {env}): no runner is chosen", assumed, rejection)
         if value is None:
             shown = [d if len(d) <= _SHOWN else d[:_SHOWN] + "…" for d in depends[:_MAX_SHOWN]]
             more = f" and {len(depends) - _MAX_SHOWN} more" if len(depends) > _MAX_SHOWN else ""
@@ -129,13 +134,13 @@ class RunnerChoices(DispatchPart):
         world.assumed_names = {k: v for k, v in self._assumptions().items() if "." not in k}  # module-level names
         path = ev.run_joined(key, fn, {fn.params[0].name: root})
         site = Hop(key[0], fn.line, key[1])
-        if path.raised:
-            return site, None, (), str(path.raised), ()
+        if path.raised:  # every path raises: the choice itself fails (where the raise is)
+            return site, None, (), str(path.raised), tuple(sorted(world.assumed_read)), path.raised_in
         value = path.returned if isinstance(path.returned, bool) else None
         depends = tuple(dict.fromkeys(d.depends_on for d in path.decisions if d.value is None and d.depends_on))
         read = {r for d in path.decisions for r in (*d.fields, d.depends_on)} | set(path.reads)
         used = sorted(world.assumed_read) + [k for k in assumed_fields if any(r.startswith(k) for r in read)]
-        return site, value, depends if value is None else (), "", tuple(used)
+        return site, value, depends if value is None else (), "", tuple(used), None
 
     def _assumptions(self) -> dict[str, Any]:
         """``runner-choice-assumptions`` as values (JSON literals; text that is not one: a string)."""

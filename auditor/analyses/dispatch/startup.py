@@ -62,7 +62,7 @@ from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from ..partial_eval.values import _Absent, structural_key
 from .constructors import config_copies, self_assignments
-from .env_defaults import module_env_values
+from .env_defaults import env_object, module_env_values
 from .outcomes import Rejection
 from .part import DispatchPart
 from .startup_targets import StartupTarget, forward_target, head_target, iterates
@@ -143,7 +143,7 @@ class _StartupWorld(TreeWorld):
     def resolve_name(self, path: str, name: str) -> Value:
         for sym in self.index.resolve(path, name):
             if sym.kind is SymbolKind.MODULE and sym.name in self.part.config.env_modules and sym.path:
-                return Obj(sym.name, dict(self.part.env(sym.path)))  # every variable unset
+                return env_object(sym.name, self.part.env(sym.path))  # every variable unset
         return super().resolve_name(path, name)
 
     def class_attr(self, cls: tuple[str, str], name: str, instance: bool = False) -> Value | _Absent | None:

@@ -12,7 +12,7 @@ from ...index.bodies import FunctionBodies
 from ...index.index import Index, SymbolKind
 from ..partial_eval import ABSENT, ClassRef, EnumMember, FuncRef, ModuleRef, Obj, Unknown, Value, World, module_constant
 from ..partial_eval.values import _Absent
-from .env_defaults import module_env_values
+from .env_defaults import env_object, module_env_values
 
 
 class TreeWorld(World):
@@ -54,7 +54,7 @@ class TreeWorld(World):
             if sym.kind is SymbolKind.MODULE and self.environ_vars is not None and sym.name in self.env_modules \
                     and sym.path:
                 # The variables' values in the environment given (those not computed: unknown).
-                return Obj(sym.name, dict(self._env_module(sym.path)))
+                return env_object(sym.name, self._env_module(sym.path))
         return module_constant(self.index, path, name)
 
     def _env_module(self, path: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ evaluator of statements and expressions (:mod:`.evaluator`)."""
 
 from .constants import module_constant
 from .evaluator import MAX_CALL_DEPTH, MAX_PATHS, Evaluator, World
+from .expressions import sub_config
 from .values import (
     ABSENT,
     ClassRef,
@@ -23,5 +24,5 @@ from .values import (
 
 __all__ = [
     "ABSENT", "ClassRef", "Decision", "EnumMember", "Evaluator", "FuncRef", "Instance", "MAX_CALL_DEPTH", "ModuleRef", "MAX_PATHS", "Obj",
-    "Path", "Unknown", "Value", "World", "describe", "expr_text", "module_constant", "truth",
+    "Path", "Unknown", "Value", "World", "describe", "expr_text", "module_constant", "sub_config", "truth",
 ]

@@ -425,7 +425,7 @@ class ExpressionEvaluator(TreeValues):
             if found is not None:
                 (ckey, fn) = found
                 return self._invoke((ckey[0], f"{ckey[1]}.{f.attr}"), fn, e, p, key, depth, _bound_to(owner, fn))
-            sub = _sub_config(owner, self.world.sub_config_getters.get(f.attr)) \
+            sub = sub_config(owner, self.world.sub_config_getters.get(f.attr)) \
                 if isinstance(owner, Obj) and not e.args and not e.keywords else None
             if sub is not None:
                 return sub
@@ -616,7 +616,7 @@ def _returning(fkey: tuple[str, str], paths: list[Path], p: Path, notes: list[st
     return returning, None
 
 
-def _sub_config(owner: Obj, fields: tuple[str, ...] | None) -> Obj | None:
+def sub_config(owner: Obj, fields: tuple[str, ...] | None) -> Obj | None:
     """What a sub-config getter returns for ``owner`` (None: the evaluator cannot tell):
     the one sub-config present under ``fields``, or ``owner`` itself when none is."""
     if fields is None:
