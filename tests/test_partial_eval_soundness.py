@@ -511,3 +511,23 @@ def held(cfg):
         BareConfig().n  # noqa: B018
     except AttributeError as e:
         assert p.raised == f"AttributeError: {e}"
+
+
+def test_a_list_joined_from_paths_then_changed_is_not_its_options():
+    """A list appended to under an undecided test is joined as the values each path held
+    (options); appending to it afterwards changes what the name holds, which those options no
+    longer say: a membership test on it was decided False (the appended item was in no
+    option), and is now unknown. CPython says True here on both paths."""
+    src = """
+def f(cond):
+    lst = []
+    if cond:
+        lst.append("a")
+    lst.append("b")
+    return "b" in lst
+"""
+    got = _one(src, "f", cond=Unknown("cond"))
+    assert isinstance(got, Unknown), got
+    # Without the later change the options stand, and decide where they agree.
+    unchanged = src.replace('    lst.append("b")\n', "")
+    assert _one(unchanged, "f", cond=Unknown("cond")) is False

@@ -404,7 +404,13 @@ class ExpressionEvaluator(TreeValues):
             owner = self.eval(f.value, p, key, depth)
             if isinstance(owner, Unknown) and owner.options:
                 attr = f.attr
-                return self._each(owner, p, lambda o, side: self._call_on(o, attr, e, side, key, depth, text), text)
+                got = self._each(owner, p, lambda o, side: self._call_on(o, attr, e, side, key, depth, text), text)
+                if attr in _MUTATORS and _is_chain(f.value) \
+                        and all(isinstance(o, (tuple, list, dict, frozenset)) for o in owner.options):
+                    # Options of a container joined from paths (a list as tuples): a method that may
+                    # change it changes what the name holds, which the options no longer say.
+                    self._forget(f.value, p, key, depth, text)
+                return got
             return self._call_on(owner, f.attr, e, p, key, depth, text)
         return self._call_value(self.eval(f, p, key, depth), e, p, key, depth, text)
 
@@ -614,6 +620,11 @@ def _returning(fkey: tuple[str, str], paths: list[Path], p: Path, notes: list[st
             if note not in held:
                 held.append(note)
     return returning, None
+
+
+# Methods of the builtin containers that change their receiver.
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "update",
+                       "setdefault", "popitem", "add", "discard", "__setitem__", "__delitem__"})
 
 
 def sub_config(owner: Obj, fields: tuple[str, ...] | None) -> Obj | None:
