@@ -403,14 +403,7 @@ class ExpressionEvaluator(TreeValues):
                 return self._super_call(e, f.attr, p, key, depth, text)
             owner = self.eval(f.value, p, key, depth)
             if isinstance(owner, Unknown) and owner.options:
-                attr = f.attr
-                got = self._each(owner, p, lambda o, side: self._call_on(o, attr, e, side, key, depth, text), text)
-                if attr in _MUTATORS and _is_chain(f.value) \
-                        and all(isinstance(o, (tuple, list, dict, frozenset)) for o in owner.options):
-                    # Options of a container joined from paths (a list as tuples): a method that may
-                    # change it changes what the name holds, which the options no longer say.
-                    self._forget(f.value, p, key, depth, text)
-                return got
+                return _call_on_options(self, owner, e, p, key, depth, text)
             return self._call_on(owner, f.attr, e, p, key, depth, text)
         return self._call_value(self.eval(f, p, key, depth), e, p, key, depth, text)
 
@@ -620,6 +613,20 @@ def _returning(fkey: tuple[str, str], paths: list[Path], p: Path, notes: list[st
             if note not in held:
                 held.append(note)
     return returning, None
+
+
+def _call_on_options(ev: "ExpressionEvaluator", owner: Unknown, e: PCall, p: Path, key: tuple[str, str], depth: int,
+                     text: str) -> Value:
+    """``owner.attr(...)`` on a value that is one of ``owner.options``: called on each, joined."""
+    f = e.func
+    assert isinstance(f, PAttr) and owner.options is not None
+    got = ev._each(owner, p, lambda o, side: ev._call_on(o, f.attr, e, side, key, depth, text), text)
+    if f.attr in _MUTATORS and _is_chain(f.value) \
+            and all(isinstance(o, (tuple, list, dict, frozenset)) for o in owner.options):
+        # Options of a container joined from paths (a list as tuples): a method that may change
+        # it changes what the name holds, which the options no longer say.
+        ev._forget(f.value, p, key, depth, text)
+    return got
 
 
 # Methods of the builtin containers that change their receiver.
