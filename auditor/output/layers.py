@@ -109,9 +109,9 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
             out.append(f"  drafter:     {plan.proposer[1]} ({plan.proposer[0]}{site})")
             for c in plan.alternatives:
                 out.append(f"               or {c[1]} ({c[0]}) — an unknown branch decides")
-        if plan.runner_choice is not None and plan.runner_choice.used is not None or \
-                plan.runner_choice is not None and plan.runner_choice.selector is not None:
-            out.append(f"  runner:      {plan.runner_choice.why}")
+        choice = plan.runner_choice
+        if choice is not None and (choice.used is not None or choice.selector is not None):
+            out.append(f"  runner:      {choice.why}")
         if plan.loop is not None:
             out.append(f"  loop:        {plan.loop.function} ({plan.loop.path}:{plan.loop.line})")
         if plan.model_class is not None:

@@ -10,7 +10,7 @@ set, else ``d`` (``None`` without one); ``N in os.environ`` is whether it is set
 ``int``/``float``/``str``, ``.lower()``/``.upper()``/``.strip()``, comparisons, ``not``/``and``/
 ``or`` and ``a if c else b`` of known values are computed; and a call of a function the module
 defines whose body is only ``if <test>: return <value>`` and ``return <value>`` statements (vLLM's
-``maybe_convert_bool``) is computed with its parameters bound to the arguments. Anything else,
+``maybe_convert_bool``) is computed with its parameters bound to the arguments. Anything else
 leaves the variable out (unknown). A cast of a known value that raises in Python
 (``int("true")`` for ``VLLM_USE_V2_MODEL_RUNNER=true``) is :class:`Raises`: reading the variable
 raises that exception, as vLLM's lazy read does.
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from ...index.index import Index
 
 _UNKNOWN = object()
+_CASTS = {"bool": bool, "int": int, "float": float, "str": str}
+_STR_METHODS = {"lower", "upper", "strip"}
+_MAX_DEPTH = 8  # nested helper calls followed
 
 
 @dataclass(frozen=True)
@@ -41,9 +44,6 @@ class _Raised(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-_CASTS = {"bool": bool, "int": int, "float": float, "str": str}
-_STR_METHODS = {"lower", "upper", "strip"}
-_MAX_DEPTH = 8  # nested helper calls followed
 
 
 def env_defaults(source: bytes) -> dict[str, Any]:
@@ -84,6 +84,21 @@ def module_env_values(index: "Index", path: str, environ: Mapping[str, str]) -> 
     except OSError:  # unreadable or too large: every variable unknown
         src = None
     return env_values(src, environ) if src is not None else {}
+
+
+class EnvTables:
+    """:func:`module_env_values` per (module, environment), each module parsed once per
+    environment however many evaluators read it."""
+
+    def __init__(self, index: "Index") -> None:
+        self.index = index
+        self._tables: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
+
+    def values(self, path: str, environ: Mapping[str, str]) -> dict[str, Any]:
+        key = (path, tuple(sorted(environ.items())))
+        if key not in self._tables:
+            self._tables[key] = module_env_values(self.index, path, environ)
+        return self._tables[key]
 
 
 def env_object(module: str, values: Mapping[str, Any]) -> Obj:

@@ -40,14 +40,14 @@ class Setting:
     # The environment is known even where ``env`` is empty (``--clean-env``: no vLLM variable set
     # beyond ``env``); without it an empty ``env`` is an unknown environment.
     env_given: bool = False
+    # Issue 18: K as the speculative config's construction derives it when ``k`` is not given
+    # (vLLM: from the draft's ``n_predict``); the plan is made with it. Never the user's.
+    k_derived: int | None = None
 
     @property
     def environ(self) -> dict[str, str] | None:
         """The process environment as the question gives it; None: not known."""
         return dict(self.env) if self.env or self.env_given else None
-    # Issue 18: K as the speculative config's construction derives it when ``k`` is not given
-    # (vLLM: from the draft's ``n_predict``); the plan is made with it. Never the user's.
-    k_derived: int | None = None
 
     @property
     def planned_k(self) -> int | None:

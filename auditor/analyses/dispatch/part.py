@@ -47,6 +47,7 @@ class DispatchPart:
                             self.config.head_free_bases, self.provider.location.is_drafter)
         world.environ_vars = environ
         world.env_modules = frozenset(self.config.env_modules)
+        world.env_table = self.provider.env_tables.values
         world.object_factories = frozenset(self.config.object_factories)
         if loaded is not None:
             world.pinned = (frozenset(self.config.loaders), loaded)

@@ -29,6 +29,7 @@ from .routes import RouteMap
 from .load_routes import LoadRoutes
 from .outcomes import Outcomes, StepRaise
 from .engine_modes import EngineModes
+from .env_defaults import EnvTables
 from .startup import StartupPasses
 from .stepless import StepFree
 from .count_holder import CountHolder
@@ -90,6 +91,8 @@ class DispatchProvider(Provider):
         # The statement trees of functions the facts keep none of, extracted when the partial
         # evaluator runs one (shared by every evaluator of this scan).
         self.bodies = FunctionBodies(self.index)
+        # The envs modules' values per environment, parsed once for every evaluator of this scan.
+        self.env_tables = EnvTables(self.index)
 
     # -- loading (before the index is frozen) --------------------------------------
     def prepare(self) -> None:

@@ -18,15 +18,18 @@ other variable unset: ``envs.X`` is then computed from the envs module's table,
 * a tree without a selector says so (before 0.22.1 the worker reads the variable itself; 0.34.0
   has no V1 runner to choose).
 
-Nothing is assumed about engine arguments the question does not give: their defaults are not
-read into the configuration, so an answer that needs them is "depends on"."""
+Beyond the question, the run takes ``runner-choice-assumptions`` as given: vLLM's defaults for a
+server on one CUDA GPU whose other engine arguments are left at their defaults (``HAS_TRITON``,
+``attention_config.hisparse_config``, ...). An answer that read one lists it; anything else the
+question does not give stays unknown, so an answer that needs it is "depends on". A choice that
+raises on every path (an environment value vLLM cannot parse) rejects the configuration."""
 
 from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
-from typing import Any, Hashable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Hashable
 
 from ...model.findings import Hop
 from ..partial_eval import Obj
@@ -35,14 +38,26 @@ from .outcomes import Rejection
 from .part import DispatchPart
 from .syntax import TreeWorld
 
+if TYPE_CHECKING:
+    from .provider import DispatchProvider
+
 _SHOWN, _MAX_SHOWN = 90, 6  # the text's list of what the choice depends on (the JSON has all)
-# (the selector's site, its truth or None, what it depends on, the raise when every path raises,
-# the assumptions the run read)
-_Run = tuple[Hop, "bool | None", tuple[str, ...], str, tuple[str, ...], "tuple[str, str, int] | None"]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of a selector over a configuration."""
+
+    site: Hop  # the selector
+    value: bool | None  # its truth; None: not decided
+    depends_on: tuple[str, ...]  # what left it undecided
+    raised: str  # the raise, when every path raises ("" otherwise)
+    raised_in: tuple[str, str, int] | None  # where (file, function, line)
+    assumed: tuple[str, ...]  # the assumptions the run read
 
 
 class RunnerChoices(DispatchPart):
-    def __init__(self, provider) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, provider: "DispatchProvider") -> None:
         super().__init__(provider)
         self._memo: dict[Hashable, _Run | None] = {}
 
@@ -72,7 +87,7 @@ class RunnerChoices(DispatchPart):
         got = self._selected(setting, runner, selectors[runner][0])
         if got is None:
             return RunnerChoice(None, why="which runner vLLM uses is not derived: its selector could not be read")
-        site, value, depends, raised, assumed, raised_in = got
+        site, value, depends, raised, assumed = got.site, got.value, got.depends_on, got.raised, got.assumed
         where = f"{site.function} ({site.path}:{site.line})"
         env = ", ".join(f"{k}={v}" for k, v in setting.env) if setting.env else \
             "no vLLM variable set" if setting.env_given else "the environment not given"
@@ -82,7 +97,7 @@ class RunnerChoices(DispatchPart):
         if raised:
             # vLLM chooses a runner before it serves: a choice that raises on every path fails
             # the engine config's build.
-            at = raised_in or (site.path, site.function, site.line)
+            at = got.raised_in or (site.path, site.function, site.line)
             rejection = Rejection(at[0], at[2], at[1], raised, "validation")
             return RunnerChoice(None, site, depends, f"{where} raises for this configuration and environment "
                                                       f"({raised}; {env}): no runner is chosen", assumed, rejection)
@@ -98,9 +113,7 @@ class RunnerChoices(DispatchPart):
                             else f"vLLM does not use runner {setting.runner} here: {said}", assumed)
 
     def _selected(self, setting: Setting, runner: str, key: tuple[str, str]) -> _Run | None:
-        """(the selector's site, its truth or None, what it depends on, the raise when every path
-        raises, the assumptions it read), one run per configuration (the runner asked does not
-        change it)."""
+        """The selector's run, one per configuration (the runner asked does not change it)."""
         memo_key: Hashable | None
         try:
             memo_key = (runner, key, replace(setting, runner=""))
@@ -127,20 +140,21 @@ class RunnerChoices(DispatchPart):
         if isinstance(target, Obj):
             roles[self.roles.get("model", "model_config")] = target  # the engine's model config is the target's
         root = Obj(self.roles["root"], roles=roles, cls=self.types.defining_class(key))
-        assumed_fields = self._assume(root)
+        assumptions = self._assumptions()
+        assumed_fields = self._assume(root, assumptions)
         ev = self.evaluator(environ=setting.environ)
         world = ev.world
         assert isinstance(world, TreeWorld)
-        world.assumed_names = {k: v for k, v in self._assumptions().items() if "." not in k}  # module-level names
+        world.assumed_names = {k: v for k, v in assumptions.items() if "." not in k}  # module-level names
         path = ev.run_joined(key, fn, {fn.params[0].name: root})
         site = Hop(key[0], fn.line, key[1])
         if path.raised:  # every path raises: the choice itself fails (where the raise is)
-            return site, None, (), str(path.raised), tuple(sorted(world.assumed_read)), path.raised_in
+            return _Run(site, None, (), str(path.raised), path.raised_in, tuple(sorted(world.assumed_read)))
         value = path.returned if isinstance(path.returned, bool) else None
         depends = tuple(dict.fromkeys(d.depends_on for d in path.decisions if d.value is None and d.depends_on))
         read = {r for d in path.decisions for r in (*d.fields, d.depends_on)} | set(path.reads)
         used = sorted(world.assumed_read) + [k for k in assumed_fields if any(r.startswith(k) for r in read)]
-        return site, value, depends if value is None else (), "", tuple(used), None
+        return _Run(site, value, depends if value is None else (), "", None, tuple(used))
 
     def _assumptions(self) -> dict[str, Any]:
         """``runner-choice-assumptions`` as values (JSON literals; text that is not one: a string)."""
@@ -152,11 +166,11 @@ class RunnerChoices(DispatchPart):
                 out[name] = text
         return out
 
-    def _assume(self, root: Obj) -> list[str]:
+    def _assume(self, root: Obj, assumptions: dict[str, Any]) -> list[str]:
         """Set the assumptions under the engine config's role (``vllm_config.<field>...``) on
         ``root`` (each sub-config an open object holding what is assumed of it); the names set."""
         done: list[str] = []
-        for name, value in self._assumptions().items():
+        for name, value in assumptions.items():
             head, _, rest = name.partition(".")
             if head != root.label or not rest:
                 continue

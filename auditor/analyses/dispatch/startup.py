@@ -62,7 +62,7 @@ from ...model.findings import Hop, StepRaise
 from ..partial_eval import Evaluator, Instance, Obj, Path, Unknown, Value, truth
 from ..partial_eval.values import _Absent, structural_key
 from .constructors import config_copies, self_assignments
-from .env_defaults import env_object, module_env_values
+from .env_defaults import env_object
 from .outcomes import Rejection
 from .part import DispatchPart
 from .startup_targets import StartupTarget, forward_target, head_target, iterates
@@ -159,7 +159,6 @@ class _StartupWorld(TreeWorld):
 class StartupPasses(DispatchPart):
     def __init__(self, provider: Any) -> None:
         super().__init__(provider)
-        self._envs: dict[str, dict[str, Any]] = {}
         self._is_runner: dict[tuple[ClassKey, str], bool] = {}
         self._holds: dict[tuple[ClassKey, str, ClassKey, str], bool] = {}
         self._memo: dict[tuple[Any, ...], tuple[int, StartupReach | None]] = {}
@@ -176,9 +175,7 @@ class StartupPasses(DispatchPart):
                     self._runner_attrs(worker, runner)
 
     def env(self, path: str) -> dict[str, Any]:
-        if path not in self._envs:  # (every variable unset)
-            self._envs[path] = module_env_values(self.index, path, {})
-        return self._envs[path]
+        return self.provider.env_tables.values(path, {})  # (every variable unset)
 
     def workers(self, platform: str) -> list[ClassKey]:
         """The worker classes the platform's module names in a ``worker-class-fields`` field."""

@@ -3,7 +3,7 @@ partial evaluator's view of the tree."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import msgspec
 
@@ -34,7 +34,9 @@ class TreeWorld(World):
         # and the ones a run read.
         self.assumed_names: dict[str, Any] = {}
         self.assumed_read: set[str] = set()
-        self._env_values: dict[str, dict[str, Any]] = {}
+        # Where the values of an envs module are read (the dispatch provider's shared cache);
+        # None: read by the world itself.
+        self.env_table: Callable[[str, Mapping[str, str]], dict[str, Any]] | None = None
         # Calls pinned by the question: (module-level function names, what a call returns),
         # the configured loaders returning the draft model a load check runs with.
         self.pinned: tuple[frozenset[str], Value] | None = None
@@ -58,9 +60,8 @@ class TreeWorld(World):
         return module_constant(self.index, path, name)
 
     def _env_module(self, path: str) -> dict[str, Any]:
-        if path not in self._env_values:
-            self._env_values[path] = module_env_values(self.index, path, self.environ_vars or {})
-        return self._env_values[path]
+        environ = self.environ_vars or {}
+        return self.env_table(path, environ) if self.env_table is not None else module_env_values(self.index, path, environ)
 
     def method(self, cls: tuple[str, str], name: str) -> tuple[tuple[str, str], FunctionFact] | None:
         return self.index.method(cls, name)
