@@ -190,3 +190,12 @@ def test_a_model_configs_text_config_is_what_its_hf_configs_getter_returns(tmp_p
     assert plain.outcome == "plan" and not any("validation raise" in n for n in plain.notes), plain.notes
     # Nested: the text config holds the field; the backend test stays unknown, so the raise is undecided.
     assert with_text.outcome == "plan" and any("1 validation raise" in n for n in with_text.notes), with_text.notes
+
+
+def test_the_text_says_how_to_give_the_environment_when_the_choice_needs_it(tmp_path):
+    from auditor.output.layers import render_text
+
+    unknown, given = planned_scan(_tree(tmp_path), [_deep("v2"), _deep("v2", {"VLLM_USE_V2_MODEL_RUNNER": "1"})])[1]
+    hint = "(--env NAME=VALUE or --clean-env gives your server's environment)"
+    assert hint in render_text([unknown], "t")
+    assert hint not in render_text([given], "t") and "vLLM uses runner v2 here" in render_text([given], "t")

@@ -112,6 +112,8 @@ def render_text(plans: list[Plan], tree_label: str, engine_mode: str = "both") -
         choice = plan.runner_choice
         if choice is not None and (choice.used is not None or choice.selector is not None):
             out.append(f"  runner:      {choice.why}")
+            if choice.used is None and choice.rejection is None and not s.env and not s.env_given:
+                out.append("               (--env NAME=VALUE or --clean-env gives your server's environment)")
         if plan.loop is not None:
             out.append(f"  loop:        {plan.loop.function} ({plan.loop.path}:{plan.loop.line})")
         if plan.model_class is not None:
